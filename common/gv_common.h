@@ -1,0 +1,148 @@
+/* gv_common.h: what every gravac module shares: status codes, logging, allocation (with a
+ * failure-injection hook for tests), buffers that carry their memory kind, monotonic time.
+ * Depends on nothing but libc. Deliberately holds no configuration and no I/O policy. */
+#ifndef GV_COMMON_H
+#define GV_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+
+/* Every fallible function returns one of these; never a raw errno, never mixed signs. */
+typedef enum {
+    GV_OK = 0,
+    GV_INPROGRESS = 1,       /* accepted; completion is reported later by callback */
+    GV_ERR_NOMEM = -1,
+    GV_ERR_INVAL = -2,       /* bad argument, option or value (caller's fault) */
+    GV_ERR_IO = -3,          /* syscall or file error (logged with strerror where detected) */
+    GV_ERR_PROTO = -4,       /* malformed or oversized input from the network or a file */
+    GV_ERR_AGAIN = -5,       /* resource busy (send queue full): progress, then retry */
+    GV_ERR_TIMEOUT = -6,
+    GV_ERR_CLOSED = -7,      /* peer closed or connection already closed */
+    GV_ERR_UNSUPPORTED = -8, /* not built in, or not offered by this backend */
+    GV_ERR_NODEV = -9,       /* no GPU / no RDMA device */
+    GV_ERR_CUDA = -10,
+    GV_ERR_AUTH = -11,       /* authentication failed */
+    GV_ERR_VERSION = -12,    /* peer speaks another protocol or file version */
+} gv_status_t;
+
+/* Static string naming the status ("ok", "out of memory", ...). Unknown values give "unknown". */
+const char *gv_status_str(gv_status_t status);
+
+/* ---------------------------------------------------------------- logging */
+
+enum gv_log_level {
+    GV_LOG_ERROR = 0,
+    GV_LOG_WARN = 1,
+    GV_LOG_INFO = 2,
+    GV_LOG_DEBUG = 3,
+    GV_LOG_TRACE = 4,
+};
+
+/* Sink: receives one formatted line without the trailing newline. May be called from any
+ * thread; the default sink writes "gravac[tag] L hh:mm:ss.mmm message\n" to stderr. */
+typedef void (*gv_log_cb)(enum gv_log_level level, const char *line, void *arg);
+
+/* Threshold from the environment variable GV_LOG_LEVEL (error|warn|info|debug|trace or 0-4),
+ * default info. gv_log_set_level overrides it. */
+void gv_log_set_level(enum gv_log_level level);
+enum gv_log_level gv_log_get_level(void);
+/* Parse "warn", "3", ...; GV_ERR_INVAL for anything else. */
+gv_status_t gv_log_parse_level(const char *s, enum gv_log_level *level_p);
+/* Replace the sink; NULL restores the default. */
+void gv_log_set_cb(gv_log_cb cb, void *arg);
+/* Short process tag printed in every default line, e.g. "server0"; copied (max 31 chars). */
+void gv_log_set_tag(const char *tag);
+void gv_log(enum gv_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gv_vlog(enum gv_log_level level, const char *fmt, va_list ap);
+
+#define gv_log_enabled(lvl) ((lvl) <= gv_log_get_level())
+/* Data-path tracing compiles out of release builds. */
+#ifdef NDEBUG
+#define GV_TRACE(...) ((void)0)
+#else
+#define GV_TRACE(...)                                                                              \
+    do {                                                                                           \
+        if (gv_log_enabled(GV_LOG_TRACE))                                                          \
+            gv_log(GV_LOG_TRACE, __VA_ARGS__);                                                     \
+    } while (0)
+#endif
+
+/* ---------------------------------------------------------------- assertions */
+
+/* Internal invariants only; never for data from the network, a file or argv. */
+void gv_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
+#define GV_ASSERT(e) ((e) ? (void)0 : gv_assert_fail(#e, __FILE__, __LINE__))
+
+#define GV_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define GV_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define GV_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define gv_container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+/* ---------------------------------------------------------------- allocation */
+
+/* All project allocations go through these so that tests can fail the N-th one.
+ * gv_aligned_alloc: align is a power of two >= sizeof(void *); free with gv_free. */
+void *gv_malloc(size_t size);
+void *gv_calloc(size_t nmemb, size_t size);
+void *gv_realloc(void *ptr, size_t size);
+void *gv_aligned_alloc(size_t align, size_t size);
+char *gv_strdup(const char *s);
+void gv_free(void *ptr);
+
+/* Test hook: the n-th allocation from now fails (n >= 1), and every later one succeeds again.
+ * n = 0 disarms. Returns how many allocations were made since the last call (to size a sweep).
+ * Thread-safe (atomic counter). */
+uint64_t gv_alloc_fail_nth(uint64_t n);
+
+/* ---------------------------------------------------------------- buffers */
+
+enum gv_mem {
+    GV_MEM_HOST = 0,   /* pageable host memory, page-aligned */
+    GV_MEM_PINNED = 1, /* page-locked host memory (cudaMallocHost) */
+    GV_MEM_DEVICE = 2, /* GPU memory; never dereference on the host */
+};
+const char *gv_mem_str(enum gv_mem mem);
+
+/* A pointer that knows what kind of memory it points to. mr is the transport's registration
+ * handle (NULL when unregistered); the buffer does not own it. */
+struct gv_buf {
+    void *ptr;
+    size_t len;
+    enum gv_mem mem;
+    void *mr;
+};
+
+/* Allocator for pinned and device memory, provided by a CUDA-aware module at start-up
+ * (host memory needs none). Without one, those kinds return GV_ERR_UNSUPPORTED. */
+struct gv_mem_ops {
+    gv_status_t (*alloc)(size_t len, void **ptr_p);
+    void (*free)(void *ptr);
+};
+void gv_mem_set_ops(enum gv_mem mem, const struct gv_mem_ops *ops);
+
+/* Allocates len bytes of kind mem into *buf (host memory is page-aligned and zeroed).
+ * On failure *buf is left as {NULL, 0}. */
+gv_status_t gv_buf_alloc(struct gv_buf *buf, size_t len, enum gv_mem mem);
+/* Frees and resets; accepts a zeroed or already freed buffer. */
+void gv_buf_free(struct gv_buf *buf);
+
+/* ---------------------------------------------------------------- time */
+
+/* Monotonic clock. Only I/O-owning code reads it; adapt/ takes times as inputs. */
+uint64_t gv_now_ns(void);
+static inline double gv_now_s(void)
+{
+    return (double)gv_now_ns() * 1e-9;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GV_COMMON_H */

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds, then runs a local cluster on loopback that
+# trains a model on Fashion-MNIST with GraVAC, showing progress and a summary.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh" build
+if [ ! -x "$root/build/bin/gravac-launch" ]; then
+    echo "gravac: the training cluster is not yet available in this build (see README)." >&2
+    exit 2
+fi
+exec "$root/build/bin/gravac-launch" "$@"
