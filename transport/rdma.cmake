@@ -1,0 +1,8 @@
+# rdma.cmake: the RDMA backend's targets, included by transport/CMakeLists.txt (and by the
+# standalone scratch build in tests/transport/rdma/). gv_rdma_proto is the device-free protocol
+# core (always built, unit-tested everywhere); the verbs side needs libibverbs + librdmacm.
+set(GV_RDMA_DIR ${CMAKE_CURRENT_LIST_DIR})
+add_library(gv_rdma_proto STATIC
+  ${GV_RDMA_DIR}/rdma_proto.c ${GV_RDMA_DIR}/rdma_proto_rx.c ${GV_RDMA_DIR}/rdma_regcache.c)
+target_include_directories(gv_rdma_proto PUBLIC ${GV_RDMA_DIR})
+target_link_libraries(gv_rdma_proto PUBLIC gv_common)
