@@ -1,6 +1,6 @@
-/* rdma_proto.c: the sending half of the RDMA protocol and what both halves share: wire
- * encodings, configuration checks, send slots, the send-queue record ring with selective
- * signalling, credits, and connection failure. The receiving half is rdma_proto_rx.c.
+/* rdma_proto.c: the sending half of the RDMA protocol and what both halves share: send
+ * slots, the send-queue record ring with selective signalling, credits, and connection
+ * failure. The receiving half is rdma_proto_rx.c, the encodings rdma_proto_wire.c.
  * No verbs calls: everything goes out through struct gv_rp_wire_ops. */
 #include "rdma_proto.h"
 
@@ -8,115 +8,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---------------------------------------------------------------- encodings */
-
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t *p, uint32_t v)
-{
-    put16(p, (uint16_t)v);
-    put16(p + 2, (uint16_t)(v >> 16));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    put32(p, (uint32_t)v);
-    put32(p + 4, (uint32_t)(v >> 32));
-}
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)get16(p) | ((uint32_t)get16(p + 2) << 16);
-}
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | ((uint64_t)get32(p + 4) << 32);
-}
-
-void gv_rp_ctrl_encode(const struct gv_rp_ctrl *h, void *buf)
-{
-    uint8_t *p = buf;
-    p[0] = h->type;
-    p[1] = h->flags;
-    put16(p + 2, h->credits);
-    put32(p + 4, h->len);
-    put32(p + 8, h->msg_len);
-    put32(p + 12, h->id);
-    put64(p + 16, h->payload_len);
-}
-
-void gv_rp_ctrl_decode(const void *buf, struct gv_rp_ctrl *h)
-{
-    const uint8_t *p = buf;
-    h->type = p[0];
-    h->flags = p[1];
-    h->credits = get16(p + 2);
-    h->len = get32(p + 4);
-    h->msg_len = get32(p + 8);
-    h->id = get32(p + 12);
-    h->payload_len = get64(p + 16);
-}
-
-void gv_rp_elem_encode(const struct gv_rp_elem *e, void *buf)
-{
-    uint8_t *p = buf;
-    put64(p, e->addr);
-    put32(p + 8, e->rkey);
-    put32(p + 12, e->flags);
-    put64(p + 16, e->len);
-}
-
-void gv_rp_elem_decode(const void *buf, struct gv_rp_elem *e)
-{
-    const uint8_t *p = buf;
-    e->addr = get64(p);
-    e->rkey = get32(p + 8);
-    e->flags = get32(p + 12);
-    e->len = get64(p + 16);
-}
-
-void gv_rp_params_encode(const struct gv_rp_params *prm, void *buf)
-{
-    uint8_t *p = buf;
-    put32(p, GV_RP_MAGIC);
-    put16(p + 4, prm->version);
-    put16(p + 6, prm->rx_depth);
-    put32(p + 8, prm->slot_size);
-    put32(p + 12, 0);
-}
-
-gv_status_t gv_rp_params_decode(const void *buf, size_t len, struct gv_rp_params *prm)
-{
-    const uint8_t *p = buf;
-    if (buf == NULL || len < GV_RP_PARAMS_LEN || get32(p) != GV_RP_MAGIC)
-        return GV_ERR_PROTO;
-    struct gv_rp_params v = {get16(p + 4), get16(p + 6), get32(p + 8)};
-    if (v.version != GV_RP_VERSION)
-        return GV_ERR_VERSION;
-    if (v.rx_depth < 4 || v.rx_depth > GV_RP_MAX_DEPTH || v.slot_size < 256 ||
-        v.slot_size > (16u << 20))
-        return GV_ERR_PROTO;
-    *prm = v;
-    return GV_OK;
-}
-
-gv_status_t gv_rp_cfg_check(const struct gv_rp_cfg *c)
-{
-    if (c->slot_size < 256 || c->slot_size > (16u << 20) || c->rx_depth < 4 ||
-        c->rx_depth > GV_RP_MAX_DEPTH || c->tx_slots < GV_RP_CTRL_SLOTS + 2 ||
-        c->tx_slots > 65536 || c->sq_depth < 8 || c->signal_every < 1 ||
-        c->signal_every > c->sq_depth || c->max_write_len < 4096 || c->prefix_len < 1 ||
-        c->prefix_len > 64 || c->max_hdr_len < c->prefix_len || c->max_send_queue < 1 ||
-        c->max_send_queue > (1u << 20))
-        return GV_ERR_INVAL;
-    return GV_OK;
-}
 
 /* ---------------------------------------------------------------- shared helpers */
 
@@ -226,8 +117,7 @@ static gv_status_t rp_post_slot(struct gv_rp_conn *pc, int32_t slot, struct gv_r
     return GV_OK;
 }
 
-gv_status_t gv_rpi_post_ctrl(struct gv_rp_conn *pc, int32_t slot, struct gv_rp_ctrl *h,
-                             int32_t msg)
+gv_status_t gv_rpi_post_ctrl(struct gv_rp_conn *pc, int32_t slot, struct gv_rp_ctrl *h, int32_t msg)
 {
     return rp_post_slot(pc, slot, h, msg, 1);
 }
@@ -236,8 +126,8 @@ gv_status_t gv_rpi_repost(struct gv_rp_conn *pc, uint32_t slot, int owed)
 {
     if (pc->dead)
         return GV_OK;
-    gv_status_t status = pc->wire->post_recv(pc->wctx, gv_rpi_rslot(pc, slot),
-                                             pc->cfg.slot_size, pc->lkey, slot);
+    gv_status_t status =
+        pc->wire->post_recv(pc->wctx, gv_rpi_rslot(pc, slot), pc->cfg.slot_size, pc->lkey, slot);
     if (status == GV_OK && owed)
         pc->owed++;
     return status;
@@ -300,6 +190,17 @@ gv_status_t gv_rp_init(struct gv_rp_conn *pc, const struct gv_rp_cfg *cfg,
     for (uint32_t i = 0; i < cfg->tx_slots; i++)
         pc->free_slots[i] = (int32_t)(cfg->tx_slots - 1 - i);
     pc->nfree = cfg->tx_slots;
+    return GV_OK;
+}
+
+gv_status_t gv_rp_set_peer(struct gv_rp_conn *pc, const struct gv_rp_params *peer)
+{
+    if (pc->wr_head != 0 || pc->m_tail != 0)
+        return GV_ERR_INVAL;
+    pc->peer = *peer;
+    pc->credits = peer->rx_depth;
+    pc->st.min_credits = pc->credits;
+    pc->send_max = GV_MIN(pc->cfg.slot_size, peer->slot_size);
     return GV_OK;
 }
 
@@ -429,8 +330,8 @@ static gv_status_t rp_copy_msg(struct gv_rp_conn *pc, char *dst, const struct gv
     return GV_OK;
 }
 
-static gv_status_t rp_check_iov(const struct gv_rp_conn *pc, const struct gv_iov *iov,
-                                int iovcnt, uint64_t *payload_p)
+static gv_status_t rp_check_iov(const struct gv_rp_conn *pc, const struct gv_iov *iov, int iovcnt,
+                                uint64_t *payload_p)
 {
     if (iov == NULL || iovcnt < 1 || iovcnt > GV_TP_MAX_SEND_IOV || iov[0].base == NULL ||
         iov[0].len < pc->cfg.prefix_len || iov[0].len > pc->cfg.max_hdr_len)
@@ -502,8 +403,7 @@ gv_status_t gv_rp_send(struct gv_rp_conn *pc, const struct gv_iov *iov, int iovc
     if (GV_RP_CTRL_LEN + bytes <= pc->send_max && pc->nfree > GV_RP_CTRL_SLOTS &&
         !rp_slot_waiters(pc)) {
         m->slot = gv_rpi_slot_alloc(pc);
-        status = rp_copy_msg(pc, gv_rpi_sslot(pc, (uint32_t)m->slot) + GV_RP_CTRL_LEN, iov,
-                             iovcnt);
+        status = rp_copy_msg(pc, gv_rpi_sslot(pc, (uint32_t)m->slot) + GV_RP_CTRL_LEN, iov, iovcnt);
         if (status != GV_OK) {
             rp_slot_free(pc, m->slot);
             return status;
@@ -531,6 +431,7 @@ gv_status_t gv_rp_send(struct gv_rp_conn *pc, const struct gv_iov *iov, int iovc
         pc->last_progress_ns = now_ns; /* the io timeout counts from the first pending work */
     pc->m_tail++;
     pc->q_bytes += bytes;
+    pc->uc->bytes_sent += bytes;
     gv_status_t ret = m->state == GV_RP_S_EAGER ? GV_OK : GV_INPROGRESS;
     pc->in_send = 1;
     status = gv_rp_pump(pc);
@@ -560,8 +461,8 @@ static gv_status_t rp_post_eager(struct gv_rp_conn *pc, struct gv_rp_smsg *m, in
         if (pc->in_send || pc->nfree <= GV_RP_CTRL_SLOTS)
             return GV_OK;
         m->slot = gv_rpi_slot_alloc(pc);
-        gv_status_t status = rp_copy_msg(
-            pc, gv_rpi_sslot(pc, (uint32_t)m->slot) + GV_RP_CTRL_LEN, m->iov, m->iovcnt);
+        gv_status_t status = rp_copy_msg(pc, gv_rpi_sslot(pc, (uint32_t)m->slot) + GV_RP_CTRL_LEN,
+                                         m->iov, m->iovcnt);
         if (status != GV_OK)
             return status;
         m->state = GV_RP_S_EAGER;
@@ -665,8 +566,8 @@ static void rp_cursor_advance(struct gv_rp_smsg *m, uint64_t n)
 
 static void rp_cursor_settle(struct gv_rp_smsg *m)
 {
-    while (m->dst_i < m->ndst && (m->dst[m->dst_i].flags & GV_RP_ELEM_SKIP ||
-                                  m->dst[m->dst_i].len == 0)) {
+    while (m->dst_i < m->ndst &&
+           (m->dst[m->dst_i].flags & GV_RP_ELEM_SKIP || m->dst[m->dst_i].len == 0)) {
         uint64_t skip = m->dst[m->dst_i].len - m->dst_off;
         if (skip == 0) {
             m->dst_i++;
@@ -758,8 +659,8 @@ static gv_status_t rp_post_queued(struct gv_rp_conn *pc)
             pc->m_post++;
             continue;
         }
-        gv_status_t status = m->state == GV_RP_S_RTS ? rp_post_rts(pc, m, &done)
-                                                     : rp_post_eager(pc, m, &done);
+        gv_status_t status =
+            m->state == GV_RP_S_RTS ? rp_post_rts(pc, m, &done) : rp_post_eager(pc, m, &done);
         if (status != GV_OK || !done)
             return status;
         pc->m_post++;

@@ -159,30 +159,30 @@ enum gv_rp_smsg_state {
 struct gv_rp_smsg {
     uint8_t state;
     uint16_t id;
-    int32_t slot;         /* send slot with the eager copy, or -1 */
-    uint32_t msg_len;     /* iov[0].len */
+    int32_t slot;     /* send slot with the eager copy, or -1 */
+    uint32_t msg_len; /* iov[0].len */
     uint64_t payload_len;
-    uint64_t bytes;       /* msg_len + payload_len (the queue byte cap) */
+    uint64_t bytes; /* msg_len + payload_len (the queue byte cap) */
     int iovcnt;
-    struct gv_iov iov[GV_TP_MAX_SEND_IOV];      /* caller's buffers (by ref / rendezvous) */
+    struct gv_iov iov[GV_TP_MAX_SEND_IOV];       /* caller's buffers (by ref / rendezvous) */
     struct gv_rc_entry *src[GV_TP_MAX_SEND_IOV]; /* rendezvous: registration per payload iov */
-    uint32_t frag_off;    /* RTS: header bytes posted so far */
+    uint32_t frag_off;                           /* RTS: header bytes posted so far */
     int ndst;
-    struct gv_rp_elem dst[GV_TP_MAX_DST_IOV];   /* from the CTS */
-    int src_i, dst_i;     /* write cursor */
+    struct gv_rp_elem dst[GV_TP_MAX_DST_IOV]; /* from the CTS */
+    int src_i, dst_i;                         /* write cursor */
     uint64_t src_off, dst_off;
-    uint64_t left;        /* non-skip bytes still to write */
+    uint64_t left; /* non-skip bytes still to write */
     gv_tp_send_cb cb;
     void *arg;
 };
 
-struct gv_rp_wr {         /* one posted send-queue WR */
-    int32_t slot;         /* send slot to free when it completes, or -1 */
-    int32_t msg;          /* message to complete (final write / FIN), or -1 */
+struct gv_rp_wr { /* one posted send-queue WR */
+    int32_t slot; /* send slot to free when it completes, or -1 */
+    int32_t msg;  /* message to complete (final write / FIN), or -1 */
     uint8_t signaled;
 };
 
-struct gv_rp_held {       /* a received SEND waiting for in-order delivery */
+struct gv_rp_held { /* a received SEND waiting for in-order delivery */
     uint32_t slot;
     uint32_t len;
 };
@@ -199,8 +199,8 @@ struct gv_rp_rx {
     uint16_t id;
     uint32_t msg_len, got;
     uint64_t payload_len;
-    int32_t slot;         /* single-fragment RTS: the held slot with the header, else -1 */
-    char *hdr;            /* reassembly buffer (max_hdr_len bytes, allocated on first use) */
+    int32_t slot; /* single-fragment RTS: the held slot with the header, else -1 */
+    char *hdr;    /* reassembly buffer (max_hdr_len bytes, allocated on first use) */
     int ndst;
     struct gv_iov dst[GV_TP_MAX_DST_IOV];
     struct gv_rc_entry *ent[GV_TP_MAX_DST_IOV];
@@ -210,20 +210,20 @@ struct gv_rp_rx {
 struct gv_rp_stats {
     uint64_t eager, rendezvous, inline_sends, signaled, wrs, writes, credit_msgs, cts, fins;
     uint64_t msgs_delivered, bytes_written;
-    uint32_t min_credits;  /* lowest credit count seen after a post */
-    uint32_t max_held;     /* most receive slots held for in-order delivery */
+    uint32_t min_credits; /* lowest credit count seen after a post */
+    uint32_t max_held;    /* most receive slots held for in-order delivery */
 };
 
 struct gv_rp_conn {
     struct gv_rp_cfg cfg;
     struct gv_rp_params peer;
-    char *slots;          /* [nrecv receive slots][tx_slots send slots], slot_size each */
+    char *slots; /* [nrecv receive slots][tx_slots send slots], slot_size each */
     uint32_t lkey;
-    uint32_t nrecv;       /* rx_depth + 1 */
+    uint32_t nrecv; /* rx_depth + 1 */
     const struct gv_rp_wire_ops *wire;
     void *wctx;
     struct gv_rcache *rc;
-    struct gv_conn *uc;   /* the transport-level connection handed to callbacks */
+    struct gv_conn *uc; /* the transport-level connection handed to callbacks */
     const struct gv_tp_handler *h;
     void *user;
 
@@ -232,14 +232,14 @@ struct gv_rp_conn {
     uint32_t reply_credit; /* 1 while the peer's spare receive (for our CTS) is free */
     uint32_t credit_thresh;
 
-    int32_t *free_slots;  /* stack of free send slots */
+    int32_t *free_slots; /* stack of free send slots */
     uint32_t nfree;
-    uint32_t send_max;    /* largest SEND we may post: min(ours, peer's slot_size) */
+    uint32_t send_max; /* largest SEND we may post: min(ours, peer's slot_size) */
     /* Rings index with 64-bit counters (never wrap): entry = counter % capacity. */
-    struct gv_rp_wr *wr;  /* sq_depth records; [wr_tail, wr_head) posted, not known done */
+    struct gv_rp_wr *wr; /* sq_depth records; [wr_tail, wr_head) posted, not known done */
     uint64_t wr_head, wr_tail;
-    uint32_t since_signal; /* unsignaled WRs posted since the last signaled one */
-    struct gv_rp_smsg *msgs; /* max_send_queue entries */
+    uint32_t since_signal;           /* unsignaled WRs posted since the last signaled one */
+    struct gv_rp_smsg *msgs;         /* max_send_queue entries */
     uint64_t m_head, m_tail, m_post; /* [head, tail) live; m_post: first not fully posted */
     uint64_t q_bytes;
     uint16_t next_id;
@@ -247,9 +247,9 @@ struct gv_rp_conn {
     uint64_t h_head, h_tail;
     struct gv_rp_rx rx;
 
-    int dead;             /* failed or closed: nothing more is posted or delivered */
-    gv_status_t fatal;    /* first post error seen inside gv_rp_send (the caller closes) */
-    int draining;         /* closing gracefully: posts what is queued, delivers nothing */
+    int dead;          /* failed or closed: nothing more is posted or delivered */
+    gv_status_t fatal; /* first post error seen inside gv_rp_send (the caller closes) */
+    int draining;      /* closing gracefully: posts what is queued, delivers nothing */
     int in_pump, pump_again, in_send;
     uint64_t last_progress_ns;
     struct gv_rp_stats st;
@@ -261,6 +261,9 @@ gv_status_t gv_rp_init(struct gv_rp_conn *pc, const struct gv_rp_cfg *cfg,
                        const struct gv_rp_params *peer, void *slots, uint32_t lkey,
                        struct gv_rcache *rc, const struct gv_rp_wire_ops *wire, void *wctx,
                        struct gv_conn *uc, const struct gv_tp_handler *h, void *user);
+/* Replaces the peer's parameters (the active side learns them only when the connection is
+ * established, after its receives are posted). GV_ERR_INVAL once anything was sent. */
+gv_status_t gv_rp_set_peer(struct gv_rp_conn *pc, const struct gv_rp_params *peer);
 /* Releases what pc holds (registrations in use, buffers). Call gv_rp_fail first if live. */
 void gv_rp_cleanup(struct gv_rp_conn *pc);
 

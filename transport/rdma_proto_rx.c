@@ -9,8 +9,9 @@
 static gv_status_t rx_add_credits(struct gv_rp_conn *pc, uint32_t n)
 {
     if (n > pc->peer.rx_depth || pc->credits + n > pc->peer.rx_depth)
-        return gv_rpi_err(pc, GV_ERR_PROTO, "peer returned %" PRIu32 " credits, %" PRIu32
-                          " outstanding", n, pc->peer.rx_depth - pc->credits);
+        return gv_rpi_err(pc, GV_ERR_PROTO,
+                          "peer returned %" PRIu32 " credits, %" PRIu32 " outstanding", n,
+                          pc->peer.rx_depth - pc->credits);
     pc->credits += n;
     return GV_OK;
 }
@@ -37,8 +38,7 @@ static gv_status_t rx_get_dst(struct gv_rp_conn *pc, const char *msg, uint32_t m
                               uint64_t payload_len, struct gv_iov *dst, int *cnt_p)
 {
     int cnt = GV_TP_MAX_DST_IOV;
-    gv_status_t status =
-        pc->h->on_header(pc->uc, msg, msg_len, payload_len, dst, &cnt, pc->user);
+    gv_status_t status = pc->h->on_header(pc->uc, msg, msg_len, payload_len, dst, &cnt, pc->user);
     if (status != GV_OK)
         return status;
     if (cnt < 1 || cnt > GV_TP_MAX_DST_IOV)
@@ -50,8 +50,9 @@ static gv_status_t rx_get_dst(struct gv_rp_conn *pc, const char *msg, uint32_t m
         sum += dst[i].len;
     }
     if (sum != payload_len)
-        return gv_rpi_err(pc, GV_ERR_INVAL, "on_header destinations hold %" PRIu64
-                          " of %" PRIu64 " bytes", sum, payload_len);
+        return gv_rpi_err(pc, GV_ERR_INVAL,
+                          "on_header destinations hold %" PRIu64 " of %" PRIu64 " bytes", sum,
+                          payload_len);
     *cnt_p = cnt;
     return GV_OK;
 }
@@ -61,8 +62,7 @@ static gv_status_t rx_eager(struct gv_rp_conn *pc, uint32_t slot, const struct g
 {
     uint32_t msg_len = h->msg_len;
     if (msg_len < pc->cfg.prefix_len || msg_len > pc->cfg.max_hdr_len || msg_len > h->len)
-        return gv_rpi_err(pc, GV_ERR_PROTO, "eager message with header length %" PRIu32,
-                          msg_len);
+        return gv_rpi_err(pc, GV_ERR_PROTO, "eager message with header length %" PRIu32, msg_len);
     uint64_t payload = h->len - msg_len;
     gv_status_t status = rx_check_prefix(pc, data, msg_len, payload);
     if (status != GV_OK)
@@ -80,6 +80,7 @@ static gv_status_t rx_eager(struct gv_rp_conn *pc, uint32_t slot, const struct g
         if (status != GV_OK || pc->dead)
             return status;
     }
+    pc->uc->bytes_recv += h->len;
     pc->h->on_msg(pc->uc, data, msg_len, pc->user);
     pc->st.msgs_delivered++;
     return gv_rpi_repost(pc, slot, 1);
@@ -143,6 +144,7 @@ static gv_status_t rx_header_done(struct gv_rp_conn *pc)
         int32_t slot = rx->slot;
         rx->state = GV_RP_RX_IDLE;
         rx->slot = -1;
+        pc->uc->bytes_recv += rx->msg_len;
         pc->h->on_msg(pc->uc, msg, rx->msg_len, pc->user);
         pc->st.msgs_delivered++;
         return slot >= 0 ? gv_rpi_repost(pc, (uint32_t)slot, 1) : GV_OK;
@@ -177,8 +179,8 @@ static gv_status_t rx_rts(struct gv_rp_conn *pc, uint32_t slot, const struct gv_
         if (rx->state != GV_RP_RX_IDLE || h->msg_len < pc->cfg.prefix_len ||
             h->msg_len > pc->cfg.max_hdr_len || h->len == 0 || h->len > h->msg_len ||
             h->payload_len > pc->cfg.max_payload_len)
-            return gv_rpi_err(pc, GV_ERR_PROTO, "bad RTS (header %" PRIu32 ", payload %" PRIu64
-                              ")", h->msg_len, h->payload_len);
+            return gv_rpi_err(pc, GV_ERR_PROTO, "bad RTS (header %" PRIu32 ", payload %" PRIu64 ")",
+                              h->msg_len, h->payload_len);
         rx->id = (uint16_t)h->id;
         rx->msg_len = h->msg_len;
         rx->payload_len = h->payload_len;
@@ -214,9 +216,8 @@ static gv_status_t rx_fin(struct gv_rp_conn *pc, uint32_t id)
         struct gv_rc_entry *e = rx->ent[i];
         if (e == NULL || e->mr.shadow == NULL)
             continue;
-        gv_status_t status = pc->wire->copy(pc->wctx, rx->dst[i].base,
-                                            gv_rc_xlate(e, rx->dst[i].base), rx->dst[i].len,
-                                            GV_RP_H2D);
+        gv_status_t status = pc->wire->copy(
+            pc->wctx, rx->dst[i].base, gv_rc_xlate(e, rx->dst[i].base), rx->dst[i].len, GV_RP_H2D);
         if (status != GV_OK)
             return status;
     }
@@ -229,6 +230,7 @@ static gv_status_t rx_fin(struct gv_rp_conn *pc, uint32_t id)
     rx->slot = -1;
     rx->ndst = 0;
     rx->state = GV_RP_RX_IDLE;
+    pc->uc->bytes_recv += rx->msg_len + rx->payload_len;
     pc->h->on_msg(pc->uc, msg, rx->msg_len, pc->user);
     pc->st.msgs_delivered++;
     for (int i = 0; i < GV_TP_MAX_DST_IOV; i++)
@@ -278,8 +280,8 @@ static gv_status_t rx_ctrl(struct gv_rp_conn *pc, uint32_t slot, uint32_t byte_l
         status = gv_rpi_on_cts(pc, &h, p + GV_RP_CTRL_LEN);
         return status == GV_OK ? gv_rpi_repost(pc, slot, 0) : status;
     case GV_RP_FIN:
-        status = h.len == 0 ? gv_rpi_repost(pc, slot, 1)
-                            : gv_rpi_err(pc, GV_ERR_PROTO, "FIN with data");
+        status =
+            h.len == 0 ? gv_rpi_repost(pc, slot, 1) : gv_rpi_err(pc, GV_ERR_PROTO, "FIN with data");
         return status == GV_OK ? rx_fin(pc, h.id) : status;
     case GV_RP_EAGER:
     case GV_RP_RTS:

@@ -75,8 +75,8 @@ static void rc_destroy_entry(struct gv_rcache *rc, struct gv_rc_entry *e)
 static void rc_evict(struct gv_rcache *rc)
 {
     struct gv_rc_entry *e = rc->tail;
-    while (e != NULL && (rc->st.implicit_bytes > rc->cap_bytes ||
-                         rc->st.implicit_entries > rc->cap_entries)) {
+    while (e != NULL &&
+           (rc->st.implicit_bytes > rc->cap_bytes || rc->st.implicit_entries > rc->cap_entries)) {
         struct gv_rc_entry *prev = e->prev;
         if (!e->is_explicit && e->refs == 0) {
             rc->st.evictions++;
@@ -119,8 +119,7 @@ static gv_status_t rc_new_entry(struct gv_rcache *rc, uintptr_t start, uintptr_t
     return GV_OK;
 }
 
-gv_status_t gv_rc_get(struct gv_rcache *rc, const void *addr, size_t len,
-                      struct gv_rc_entry **e_p)
+gv_status_t gv_rc_get(struct gv_rcache *rc, const void *addr, size_t len, struct gv_rc_entry **e_p)
 {
     uintptr_t a = (uintptr_t)addr;
     if (len == 0 || a + len < a)

@@ -40,9 +40,9 @@ struct gv_rc_ops {
 struct gv_rc_entry {
     uintptr_t start, end; /* registered range [start, end) */
     enum gv_mem mem;
-    int is_explicit;      /* from gv_tp_mem_reg: never evicted */
-    int dead;             /* removed from lookups; deregistered when refs drop to 0 */
-    uint32_t refs;        /* in-flight operations using this entry */
+    int is_explicit; /* from gv_tp_mem_reg: never evicted */
+    int dead;        /* removed from lookups; deregistered when refs drop to 0 */
+    uint32_t refs;   /* in-flight operations using this entry */
     struct gv_rc_mr mr;
     struct gv_rc_entry *prev, *next; /* LRU list, most recent first */
 };
@@ -59,8 +59,8 @@ struct gv_rcache {
     const struct gv_rc_ops *ops;
     void *ctx;
     size_t page;
-    uint64_t cap_bytes;     /* implicit entries above this are evicted (0: register per use) */
-    uint32_t cap_entries;   /* implicit entries above this many are evicted too */
+    uint64_t cap_bytes;   /* implicit entries above this are evicted (0: register per use) */
+    uint32_t cap_entries; /* implicit entries above this many are evicted too */
     struct gv_rc_entry *head, *tail;
     struct gv_rc_stats st;
 };
@@ -75,8 +75,7 @@ void gv_rc_cleanup(struct gv_rcache *rc);
 /* The entry covering [addr, addr+len) with refs taken, registering an implicit host entry on a
  * miss. GV_ERR_INVAL for len == 0 or a range that wraps; the backend's status when the
  * registration fails (logged there). Release with gv_rc_put. */
-gv_status_t gv_rc_get(struct gv_rcache *rc, const void *addr, size_t len,
-                      struct gv_rc_entry **e_p);
+gv_status_t gv_rc_get(struct gv_rcache *rc, const void *addr, size_t len, struct gv_rc_entry **e_p);
 /* Drops one reference; evicts as the caps require. NULL is fine. */
 void gv_rc_put(struct gv_rcache *rc, struct gv_rc_entry *e);
 

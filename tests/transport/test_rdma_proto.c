@@ -15,7 +15,7 @@
 #include <string.h>
 
 #define SLOT 1024
-#define PFX 12          /* test framing: u32 hdr_len | u64 payload_len */
+#define PFX 12 /* test framing: u32 hdr_len | u64 payload_len */
 #define MAXHDR 8192
 #define MAXPAY (1u << 20)
 #define NSRC 48
@@ -40,8 +40,8 @@ struct op {
     unsigned flags;
     uint32_t rec;
     uint32_t len;
-    uint64_t seq;      /* WR number at the sender */
-    const char *src;   /* read when the op executes (unless inline) */
+    uint64_t seq;    /* WR number at the sender */
+    const char *src; /* read when the op executes (unless inline) */
     uint32_t lkey;
     char inl[256];
     uint64_t raddr;
@@ -80,15 +80,15 @@ struct side {
     uint64_t posted, done;
     /* failures the wire detects */
     int overruns, sq_overflows, bad_keys, bad_posts;
-    gv_status_t err;   /* first non-OK status from the protocol */
+    gv_status_t err; /* first non-OK status from the protocol */
     /* the receiving application */
     enum pol pol;
-    char *rbuf;        /* destinations for on_header */
-    char *dev;         /* "device" buffer registered as GV_MEM_DEVICE (POL_DEVICE) */
+    char *rbuf; /* destinations for on_header */
+    char *dev;  /* "device" buffer registered as GV_MEM_DEVICE (POL_DEVICE) */
     struct gv_iov cur[GV_TP_MAX_DST_IOV];
     int ncur;
     uint64_t expect_seq, delivered, bad_order, bad_content, headers;
-    int close_at_seq;  /* on_msg fails the conn when it sees this seq (-1: never) */
+    int close_at_seq; /* on_msg fails the conn when it sees this seq (-1: never) */
     /* the sending application */
     struct src src[NSRC];
     uint64_t next_seq;
@@ -103,7 +103,7 @@ struct env {
     uint32_t next_key;
     uint64_t rng;
     uint64_t now;
-    int staged;        /* device registrations get a shadow (staging) */
+    int staged; /* device registrations get a shadow (staging) */
     int fail_reg;
     struct gv_rp_cfg cfg;
 };
@@ -136,8 +136,7 @@ static int reg_covers(const struct reg *r, const void *p, size_t len)
     return a >= base && a + len <= base + r->len;
 }
 
-static gv_status_t fake_reg(void *ctx, void *addr, size_t len, enum gv_mem mem,
-                            struct gv_rc_mr *mr)
+static gv_status_t fake_reg(void *ctx, void *addr, size_t len, enum gv_mem mem, struct gv_rc_mr *mr)
 {
     struct env *e = ctx;
     if (e->fail_reg)
@@ -196,8 +195,8 @@ static gv_status_t w_post_common(struct side *s, struct op *o)
     return GV_OK;
 }
 
-static gv_status_t w_post_send(void *wctx, void *addr, uint32_t len, uint32_t lkey,
-                               unsigned flags, uint32_t rec)
+static gv_status_t w_post_send(void *wctx, void *addr, uint32_t len, uint32_t lkey, unsigned flags,
+                               uint32_t rec)
 {
     struct side *s = wctx;
     struct op o = {.kind = OP_SEND, .flags = flags, .rec = rec, .len = len, .src = addr};
@@ -221,14 +220,19 @@ static gv_status_t w_post_write(void *wctx, const struct gv_rp_write *w, unsigne
         s->bad_keys++;
         return GV_ERR_IO;
     }
-    struct op o = {.kind = OP_WRITE, .flags = flags, .rec = rec, .len = w->len,
-                   .src = w->laddr, .raddr = w->raddr, .rkey = w->rkey,
-                   .with_imm = w->with_imm, .imm = w->imm};
+    struct op o = {.kind = OP_WRITE,
+                   .flags = flags,
+                   .rec = rec,
+                   .len = w->len,
+                   .src = w->laddr,
+                   .raddr = w->raddr,
+                   .rkey = w->rkey,
+                   .with_imm = w->with_imm,
+                   .imm = w->imm};
     return w_post_common(s, &o);
 }
 
-static gv_status_t w_post_recv(void *wctx, void *addr, uint32_t len, uint32_t lkey,
-                               uint32_t slot)
+static gv_status_t w_post_recv(void *wctx, void *addr, uint32_t len, uint32_t lkey, uint32_t slot)
 {
     struct side *s = wctx;
     if (lkey != s->slot_key || len != SLOT || addr != s->slots + (size_t)slot * SLOT ||
@@ -280,8 +284,7 @@ static void exec_op(struct side *s)
     if (o->flags & GV_RP_F_SIGNALED)
         s->cq[s->cq_tail++ % OPQ] = (uint32_t)o->seq;
     if (consumes)
-        note_err(p, gv_rp_on_recv(&p->pc, slot, o->len, o->kind == OP_WRITE, o->imm,
-                                  s->env->now));
+        note_err(p, gv_rp_on_recv(&p->pc, slot, o->len, o->kind == OP_WRITE, o->imm, s->env->now));
 }
 
 /* Reports the oldest signaled completion of s (all WRs up to it are done). */
@@ -435,7 +438,7 @@ static void app_send_cb(struct gv_conn *c, gv_status_t status, void *arg)
     else
         x->s->cb_err++;
     x->s->last_cb_status = status;
-    memset(x->hdr, 0xAB, PFX + 8);          /* reuse the buffers at once: a late read shows */
+    memset(x->hdr, 0xAB, PFX + 8); /* reuse the buffers at once: a late read shows */
     memset(x->pay, 0xCD, 4096);
     x->busy = 0;
 }
@@ -518,7 +521,8 @@ static void side_init(struct env *e, struct side *s, struct side *peer, const ch
                                   .on_msg = app_on_msg};
     s->ops = calloc(OPQ, sizeof(*s->ops));
     s->rbuf = calloc(1, RBUF);
-    s->slots = aligned_alloc(4096, (size_t)(e->cfg.rx_depth + 1 + e->cfg.tx_slots) * SLOT);
+    s->slots = aligned_alloc(4096, ((size_t)(e->cfg.rx_depth + 1 + e->cfg.tx_slots) * SLOT + 4095) /
+                                       4096 * 4096);
     for (int i = 0; i < NSRC; i++)
         s->src[i].pay = malloc(MAXPAY);
     gv_rc_init(&s->rc, &fake_rc_ops, e, 1u << 30, 64, 4096);
@@ -905,10 +909,10 @@ static void test_dead_peer(void)
     GV_CHECK_EQ(e.a.cb_err, 1);
     GV_CHECK_STATUS(e.a.last_cb_status, GV_ERR_TIMEOUT);
     gv_rp_fail(&e.b.pc, GV_ERR_TIMEOUT);
-    GV_CHECK_EQ(e.b.rc.st.entries, 1);              /* cached, but no longer in use */
+    GV_CHECK_EQ(e.b.rc.st.entries, 1); /* cached, but no longer in use */
     GV_CHECK(e.b.rc.head != NULL && e.b.rc.head->refs == 0);
     GV_CHECK(e.a.rc.head != NULL && e.a.rc.head->refs == 0);
-    gv_rp_fail(&e.a.pc, GV_ERR_TIMEOUT);            /* idempotent */
+    gv_rp_fail(&e.a.pc, GV_ERR_TIMEOUT); /* idempotent */
     GV_CHECK_EQ(e.a.cb_err, 1);
     GV_CHECK_STATUS(app_send(&e.a, 8, 10, 1), GV_ERR_CLOSED);
     /* an idle connection never times out */
@@ -960,8 +964,7 @@ static void test_send_contract(void)
     struct gv_iov iov[GV_TP_MAX_SEND_IOV + 1];
     iov[0] = (struct gv_iov){hdr, sizeof(hdr)};
     GV_CHECK_STATUS(gv_rp_send(&e.a.pc, iov, 0, NULL, NULL, 0), GV_ERR_INVAL);
-    GV_CHECK_STATUS(gv_rp_send(&e.a.pc, iov, GV_TP_MAX_SEND_IOV + 1, NULL, NULL, 0),
-                    GV_ERR_INVAL);
+    GV_CHECK_STATUS(gv_rp_send(&e.a.pc, iov, GV_TP_MAX_SEND_IOV + 1, NULL, NULL, 0), GV_ERR_INVAL);
     iov[0].len = PFX - 1;
     GV_CHECK_STATUS(gv_rp_send(&e.a.pc, iov, 1, NULL, NULL, 0), GV_ERR_INVAL);
     iov[0].len = MAXHDR + 1;
@@ -987,8 +990,8 @@ static void test_send_contract(void)
 }
 
 /* Inject a raw SEND into b's next receive. */
-static gv_status_t inject(struct env *e, const struct gv_rp_ctrl *h, const void *data,
-                          uint32_t len, uint32_t byte_len)
+static gv_status_t inject(struct env *e, const struct gv_rp_ctrl *h, const void *data, uint32_t len,
+                          uint32_t byte_len)
 {
     struct side *b = &e->b;
     uint32_t slot = b->rq[b->rq_head++ % 4096];
@@ -1015,17 +1018,17 @@ static void test_bad_peer_data(void)
         gv_status_t want;
     } cases[] = {
         {{GV_RP_EAGER, 0, 0, sizeof(good), sizeof(good), 0, 0}, 0, GV_OK},
-        {{GV_RP_EAGER, 0, 0, 10, 10, 0, 0}, 5, GV_ERR_PROTO},              /* runt */
+        {{GV_RP_EAGER, 0, 0, 10, 10, 0, 0}, 5, GV_ERR_PROTO},                   /* runt */
         {{GV_RP_EAGER, 0, 0, 30, 20, 0, 0}, GV_RP_CTRL_LEN + 20, GV_ERR_PROTO}, /* len lies */
-        {{GV_RP_EAGER, 0, 0, sizeof(good), 4, 0, 0}, 0, GV_ERR_PROTO},     /* msg < prefix */
-        {{GV_RP_EAGER, 0, 0, sizeof(good), 100, 0, 0}, 0, GV_ERR_PROTO},   /* msg > len */
+        {{GV_RP_EAGER, 0, 0, sizeof(good), 4, 0, 0}, 0, GV_ERR_PROTO},          /* msg < prefix */
+        {{GV_RP_EAGER, 0, 0, sizeof(good), 100, 0, 0}, 0, GV_ERR_PROTO},        /* msg > len */
         {{GV_RP_EAGER, 0, 0, sizeof(good) + 4, sizeof(good), 0, 0}, 0, GV_ERR_PROTO}, /* framing */
-        {{99, 0, 0, 0, 0, 0, 0}, 0, GV_ERR_PROTO},                         /* unknown type */
-        {{GV_RP_CREDIT, 0, 1, 0, 0, 0, 0}, 0, GV_ERR_PROTO},               /* credits we never spent */
-        {{GV_RP_CTS, 0, 0, GV_RP_ELEM_LEN, 0, 3, 10}, 0, GV_ERR_PROTO},     /* CTS, no RTS */
-        {{GV_RP_FIN, 0, 0, 0, 0, 3, 0}, 0, GV_ERR_PROTO},                  /* FIN, no CTS */
+        {{99, 0, 0, 0, 0, 0, 0}, 0, GV_ERR_PROTO},                      /* unknown type */
+        {{GV_RP_CREDIT, 0, 1, 0, 0, 0, 0}, 0, GV_ERR_PROTO},            /* credits we never spent */
+        {{GV_RP_CTS, 0, 0, GV_RP_ELEM_LEN, 0, 3, 10}, 0, GV_ERR_PROTO}, /* CTS, no RTS */
+        {{GV_RP_FIN, 0, 0, 0, 0, 3, 0}, 0, GV_ERR_PROTO},               /* FIN, no CTS */
         {{GV_RP_RTS, 0, 0, sizeof(good), sizeof(good), 1, (uint64_t)MAXPAY + 1}, 0, GV_ERR_PROTO},
-        {{GV_RP_RTS_CONT, 0, 0, 4, 0, 1, 0}, 0, GV_ERR_PROTO},             /* stray fragment */
+        {{GV_RP_RTS_CONT, 0, 0, 4, 0, 1, 0}, 0, GV_ERR_PROTO}, /* stray fragment */
         {{GV_RP_RTS, 0, 0, sizeof(good), MAXHDR + 1, 1, 5}, 0, GV_ERR_PROTO},
     };
     for (size_t i = 0; i < GV_ARRAY_LEN(cases); i++) {
@@ -1034,8 +1037,8 @@ static void test_bad_peer_data(void)
         uint8_t data[64] = {0};
         memcpy(data, good, sizeof(good));
         uint32_t bl = cases[i].byte_len ? cases[i].byte_len : GV_RP_CTRL_LEN + cases[i].h.len;
-        gv_status_t st = inject(&e, &cases[i].h, data, cases[i].h.len < 64 ? cases[i].h.len : 0,
-                                bl);
+        gv_status_t st =
+            inject(&e, &cases[i].h, data, cases[i].h.len < 64 ? cases[i].h.len : 0, bl);
         GV_CHECK_MSG(st == cases[i].want, "case %zu: got %s", i, gv_status_str(st));
         env_free(&e);
     }
@@ -1127,7 +1130,7 @@ static void test_device_memory(void)
             GV_CHECK(e.a.copies >= 10 * 4);
             GV_CHECK(e.b.copies >= 10);
         }
-        GV_CHECK(e.b.copies >= 8); /* eager payloads with a device destination */
+        GV_CHECK(e.b.copies >= 8);        /* eager payloads with a device destination */
         GV_CHECK_EQ(e.a.rc.st.misses, 0); /* explicit entries only, no implicit registration */
         GV_CHECK_EQ(e.a.rc.st.device_entries, NSRC);
         env_free(&e);
@@ -1148,7 +1151,7 @@ static void test_regcache(void)
 
     struct gv_rc_entry *a, *b, *c, *d;
     GV_CHECK_OK(gv_rc_get(&rc, mem + 100, 50, &a));
-    GV_CHECK_EQ(a->start, (uintptr_t)mem);      /* page-rounded */
+    GV_CHECK_EQ(a->start, (uintptr_t)mem); /* page-rounded */
     GV_CHECK_EQ(a->end, (uintptr_t)mem + 4096);
     GV_CHECK_OK(gv_rc_get(&rc, mem + 4000, 96, &b)); /* inside the same page: a hit */
     GV_CHECK(a == b);
@@ -1157,11 +1160,11 @@ static void test_regcache(void)
     GV_CHECK_EQ(a->refs, 2);
     gv_rc_put(&rc, a);
     gv_rc_put(&rc, b);
-    GV_CHECK_OK(gv_rc_get(&rc, mem + 4096, 8192, &c));  /* 2 pages: 3 pages cached */
+    GV_CHECK_OK(gv_rc_get(&rc, mem + 4096, 8192, &c)); /* 2 pages: 3 pages cached */
     gv_rc_put(&rc, c);
     GV_CHECK_EQ(rc.st.implicit_bytes, 3 * 4096);
     GV_CHECK_EQ(rc.st.evictions, 0);
-    GV_CHECK_OK(gv_rc_get(&rc, mem + 100, 10, &a));     /* touch: a is most recent */
+    GV_CHECK_OK(gv_rc_get(&rc, mem + 100, 10, &a)); /* touch: a is most recent */
     gv_rc_put(&rc, a);
     GV_CHECK_OK(gv_rc_get(&rc, mem + 8 * 4096, 4096, &d)); /* over the cap: evict LRU = c */
     GV_CHECK_EQ(rc.st.evictions, 1);
@@ -1170,7 +1173,7 @@ static void test_regcache(void)
     /* entries in use are never evicted, even over the cap */
     struct gv_rc_entry *big;
     GV_CHECK_OK(gv_rc_get(&rc, mem + 16 * 4096, 8 * 4096, &big));
-    GV_CHECK(gv_rc_peek(&rc, mem + 8 * 4096, 1) == d);  /* d still referenced */
+    GV_CHECK(gv_rc_peek(&rc, mem + 8 * 4096, 1) == d); /* d still referenced */
     GV_CHECK(rc.st.implicit_bytes > 3 * 4096);
     gv_rc_put(&rc, d);
     gv_rc_put(&rc, big);
@@ -1189,7 +1192,7 @@ static void test_regcache(void)
     int before = live_regs(&e);
     gv_rc_remove(&rc, x);
     GV_CHECK(gv_rc_peek(&rc, mem + 41 * 4096, 100) == NULL);
-    GV_CHECK_EQ(live_regs(&e), before);                  /* still registered: in use */
+    GV_CHECK_EQ(live_regs(&e), before); /* still registered: in use */
     gv_rc_put(&rc, y);
     GV_CHECK_EQ(live_regs(&e), before - 1);
     GV_CHECK_STATUS(gv_rc_get(&rc, mem, 0, &a), GV_ERR_INVAL);
@@ -1247,7 +1250,7 @@ static void test_reg_failure(void)
     do {                                                                                           \
         int before_ = gv_check_failed_;                                                            \
         t();                                                                                       \
-        printf("%-28s %s\n", #t, gv_check_failed_ == before_ ? "ok" : "FAILED");                  \
+        printf("%-28s %s\n", #t, gv_check_failed_ == before_ ? "ok" : "FAILED");                   \
     } while (0)
 
 int main(void)
