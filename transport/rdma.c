@@ -375,7 +375,7 @@ int gv_rdma_cq_poll(struct rdma_tp *tp)
         /* Re-arm before polling, so a completion landing in between still wakes us. */
         if (ibv_req_notify_cq(tp->cq, 0) != 0) {
             gv_log(GV_LOG_ERROR, "rdma: ibv_req_notify_cq: %s", strerror(errno));
-            return -GV_ERR_IO;
+            return GV_ERR_IO;
         }
     }
     int n = 0;
@@ -384,7 +384,7 @@ int gv_rdma_cq_poll(struct rdma_tp *tp)
         int got = ibv_poll_cq(tp->cq, (int)GV_ARRAY_LEN(wc), wc);
         if (got < 0) {
             gv_log(GV_LOG_ERROR, "rdma: ibv_poll_cq failed on %s", tp->devname);
-            return -GV_ERR_IO;
+            return GV_ERR_IO;
         }
         for (int i = 0; i < got; i++)
             rdma_on_wc(tp, &wc[i]);
@@ -478,7 +478,7 @@ static int rdma_progress(struct gv_tp *base, int timeout_ms)
         int ret = epoll_wait(tp->epfd, ev, 4, (int)((wait_ns + 999999) / 1000000));
         if (ret < 0 && errno != EINTR) {
             gv_log(GV_LOG_ERROR, "rdma: epoll_wait: %s", strerror(errno));
-            return -GV_ERR_IO;
+            return GV_ERR_IO;
         }
         n = rdma_poll_once(tp);
     }

@@ -510,7 +510,7 @@ static int cm_poll(struct rdma_tp *tp, int nested)
             if (errno == EAGAIN || errno == EINTR)
                 return n;
             gv_log(GV_LOG_ERROR, "rdma: rdma_get_cm_event: %s", strerror(errno));
-            return -GV_ERR_IO;
+            return GV_ERR_IO;
         }
         struct cm_ev e;
         cm_copy(ev, &e);
