@@ -459,7 +459,7 @@ static int rdma_poll_once(struct rdma_tp *tp)
 static int rdma_progress(struct gv_tp *base, int timeout_ms)
 {
     struct rdma_tp *tp = (struct rdma_tp *)base;
-    tp->owner = pthread_self();
+    atomic_store(&tp->owner, gv_rdma_thread_token());
     uint64_t now = gv_now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000;
     int n = rdma_poll_once(tp);
@@ -628,7 +628,7 @@ gv_status_t gv_rdma_create_on(const char *dev, const struct gv_tp_config *cfg,
         status = tp->conns == NULL ? GV_ERR_NOMEM : GV_ERR_IO;
         goto err_destroy;
     }
-    tp->owner = pthread_self();
+    atomic_store(&tp->owner, gv_rdma_thread_token());
     gv_rdma_cm_thread_add(tp);
     if ((status = rdma_epoll_add(tp, tp->ch->fd)) != GV_OK ||
         (status = rdma_epoll_add(tp, tp->cc->fd)) != GV_OK)

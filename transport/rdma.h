@@ -13,8 +13,8 @@
 #include "rdma_select.h"
 
 #include <infiniband/verbs.h>
-#include <pthread.h>
 #include <rdma/rdma_cma.h>
+#include <stdatomic.h>
 
 extern const struct gv_tp_ops gv_rdma_ops;
 
@@ -129,9 +129,11 @@ gv_status_t gv_rdma_connect(struct gv_tp *tp, const char *host, uint16_t port,
 /* Drains the event channel; returns the number of events handled or a negative status. */
 int gv_rdma_cm_poll(struct rdma_tp *tp);
 #define RDMA_CM_DEFERRED 64
-/* Lists tp among this thread's transports (for the accept-while-connecting above). */
+/* Lists tp among the process's transports (for the accept-while-connecting above); owner
+ * tokens tell which thread runs each. */
 void gv_rdma_cm_thread_add(struct rdma_tp *tp);
 void gv_rdma_cm_thread_del(struct rdma_tp *tp);
+uintptr_t gv_rdma_thread_token(void);
 /* Resolves host to a sockaddr (port in network order set). */
 gv_status_t gv_rdma_resolve_host(const char *host, uint16_t port, int passive,
                                  struct sockaddr_storage *ss, char *why, size_t n);

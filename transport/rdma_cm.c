@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -528,29 +529,45 @@ int gv_rdma_cm_poll(struct rdma_tp *tp)
     return cm_poll(tp, 0);
 }
 
-static _Thread_local struct rdma_tp *cm_thread_tps;
+static pthread_mutex_t cm_tps_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rdma_tp *cm_tps;
+static _Thread_local char cm_thread_token;
+
+uintptr_t gv_rdma_thread_token(void)
+{
+    return (uintptr_t)&cm_thread_token;
+}
 
 void gv_rdma_cm_thread_add(struct rdma_tp *tp)
 {
     tp->deferred = gv_calloc(RDMA_CM_DEFERRED, sizeof(*tp->deferred));
-    tp->thread_next = cm_thread_tps;
-    cm_thread_tps = tp;
+    pthread_mutex_lock(&cm_tps_mu);
+    tp->thread_next = cm_tps;
+    cm_tps = tp;
+    pthread_mutex_unlock(&cm_tps_mu);
 }
 
 void gv_rdma_cm_thread_del(struct rdma_tp *tp)
 {
-    for (struct rdma_tp **pp = &cm_thread_tps; *pp != NULL; pp = &(*pp)->thread_next)
+    pthread_mutex_lock(&cm_tps_mu);
+    for (struct rdma_tp **pp = &cm_tps; *pp != NULL; pp = &(*pp)->thread_next)
         if (*pp == tp) {
             *pp = tp->thread_next;
-            return;
+            break;
         }
+    pthread_mutex_unlock(&cm_tps_mu);
 }
 
+/* Answers connection requests for the transports this thread runs (a transport is only ever
+ * touched by its own thread; the others are left alone). */
 static void cm_serve_thread(void)
 {
-    for (struct rdma_tp *tp = cm_thread_tps; tp != NULL; tp = tp->thread_next)
-        if (pthread_equal(tp->owner, pthread_self()))
+    uintptr_t me = gv_rdma_thread_token();
+    pthread_mutex_lock(&cm_tps_mu);
+    for (struct rdma_tp *tp = cm_tps; tp != NULL; tp = tp->thread_next)
+        if (atomic_load(&tp->owner) == me)
             cm_poll(tp, 1);
+    pthread_mutex_unlock(&cm_tps_mu);
 }
 
 /* ---------------------------------------------------------------- probing (auto selection) */
