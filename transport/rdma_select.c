@@ -121,7 +121,9 @@ uint64_t gv_rdma_conn_bytes(const struct gv_rdma_cfg *c)
 
 uint64_t gv_rdma_pool_need(const struct gv_rdma_cfg *c)
 {
-    return gv_rdma_conn_bytes(c) * c->conns_per_chunk;
+    /* the first chunk of connection slots, and the shared CQ (64-byte entries, pinned too) */
+    uint64_t cqe = (uint64_t)(c->sq_depth + c->rx_depth + 1) * c->max_conns;
+    return gv_rdma_conn_bytes(c) * c->conns_per_chunk + cqe * 64;
 }
 
 /* ---------------------------------------------------------------- device checks */

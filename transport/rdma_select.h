@@ -30,7 +30,8 @@ typedef const char *(*gv_getenv_fn)(const char *name);
 /* Defaults, then overrides from get (getenv in the transport, a table in tests). A malformed
  * or out-of-range value is GV_ERR_INVAL with why naming the variable. */
 gv_status_t gv_rdma_cfg_load(struct gv_rdma_cfg *c, gv_getenv_fn get, char *why, size_t n);
-/* Bytes of registered memory one connection's slots take, and the first pool chunk. */
+/* Bytes of registered memory one connection's slots take, and what a new transport pins at
+ * once (the first pool chunk and the CQ): the memlock check compares the limit with it. */
 uint64_t gv_rdma_conn_bytes(const struct gv_rdma_cfg *c);
 uint64_t gv_rdma_pool_need(const struct gv_rdma_cfg *c);
 

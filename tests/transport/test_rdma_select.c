@@ -41,7 +41,7 @@ static void test_cfg(void)
     GV_CHECK_EQ(c.rx_depth, 32);
     GV_CHECK_STREQ(c.gpu, "auto");
     GV_CHECK_EQ(gv_rdma_conn_bytes(&c), (32 + 1 + 32) * 8192);
-    GV_CHECK_EQ(gv_rdma_pool_need(&c), 4ull * (32 + 1 + 32) * 8192);
+    GV_CHECK_EQ(gv_rdma_pool_need(&c), 4ull * (32 + 1 + 32) * 8192 + (128ull + 33) * 256 * 64);
 
     set_env(0, "GV_RDMA_SLOT_BYTES", "16k");
     set_env(1, "GV_RDMA_RX_DEPTH", "64");
