@@ -456,10 +456,20 @@ static int rdma_poll_once(struct rdma_tp *tp)
     return m < 0 ? m : n + m;
 }
 
+static int rdma_progress_locked(struct rdma_tp *tp, int timeout_ms);
+
 static int rdma_progress(struct gv_tp *base, int timeout_ms)
 {
     struct rdma_tp *tp = (struct rdma_tp *)base;
+    pthread_mutex_lock(&tp->mu);
     atomic_store(&tp->owner, gv_rdma_thread_token());
+    int n = rdma_progress_locked(tp, timeout_ms);
+    pthread_mutex_unlock(&tp->mu);
+    return n;
+}
+
+static int rdma_progress_locked(struct rdma_tp *tp, int timeout_ms)
+{
     uint64_t now = gv_now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000;
     int n = rdma_poll_once(tp);
@@ -534,6 +544,8 @@ static void rdma_destroy(struct gv_tp *base)
         gv_rdma_listener_close((struct gv_listener *)tp->listeners);
     gv_rdma_cm_thread_del(tp);
     gv_free(tp->deferred);
+    if (tp->mu_init)
+        pthread_mutex_destroy(&tp->mu);
     if (tp->epfd >= 0)
         close(tp->epfd);
     gv_rdma_dev_close(tp);
@@ -628,8 +640,14 @@ gv_status_t gv_rdma_create_on(const char *dev, const struct gv_tp_config *cfg,
         status = tp->conns == NULL ? GV_ERR_NOMEM : GV_ERR_IO;
         goto err_destroy;
     }
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    tp->mu_init = pthread_mutex_init(&tp->mu, &ma) == 0;
+    pthread_mutexattr_destroy(&ma);
     atomic_store(&tp->owner, gv_rdma_thread_token());
-    gv_rdma_cm_thread_add(tp);
+    if (tp->mu_init)
+        gv_rdma_cm_thread_add(tp);
     if ((status = rdma_epoll_add(tp, tp->ch->fd)) != GV_OK ||
         (status = rdma_epoll_add(tp, tp->cc->fd)) != GV_OK)
         goto err_destroy;

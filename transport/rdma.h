@@ -13,6 +13,7 @@
 #include "rdma_select.h"
 
 #include <infiniband/verbs.h>
+#include <pthread.h>
 #include <rdma/rdma_cma.h>
 #include <stdatomic.h>
 
@@ -101,11 +102,13 @@ struct rdma_tp {
     uint32_t gen;
     struct rdma_listener *listeners;
     uint64_t next_timer_ns; /* next io-timeout / keepalive / linger check */
-    /* A blocking connect on this thread accepts connection requests for every transport the
-     * thread owns (a passive side must answer from its event loop, which is not running);
-     * their other events wait here for the owner's next progress(). */
-    pthread_t owner;             /* the thread that created it or last ran progress() */
-    struct rdma_tp *thread_next; /* this thread's transports */
+    /* A blocking connect accepts connection requests for every transport its thread runs (a
+     * passive side must answer from its event loop, which is not running meanwhile); their
+     * other events wait in deferred for the owner's next progress(). */
+    _Atomic uintptr_t owner; /* token of the thread that created it or last progressed it */
+    pthread_mutex_t mu;      /* held by progress(); the nested accept only trylocks it */
+    int mu_init;
+    struct rdma_tp *thread_next; /* every RDMA transport of the process */
     struct cm_ev *deferred;      /* RDMA_CM_DEFERRED copied events */
     unsigned ndeferred;
 };

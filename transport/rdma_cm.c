@@ -564,9 +564,12 @@ static void cm_serve_thread(void)
 {
     uintptr_t me = gv_rdma_thread_token();
     pthread_mutex_lock(&cm_tps_mu);
-    for (struct rdma_tp *tp = cm_tps; tp != NULL; tp = tp->thread_next)
-        if (atomic_load(&tp->owner) == me)
-            cm_poll(tp, 1);
+    for (struct rdma_tp *tp = cm_tps; tp != NULL; tp = tp->thread_next) {
+        if (atomic_load(&tp->owner) != me || pthread_mutex_trylock(&tp->mu) != 0)
+            continue; /* another thread runs it (or is about to) */
+        cm_poll(tp, 1);
+        pthread_mutex_unlock(&tp->mu);
+    }
     pthread_mutex_unlock(&cm_tps_mu);
 }
 
