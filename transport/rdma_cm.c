@@ -372,8 +372,8 @@ gv_status_t gv_rdma_connect(struct gv_tp *base, const char *host, uint16_t port,
     cm_sockaddr_str((struct sockaddr *)&ss, addr, sizeof(addr));
     uint64_t deadline = gv_now_ns() + (uint64_t)GV_MAX(base->cfg.connect_timeout_ms, 1) * 1000000;
     for (;;) {
-        struct rdma_conn *c;
-        int retry;
+        struct rdma_conn *c = NULL;
+        int retry = 0;
         status = cm_attempt(tp, (struct sockaddr *)&ss, addr, deadline, &c, &retry);
         if (status == GV_OK) {
             gv_rdma_conn_established(c);

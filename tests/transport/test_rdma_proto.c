@@ -526,7 +526,7 @@ static void side_init(struct env *e, struct side *s, struct side *peer, const ch
     for (int i = 0; i < NSRC; i++)
         s->src[i].pay = malloc(MAXPAY);
     gv_rc_init(&s->rc, &fake_rc_ops, e, 1u << 30, 64, 4096);
-    struct gv_rc_mr mr;
+    struct gv_rc_mr mr = {0};
     fake_reg(e, s->slots, gv_rp_slot_bytes(&e->cfg), GV_MEM_HOST, &mr);
     s->slot_key = mr.lkey;
 }
