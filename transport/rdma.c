@@ -207,6 +207,7 @@ static void conn_teardown(struct rdma_conn *c)
         rdma_destroy_qp(c->id);
         c->qp = NULL;
     }
+    gv_rdma_cm_forget(c->tp, c->id);
     rdma_destroy_id(c->id);
     c->id = NULL;
 }

@@ -137,6 +137,8 @@ int gv_rdma_cm_poll(struct rdma_tp *tp);
 void gv_rdma_cm_thread_add(struct rdma_tp *tp);
 void gv_rdma_cm_thread_del(struct rdma_tp *tp);
 uintptr_t gv_rdma_thread_token(void);
+/* Drops deferred events of id, which is about to be destroyed. */
+void gv_rdma_cm_forget(struct rdma_tp *tp, struct rdma_cm_id *id);
 /* Resolves host to a sockaddr (port in network order set). */
 gv_status_t gv_rdma_resolve_host(const char *host, uint16_t port, int passive,
                                  struct sockaddr_storage *ss, char *why, size_t n);

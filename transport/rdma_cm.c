@@ -182,6 +182,7 @@ void gv_rdma_listener_close(struct gv_listener *gl)
     for (uint32_t i = 0; i < l->tp->rc_cfg.max_conns; i++)
         if (l->tp->conns[i] != NULL && l->tp->conns[i]->lst == l)
             l->tp->conns[i]->lst = NULL;
+    gv_rdma_cm_forget(l->tp, l->id);
     rdma_destroy_id(l->id);
     gv_free(l);
 }
@@ -479,8 +480,17 @@ static void cm_on_conn_event(struct rdma_tp *tp, struct rdma_conn *c, const stru
     }
 }
 
+void gv_rdma_cm_forget(struct rdma_tp *tp, struct rdma_cm_id *id)
+{
+    for (unsigned i = 0; i < tp->ndeferred; i++)
+        if (tp->deferred[i].id == id)
+            tp->deferred[i].id = NULL;
+}
+
 static void cm_dispatch(struct rdma_tp *tp, const struct cm_ev *e)
 {
+    if (e->id == NULL)
+        return; /* its id was destroyed while the event waited */
     if (e->type == RDMA_CM_EVENT_CONNECT_REQUEST) {
         cm_on_request(tp, e);
         return;
