@@ -299,8 +299,10 @@ static gv_status_t cm_attempt(struct rdma_tp *tp, const struct sockaddr *sa, con
         goto err_channel;
     }
     status = gv_rdma_conn_new(tp, id, &c);
-    if (status != GV_OK)
+    if (status != GV_OK) {
+        *retry = 0; /* out of memory or connections: waiting will not help */
         goto err_channel;
+    }
     id = NULL; /* owned by c from here */
     snprintf(c->base.peer, sizeof(c->base.peer), "%s", addr);
     status = gv_rdma_conn_setup(c, NULL);
