@@ -126,7 +126,7 @@ static void gravac_window(struct gv_adapt *ctl, struct gravac_window_log *w)
     /* 1. floor raise to the CF just evaluated (the paper's text) */
     if (eval > ctl->floor_rung && ctl->cand_known && ctl->min_known && ctl->s_min > 0.0) {
         w->gain_gap = fabs(ctl->s_min - ctl->s_cand) / ctl->s_min;
-        if (w->gain_gap <= g->omega) {
+        if (w->gain_gap <= g->omega && (g->raise_any_gain || ctl->s_cand >= g->epsilon)) {
             ctl->floor_rung = eval;
             ctl->s_min = ctl->s_cand; /* the new floor's gain is the one just measured */
             raised = true;

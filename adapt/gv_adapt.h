@@ -65,8 +65,13 @@
  * and windows start counting after them. Gains and T are updated during warm-up either way.
  *
  * Window (every `window` observations after warm-up; the paper's i % window == 0), in order:
- *  1. Floor raise: if a candidate was measured and |g_min - g_cand| / g_min <= omega, the floor
- *     moves to the CF just evaluated (the paper's text; its pseudo-code would skip one rung).
+ *  1. Floor raise: if a candidate was measured, |g_min - g_cand| / g_min <= omega, and
+ *     g_cand >= epsilon, the floor moves to the CF just evaluated (the paper's text; its
+ *     pseudo-code would skip one rung). The epsilon condition is ours (raise_any_gain = true
+ *     drops it, as in the paper): without it, early in training when every gain is below
+ *     epsilon and close together, the floor ratchets up to theta_max while training is dense,
+ *     and since a floor never comes down, dense continues until the gain of theta_max itself
+ *     reaches epsilon, long after the lower CFs became eligible.
  *  2. Scale-up: candidate rung += 1, capped at the top rung (theta_max). The paper scales up
  *     every window whether or not the candidate was eligible; so do we.
  *  3. Saturation: among the T entries with CF >= the (new) floor, if the two largest differ by
@@ -146,6 +151,8 @@ struct gv_adapt_gravac_cfg {
     uint32_t window;  /* >= 1: observations per candidate evaluation (500; 2000 geometric) */
     uint32_t warmup_iters;       /* first W iterations at the floor whatever the gain (0) */
     enum gv_adapt_policy policy; /* exponential */
+    bool raise_any_gain;         /* true: the paper's floor raise, whatever the gains; false
+                                    (default): only when the candidate is eligible (>= eps) */
 };
 
 struct gv_adapt_accordion_cfg {

@@ -156,6 +156,7 @@ static void put_config(struct wr *w, const struct gv_adapt_config *c)
     put_u32(w, g->window);
     put_u32(w, g->warmup_iters);
     put_u32(w, (uint32_t)g->policy);
+    put_u8(w, g->raise_any_gain);
     const struct gv_adapt_accordion_cfg *a = &c->accordion;
     put_f64(w, a->cf_light);
     put_f64(w, a->cf_heavy);
@@ -164,7 +165,7 @@ static void put_config(struct wr *w, const struct gv_adapt_config *c)
     put_u32(w, a->num_layers);
 }
 
-static void get_config(struct rd *r, struct gv_adapt_config *c)
+static void get_config(struct rd *r, struct gv_adapt_config *c, uint8_t *flag_p)
 {
     c->first_iter = get_u64(r);
     c->static_cf = get_f64(r);
@@ -176,6 +177,9 @@ static void get_config(struct rd *r, struct gv_adapt_config *c)
     g->window = get_u32(r);
     g->warmup_iters = get_u32(r);
     g->policy = (enum gv_adapt_policy)get_u32(r);
+    uint8_t any = get_u8(r);
+    g->raise_any_gain = any != 0;
+    *flag_p = any;
     struct gv_adapt_accordion_cfg *a = &c->accordion;
     a->cf_light = get_f64(r);
     a->cf_heavy = get_f64(r);
@@ -426,9 +430,12 @@ gv_status_t gv_adapt_restore(struct gv_adapt *ctl, const void *buf, size_t len)
     struct gv_adapt_config cfg;
     memset(&cfg, 0, sizeof(cfg));
     cfg.kind = (enum gv_adapt_kind)kind;
-    get_config(&r, &cfg);
+    uint8_t cfg_flag;
+    get_config(&r, &cfg, &cfg_flag);
     if (r.bad)
         return proto_err("truncated configuration");
+    if (cfg_flag > 1)
+        return proto_err("configuration flag outside 0/1");
     if (gv_adapt_config_validate(&cfg) != GV_OK)
         return proto_err("invalid configuration");
 
