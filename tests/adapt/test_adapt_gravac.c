@@ -489,6 +489,49 @@ static void test_clamp_and_times(void)
     gv_adapt_destroy(ctl);
 }
 
+/* The epsilon condition on the floor raise. All gains 0.8 < eps 0.9 until iteration 50 (dense),
+ * then 0.95 up to 40x and 0.85 at 1000x. Default: the floor stays 10 while the candidate climbs
+ * (20, 40, 160, 1000); from 51 the floor 10 is eligible. The paper's rule (raise_any_gain)
+ * raises the floor at every window while dense (gap 0): 20, 40, 160, then 1000 with no
+ * candidate left, and the floor 1000 (0.85 < 0.9) keeps training dense after 50. */
+static double gain_low_then_high(const struct env *e, double cf, uint64_t iter)
+{
+    (void)e;
+    if (iter < 50)
+        return 0.8;
+    return cf <= 40 ? 0.95 : 0.85;
+}
+
+static void test_floor_raise_needs_eligible(void)
+{
+    for (int paper = 0; paper < 2; paper++) {
+        struct gv_adapt_config cfg;
+        gv_adapt_config_default(&cfg, GV_ADAPT_GRAVAC);
+        cfg.gravac.window = 10;
+        cfg.gravac.alpha = 1.0;
+        cfg.gravac.raise_any_gain = paper;
+        struct gv_adapt *ctl;
+        GV_CHECK_OK(gv_adapt_create(&cfg, &ctl));
+        struct env e = env_default();
+        e.gain = gain_low_then_high;
+        struct step s[70];
+        GV_CHECK(replay(ctl, &e, 70, s));
+        static const struct run ours[] = {
+            {0, D, 1, 10, 20},   {10, D, 1, 10, 40},   {20, D, 1, 10, 160},
+            {30, D, 1, 10, 1000}, {51, F, 10, 10, 1000},
+        };
+        static const struct run papers[] = {
+            {0, D, 1, 10, 20},     {10, D, 1, 20, 40},        {20, D, 1, 40, 160},
+            {30, D, 1, 160, 1000}, {40, D, 1, 1000, 1000},
+        };
+        if (paper)
+            CHECK_RUNS(s, 70, papers);
+        else
+            CHECK_RUNS(s, 70, ours);
+        gv_adapt_destroy(ctl);
+    }
+}
+
 int main(void)
 {
     gv_log_set_level(GV_LOG_WARN);
@@ -498,6 +541,7 @@ int main(void)
     test_fallback();
     test_ewma_crossing();
     test_floor_raise();
+    test_floor_raise_needs_eligible();
     test_saturation_smaller();
     test_saturation_resumes();
     test_saturation_at_floor();
