@@ -84,7 +84,6 @@ struct gravac_window_log {
     const char *reason;       /* what the window did: "floor-raise+scale-up", ... */
     const char *level_reason; /* why the level in force is what it is */
     char reason_buf[48];
-    bool raised;
     double gain_gap; /* |g_min - g_cand| / g_min, < 0 when not computed */
     int sat_n;       /* entries ranked */
     uint32_t sat_rung[2];

@@ -160,7 +160,6 @@ static void gravac_window(struct gv_adapt *ctl, struct gravac_window_log *w)
                        : scaled                          ? "scale-up"
                        : ctl->floor_rung == ctl->top_rung ? "floor-at-cap"
                                                           : "at-cap";
-    w->raised = raised;
     snprintf(w->reason_buf, sizeof(w->reason_buf), "%s%s", raised ? "floor-raise+" : "", what);
     w->reason = w->reason_buf;
 }
