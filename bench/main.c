@@ -7,6 +7,7 @@
 
 static const struct gv_bench_cmd cmds[] = {
     /* {"transport", "...", gv_bench_transport_main}, */
+    {"adapt", "compression-factor controller cost per iteration", gv_bench_adapt_main},
     {NULL, NULL, NULL},
 };
 
