@@ -644,6 +644,16 @@ const char *gv_ckpt_path(const struct gv_ckpt *ck)
     return ck->path;
 }
 
+uint32_t gv_ckpt_section_count(const struct gv_ckpt *ck)
+{
+    return ck->n;
+}
+
+const char *gv_ckpt_section_name(const struct gv_ckpt *ck, uint32_t i)
+{
+    return i < ck->n ? ck->sec[i].name : NULL;
+}
+
 static const struct ck_section *ck_find(const struct gv_ckpt *ck, const char *name)
 {
     for (uint32_t i = 0; name != NULL && i < ck->n; i++)

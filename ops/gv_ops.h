@@ -411,6 +411,9 @@ gv_status_t gv_ckpt_check_ident(const struct gv_ckpt *ck, const struct gv_ckpt_i
 const struct gv_ckpt_ident *gv_ckpt_ident(const struct gv_ckpt *ck);
 uint64_t gv_ckpt_iteration(const struct gv_ckpt *ck);
 const char *gv_ckpt_path(const struct gv_ckpt *ck); /* "(memory)" for gv_ckpt_open_mem */
+/* The sections in file order: count, and the name of section i (< count), NULL beyond. */
+uint32_t gv_ckpt_section_count(const struct gv_ckpt *ck);
+const char *gv_ckpt_section_name(const struct gv_ckpt *ck, uint32_t i);
 /* Section lookup: GV_OK with its length, GV_ERR_INVAL if absent (not logged). */
 gv_status_t gv_ckpt_section_len(const struct gv_ckpt *ck, const char *name, size_t *len_p);
 /* Copies section `name` into dst, whose capacity len must equal the section's length.

@@ -67,6 +67,8 @@ static enum MHD_Result http_handler(void *cls, struct MHD_Connection *conn, cons
     return ret;
 }
 
+static void http_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+
 static void http_log(void *cls, const char *fmt, va_list ap)
 {
     char msg[512];

@@ -132,6 +132,10 @@ static void test_round_trip(void)
     GV_CHECK_EQ(gv_ckpt_iteration(ck), 123);
     GV_CHECK_STREQ(gv_ckpt_path(ck), want);
     GV_CHECK(memcmp(gv_ckpt_ident(ck), &ident, sizeof(ident)) == 0);
+    GV_CHECK_EQ(gv_ckpt_section_count(ck), 4);
+    GV_CHECK_STREQ(gv_ckpt_section_name(ck, 0), "params");
+    GV_CHECK_STREQ(gv_ckpt_section_name(ck, 3), "empty");
+    GV_CHECK(gv_ckpt_section_name(ck, 4) == NULL);
     float p[250], m[250];
     uint8_t c[13];
     size_t len;
