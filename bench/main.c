@@ -7,6 +7,7 @@
 
 static const struct gv_bench_cmd cmds[] = {
     /* {"transport", "...", gv_bench_transport_main}, */
+    {"ops", "cost of checkpoints, metrics and handshakes vs baselines", gv_bench_ops_main},
     {NULL, NULL, NULL},
 };
 
