@@ -58,7 +58,8 @@ static gv_status_t auth_read_secret_file(const char *file, struct gv_auth_secret
     uint8_t buf[GV_AUTH_SECRET_MAX + 3];
     size_t len = 0;
     struct stat st;
-    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a FIFO must not block us; it is refused below as not a regular file */
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         gv_log(GV_LOG_ERROR, "auth: secret file %s: %s", file, strerror(errno));
         return GV_ERR_IO;

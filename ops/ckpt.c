@@ -552,7 +552,7 @@ gv_status_t gv_ckpt_open(const char *path, uint64_t max_len, struct gv_ckpt **ck
         gv_log(GV_LOG_ERROR, "checkpoint %s: out of memory", path);
         goto err_close;
     }
-    ck->fd = open(path, O_RDONLY | O_CLOEXEC);
+    ck->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (ck->fd < 0 || fstat(ck->fd, &st) != 0) {
         gv_log(GV_LOG_ERROR, "checkpoint %s: %s", path, strerror(errno));
         status = GV_ERR_IO;

@@ -346,7 +346,7 @@ static gv_status_t cfg_read_file(struct gv_cfg *cfg, const char *path, char **bu
     gv_status_t status = GV_ERR_IO;
     struct stat st;
     char *buf = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0)
         return cfg_fail(cfg, GV_ERR_IO, "config file %s: %s", path, strerror(errno));
     if (fstat(fd, &st) != 0) {

@@ -481,6 +481,12 @@ static void test_secret_load(void)
     GV_CHECK(strstr(last_log, "No such file or directory") != NULL);
     GV_CHECK_STATUS(gv_auth_secret_load(tmpdir, NULL, false, &s), GV_ERR_IO);
     GV_CHECK(strstr(last_log, "not a regular file") != NULL);
+    char fifo[PATH_MAX];
+    snprintf(fifo, sizeof(fifo), "%s/fifo", tmpdir);
+    GV_CHECK(mkfifo(fifo, 0600) == 0);
+    last_log[0] = '\0';
+    GV_CHECK_STATUS(gv_auth_secret_load(fifo, NULL, false, &s), GV_ERR_IO);
+    GV_CHECK(strstr(last_log, "not a regular file") != NULL);
 
     GV_CHECK_STATUS(gv_auth_secret_load(NULL, "", false, &s), GV_ERR_AUTH);
     GV_CHECK(strstr(last_log, "is empty") != NULL);

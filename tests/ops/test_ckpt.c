@@ -254,6 +254,15 @@ static void test_failed_write(void)
     GV_CHECK(ck != NULL && gv_ckpt_read_section(ck, "params", p, sizeof(p)) == GV_OK);
     GV_CHECK_EQ(p[0], 9.0f);
     gv_ckpt_close(ck);
+    /* a FIFO named like the newest checkpoint: refused, never waited on */
+    char fifo[PATH_MAX];
+    snprintf(fifo, sizeof(fifo), "%s/shard0002-iter000000000010.gvckpt", dir);
+    GV_CHECK(mkfifo(fifo, 0600) == 0);
+    GV_CHECK_STATUS(gv_ckpt_find_latest(dir, &ident, false, 0, &ck), GV_ERR_IO);
+    GV_CHECK(strstr(last_log, "is the newest of shard 2 and unusable") != NULL);
+    GV_CHECK_OK(gv_ckpt_find_latest(dir, &ident, true, 0, &ck));
+    GV_CHECK(ck != NULL && gv_ckpt_iteration(ck) == 9);
+    gv_ckpt_close(ck);
     /* a directory that does not exist */
     char missing[PATH_MAX];
     snprintf(missing, sizeof(missing), "%s/no/such/dir", root);

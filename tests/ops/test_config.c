@@ -456,6 +456,11 @@ static void test_file_errors(void)
     EXPECT_ERR(ARGV("--config", missing), NULL, GV_ERR_IO, msg);
     snprintf(msg, sizeof(msg), "config file %s: not a regular file", tmpdir);
     EXPECT_ERR(ARGV("--config", tmpdir), NULL, GV_ERR_IO, msg);
+    char fifo[PATH_MAX];
+    snprintf(fifo, sizeof(fifo), "%s/fifo.ini", tmpdir);
+    GV_CHECK(mkfifo(fifo, 0600) == 0);
+    snprintf(msg, sizeof(msg), "config file %s: not a regular file", fifo);
+    EXPECT_ERR(ARGV("--config", fifo), NULL, GV_ERR_IO, msg);
     /* a key of the program's own section is checked like a common one */
     FILE_ERR("e9.ini", "[server]\nbogus = 1\n", "line %d: unknown key 'bogus'%s", 2, "");
     /* 'config' and 'help' are not keys */
