@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -65,7 +66,7 @@ static int connect_local(uint16_t port)
 
 struct updater {
     struct gv_metric *m;
-    volatile int stop;
+    _Atomic int stop;
 };
 
 static void *update_loop(void *p)
