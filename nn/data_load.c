@@ -310,9 +310,19 @@ gv_status_t gv_nn_dataset_synthetic(int h, int w, int c, int n_classes, size_t n
     float *centres = gv_malloc((size_t)n_classes * d * sizeof(float));
     if (centres == NULL)
         return GV_ERR_NOMEM;
+    /* Blocky centres (constant over 2x2 pixel cells): local structure that a convolution with
+     * pooling can pick up, as in real images, while the classes stay linearly separable. */
     uint64_t st = seed ^ 0x5eedc0de5eedc0deULL;
-    for (size_t i = 0; i < (size_t)n_classes * d; i++)
-        centres[i] = (float)synth_normal(&st);
+    for (int k = 0; k < n_classes; k++)
+        for (int y = 0; y < h; y += 2)
+            for (int x = 0; x < w; x += 2)
+                for (int ch = 0; ch < c; ch++) {
+                    float v = (float)synth_normal(&st);
+                    for (int yy = y; yy < GV_MIN(y + 2, h); yy++)
+                        for (int xx = x; xx < GV_MIN(x + 2, w); xx++)
+                            centres[(size_t)k * d + ((size_t)yy * (size_t)w + (size_t)xx) *
+                                                        (size_t)c + (size_t)ch] = v;
+                }
     struct gv_nn_dataset *tr = NULL, *te = NULL;
     gv_status_t status = synth_make("synthetic-train", centres, n_train, h, w, c, n_classes,
                                     noise, seed * 2 + 1, &tr);

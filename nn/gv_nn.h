@@ -220,7 +220,8 @@ gv_status_t gv_nn_dataset_load_cifar10(const char *const *paths, int n_paths,
 gv_status_t gv_nn_dataset_load_text(const char *const *paths, int n_paths, int seq_len,
                                     double test_frac, struct gv_nn_dataset **train_p,
                                     struct gv_nn_dataset **test_p);
-/* Gaussian mixture: n_classes centres drawn from seed, samples centre + noise * N(0, 1).
+/* Gaussian mixture: n_classes centres drawn from seed (constant over 2x2 pixel cells), samples
+ * centre + noise * N(0, 1).
  * train and test share the centres and differ in samples. */
 gv_status_t gv_nn_dataset_synthetic(int h, int w, int c, int n_classes, size_t n_train,
                                     size_t n_test, float noise, uint64_t seed,
