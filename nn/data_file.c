@@ -66,7 +66,7 @@ static gv_status_t idx_header(gzFile f, const char *path, int ndim, uint32_t *di
 {
     uint8_t hdr[16];
     size_t got, want = 4 + 4 * (size_t)ndim;
-    if (file_read_exact(f, hdr, want, &got) != 0)
+    if (file_read_exact(f, hdr, 4, &got) != 0)
         return file_read_error(f, path, "the header", got, want);
     uint32_t magic = file_be32(hdr), want_magic = 0x00000800u | (uint32_t)ndim;
     if (magic != want_magic) {
@@ -74,6 +74,8 @@ static gv_status_t idx_header(gzFile f, const char *path, int ndim, uint32_t *di
                want_magic, ndim == 1 ? "label" : "image");
         return GV_ERR_PROTO;
     }
+    if (file_read_exact(f, hdr + 4, want - 4, &got) != 0)
+        return file_read_error(f, path, "the header", got + 4, want);
     size_t total = 1;
     for (int i = 0; i < ndim; i++) {
         dims[i] = file_be32(hdr + 4 + 4 * i);
