@@ -145,11 +145,11 @@ static void test_idx(void)
     write_file("lab4", lab4, nl4, 1);
     expect_idx("img", "lab4", GV_ERR_PROTO, "lab4", "5 images but");
     /* a gzip stream whose compressed bytes are damaged */
-    uint8_t big[16384];
+    static uint8_t big[20000], comp[30000];
     size_t nb = idx_make(big, 3, 64, 16, 16, 199);
     write_file("img_big.gz", big, nb, 1);
     FILE *f = fopen(path_of("img_big.gz"), "rb");
-    uint8_t comp[20000];
+
     size_t nc = f ? fread(comp, 1, sizeof(comp), f) : 0;
     if (f)
         fclose(f);
