@@ -381,6 +381,7 @@ struct run {
     struct gv_nn_metrics *mf;
     struct gv_nn_batch_buf eval_buf;
     double t0;
+    double eval_s; /* time spent evaluating, left out of samples/s */
     double best_acc, best_ppl;
     int64_t steps_to_target;
     double time_to_target;
@@ -475,8 +476,13 @@ static gv_status_t train_loop(struct run *r, int64_t total, int64_t *done_p)
         }
         int epoch_end = per_epoch > 0 && (step + 1) % per_epoch == 0;
         if ((o->eval_every > 0 ? (step + 1) % o->eval_every == 0 : epoch_end) ||
-            step + 1 == total)
+            step + 1 == total) {
+            double e0 = gv_now_s();
             status = run_eval(r, step + 1, epoch, &stop);
+            double spent = gv_now_s() - e0;
+            r->eval_s += spent;
+            w.t += spent; /* progress samples/s counts training time only */
+        }
     }
     *done_p = step;
     gv_free(idx);
@@ -489,11 +495,11 @@ static void print_summary(const struct run *r, int64_t steps, double secs)
 {
     const struct worker_opts *o = r->o;
     printf("summary: model %s, %zu parameters, device %s, %lld steps of %d (%.2f epochs of the "
-           "shard) in %.1f s, %.0f samples/s\n",
+           "shard) in %.1f s (%.1f s of it evaluating), %.0f samples/s training\n",
            gv_nn_model_kind_str(o->model.kind), gv_nn_model_numel(r->model),
            gv_nn_backend_name(gv_nn_model_backend(r->model)), (long long)steps, o->batch,
-           (double)steps * o->batch / (double)(r->train->n / (size_t)o->world), secs,
-           (double)steps * o->batch / secs);
+           (double)steps * o->batch / (double)(r->train->n / (size_t)o->world), secs, r->eval_s,
+           (double)steps * o->batch / (secs - r->eval_s));
     printf("summary: final test loss %.4f, accuracy %.2f%%", r->last.loss, 100.0 * r->last.accuracy);
     if (o->model.kind == GV_NN_LSTM)
         printf(", perplexity %.2f (best %.2f)", r->last.perplexity, r->best_ppl);
