@@ -7,6 +7,7 @@
 
 static const struct gv_bench_cmd cmds[] = {
     /* {"transport", "...", gv_bench_transport_main}, */
+    {"nn", "model training samples/s per backend (nn/)", gv_bench_nn_main},
     {NULL, NULL, NULL},
 };
 

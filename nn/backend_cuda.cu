@@ -488,6 +488,11 @@ extern "C" gv_status_t gv_nn_cuda_create(struct gv_nn_backend **be_p)
         gv_free(impl);
         return GV_ERR_CUDA;
     }
+    cudaDeviceProp prop;
+    int dev = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+        gv_log(GV_LOG_INFO, "nn cuda: device %d %s, compute capability %d.%d, %.1f GiB", dev,
+               prop.name, prop.major, prop.minor, (double)prop.totalGlobalMem / (1u << 30));
     be->ops = &cuda_ops;
     be->dev = GV_NN_CUDA;
     be->threads = 0;
