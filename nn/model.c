@@ -195,7 +195,7 @@ static void model_define_images(struct gv_nn_model *m)
 static void model_layout(struct gv_nn_model *m)
 {
     size_t nb = (size_t)m->cfg.max_batch, f = sizeof(float);
-    size_t rows = nb * (size_t)m->rows, ncls = (size_t)m->cfg.n_classes;
+    size_t rows = nb * (size_t)m->rows;
     m->ws_bytes = 0;
     m->labels = nn_ws_take(m, rows * sizeof(int32_t));
     m->loss = nn_ws_take(m, rows * f);
@@ -217,7 +217,6 @@ static void model_layout(struct gv_nn_model *m)
     }
     m->logits = m->l[m->n_l - 1].out;
     m->dlogits = m->l[m->n_l - 1].dout;
-    (void)ncls;
 }
 
 static gv_status_t model_alloc(struct gv_nn_model *m)

@@ -29,6 +29,7 @@ struct worker_opts {
     const char *train_images, *train_labels, *test_images, *test_labels;
     const char *text;
     long synth_n;
+    int classes; /* idx: number of classes (labels must be below) */
     int batch;
     struct gv_optim_cfg optim;
     const char *schedule;
@@ -58,6 +59,7 @@ static void usage(FILE *f)
         "                                 lstm defaults to text)\n"
         "  --data-dir DIR                 fashion-mnist (default %s), mnist, cifar10\n"
         "  --train-images F --train-labels F --test-images F --test-labels F   (idx)\n"
+        "  --classes N                    idx: number of classes (default 10)\n"
         "  --text F1[,F2...]              text corpus (default: the fortunes package's files)\n"
         "  --synthetic-n N                synthetic training samples (default 8192)\n"
         "  --rank R --world W             train on shard R of W (default 0 of 1)\n"
@@ -122,7 +124,7 @@ enum {
     OPT_DATADIR, OPT_TRI, OPT_TRL, OPT_TEI, OPT_TEL, OPT_TEXT, OPT_SYNTH, OPT_RANK, OPT_WORLD,
     OPT_BATCH, OPT_LR, OPT_MOM, OPT_NEST, OPT_WD, OPT_SCHED, OPT_WARM, OPT_EPOCHS, OPT_STEPS,
     OPT_EVAL, OPT_EVLIM, OPT_TARGET, OPT_SEED, OPT_DEVICE, OPT_THREADS, OPT_QUIET, OPT_METRICS,
-    OPT_PROGRESS, OPT_STANDALONE, OPT_MODEL, OPT_HELP,
+    OPT_PROGRESS, OPT_STANDALONE, OPT_MODEL, OPT_HELP, OPT_CLASSES,
 };
 
 static const struct option long_opts[] = {
@@ -145,6 +147,7 @@ static const struct option long_opts[] = {
     {"threads", required_argument, NULL, OPT_THREADS}, {"quiet", no_argument, NULL, OPT_QUIET},
     {"metrics-file", required_argument, NULL, OPT_METRICS},
     {"progress-every", required_argument, NULL, OPT_PROGRESS},
+    {"classes", required_argument, NULL, OPT_CLASSES},
     {"help", no_argument, NULL, OPT_HELP},             {NULL, 0, NULL, 0},
 };
 
@@ -154,6 +157,7 @@ static void opts_default(struct worker_opts *o)
     gv_nn_model_cfg_default(GV_NN_MLP, &o->model);
     gv_optim_cfg_default(&o->optim);
     o->synth_n = 8192;
+    o->classes = 10;
     o->batch = 64;
     o->epochs = 1;
     o->seed = 1;
@@ -209,14 +213,15 @@ static int parse_one(struct worker_opts *o, int c, const char *a)
     case OPT_TEI: o->test_images = a; return 0;
     case OPT_TEL: o->test_labels = a; return 0;
     case OPT_TEXT: o->text = a; return 0;
+    case OPT_CLASSES: if (parse_long(a, 2, 256, &v)) break; o->classes = (int)v; return 0;
     case OPT_SYNTH: if (parse_long(a, 1, 1 << 24, &o->synth_n)) break; return 0;
     case OPT_RANK: if (parse_long(a, 0, 65535, &v)) break; o->rank = (int)v; return 0;
     case OPT_WORLD: if (parse_long(a, 1, 65536, &v)) break; o->world = (int)v; return 0;
     case OPT_BATCH: if (parse_long(a, 1, 65536, &v)) break; o->batch = (int)v; return 0;
     case OPT_LR: if (parse_double(a, &d) || d < 0) break; o->optim.lr = (float)d; return 0;
-    case OPT_MOM: if (parse_double(a, &d)) break; o->optim.momentum = (float)d; return 0;
+    case OPT_MOM: if (parse_double(a, &d) || d < 0 || d >= 1) break; o->optim.momentum = (float)d; return 0;
     case OPT_NEST: o->optim.nesterov = 1; return 0;
-    case OPT_WD: if (parse_double(a, &d)) break; o->optim.weight_decay = (float)d; return 0;
+    case OPT_WD: if (parse_double(a, &d) || d < 0) break; o->optim.weight_decay = (float)d; return 0;
     case OPT_SCHED:
         if (gv_optim_schedule_parse(a, &o->optim) != GV_OK)
             return -1;
@@ -255,7 +260,7 @@ static int parse_args(int argc, char **argv, struct worker_opts *o)
             exit(0);
         }
         if (c == '?' || parse_one(o, c, optarg) != 0) {
-            usage(stderr);
+            fprintf(stderr, "gravac-worker: see --help\n");
             return -1;
         }
     }
@@ -361,8 +366,8 @@ static gv_status_t load_data(const struct worker_opts *o, struct gv_nn_dataset *
                                  "--test-images and --test-labels");
             return GV_ERR_INVAL;
         }
-        WORKER_TRY(gv_nn_dataset_load_idx(o->train_images, o->train_labels, 10, tr));
-        return gv_nn_dataset_load_idx(o->test_images, o->test_labels, 10, te);
+        WORKER_TRY(gv_nn_dataset_load_idx(o->train_images, o->train_labels, o->classes, tr));
+        return gv_nn_dataset_load_idx(o->test_images, o->test_labels, o->classes, te);
     case DS_TEXT: return load_text(o, tr, te);
     case DS_SYNTH:
         return gv_nn_dataset_synthetic(o->model.kind == GV_NN_CNN ? 8 : 1,
