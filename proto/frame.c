@@ -64,8 +64,8 @@ gv_status_t gv_proto_caps_check(const struct gv_proto_caps *caps)
         return GV_ERR_INVAL;
     }
     if (caps->max_segments > GV_PROTO_MAX_SEGMENTS) {
-        gv_log(GV_LOG_ERROR, "proto: caps: max_segments %u above the limit %d",
-               caps->max_segments, GV_PROTO_MAX_SEGMENTS);
+        gv_log(GV_LOG_ERROR, "proto: caps: max_segments %u above the limit %d", caps->max_segments,
+               GV_PROTO_MAX_SEGMENTS);
         return GV_ERR_INVAL;
     }
     return GV_OK;
@@ -95,8 +95,8 @@ gv_status_t gv_proto_parse_prefix(const void *prefix, const struct gv_proto_caps
     }
     /* Checked before the other fields: another version may define them differently. */
     if (p.version != GV_PROTO_VERSION) {
-        gv_log(GV_LOG_ERROR, "proto: peer speaks wire version %u, this build speaks %u",
-               p.version, GV_PROTO_VERSION);
+        gv_log(GV_LOG_ERROR, "proto: peer speaks wire version %u, this build speaks %u", p.version,
+               GV_PROTO_VERSION);
         return GV_ERR_VERSION;
     }
     if (p.reserved != 0) {

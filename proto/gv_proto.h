@@ -26,7 +26,7 @@ extern "C" {
 #define GV_PROTO_MAGIC 0x43565247u /* bytes "GRVC" on the wire (little-endian u32) */
 #define GV_PROTO_VERSION 1         /* bump on any change to the prefix or gravac.proto */
 #define GV_PROTO_PREFIX_LEN 24
-#define GV_PROTO_FLAGS_KNOWN 0u    /* no flag bits are defined in version 1 */
+#define GV_PROTO_FLAGS_KNOWN 0u /* no flag bits are defined in version 1 */
 
 /* The prefix as numbers. On the wire, little-endian, packed byte by byte:
  *   off 0 magic u32 | 4 version u16 | 6 flags u16 | 8 hdr_len u32 | 12 reserved u32 (0)
@@ -85,8 +85,8 @@ struct gv_proto_arena {
     unsigned char *base; /* borrowed, 16-byte aligned start inside the caller's buffer */
     size_t cap;
     size_t used;
-    size_t peak;         /* high-water mark over the arena's life, to size it */
-    bool overflow;       /* the last decode ran out of arena */
+    size_t peak;   /* high-water mark over the arena's life, to size it */
+    bool overflow; /* the last decode ran out of arena */
 };
 /* buf: borrowed for the arena's life; len: bytes (a few are lost to alignment). */
 void gv_proto_arena_init(struct gv_proto_arena *arena, void *buf, size_t len);
@@ -215,9 +215,9 @@ struct gv_proto_decision {
 
 struct gv_proto_hello {
     uint32_t num_workers, num_servers;
-    uint64_t features;             /* GV_PROTO_FEAT_* */
-    struct gv_proto_bytes nonce;   /* client nonce, <= max_bytes_field */
-    const char *cluster_id;        /* NUL-terminated, <= max_text_len; NULL = "" on encode */
+    uint64_t features;           /* GV_PROTO_FEAT_* */
+    struct gv_proto_bytes nonce; /* client nonce, <= max_bytes_field */
+    const char *cluster_id;      /* NUL-terminated, <= max_text_len; NULL = "" on encode */
 };
 struct gv_proto_challenge {
     struct gv_proto_bytes nonce; /* server nonce, <= max_bytes_field */
@@ -226,12 +226,12 @@ struct gv_proto_auth {
     struct gv_proto_bytes mac; /* <= max_bytes_field */
 };
 struct gv_proto_welcome {
-    uint64_t shard_offset;      /* the shard in the flattened parameter vector */
-    uint64_t shard_numel;       /* <= max_numel; offset + numel <= model_numel when set */
+    uint64_t shard_offset; /* the shard in the flattened parameter vector */
+    uint64_t shard_numel;  /* <= max_numel; offset + numel <= model_numel when set */
     uint64_t model_numel;
     uint64_t model_fingerprint;
     uint32_t num_shards;
-    uint64_t features;          /* negotiated GV_PROTO_FEAT_* */
+    uint64_t features; /* negotiated GV_PROTO_FEAT_* */
 };
 struct gv_proto_refuse_body {
     enum gv_proto_refuse code;
@@ -242,8 +242,8 @@ struct gv_proto_model {
     uint64_t checksum; /* model checksum (0: not computed) */
 };
 struct gv_proto_push {
-    enum gv_proto_level level;     /* what was sent */
-    enum gv_proto_enc index_enc;   /* encoding of the INDICES segment, NONE when dense */
+    enum gv_proto_level level;   /* what was sent */
+    enum gv_proto_enc index_enc; /* encoding of the INDICES segment, NONE when dense */
     struct gv_proto_iter_stats stats;
 };
 struct gv_proto_update {

@@ -381,9 +381,9 @@ static gv_status_t msg_from_pb(const struct proto_vctx *c, const Gravac__Header 
         return proto_fail(c, "unknown message type %d", type);
     if (h->body_case != type_body[type])
         return proto_fail(c, "body field %d does not belong to this type", (int)h->body_case);
-    if (h->n_segments > c->caps->max_segments)
-        return proto_fail(c, "%zu segments above cap max_segments %u", h->n_segments,
-                       c->caps->max_segments);
+    if (h->n_segments > c->caps->max_segments) /* before the copy into segs[] */
+        return proto_fail(c, "header lists %zu segments, above cap max_segments %u", h->n_segments,
+                          c->caps->max_segments);
     if (pb_has_unknown(h))
         return proto_fail(c, "unknown fields (a different gravac.proto?)");
 
@@ -432,10 +432,10 @@ gv_status_t gv_proto_encode(const struct gv_proto_msg *m, const struct gv_proto_
     size_t hdr_len = gravac__header__get_packed_size(&o.h);
     if (hdr_len > caps->max_hdr_len)
         return proto_fail(&c, "header of %zu bytes above cap max_hdr_len %u", hdr_len,
-                       caps->max_hdr_len);
+                          caps->max_hdr_len);
     if (buf_len < GV_PROTO_PREFIX_LEN || hdr_len > buf_len - GV_PROTO_PREFIX_LEN)
         return proto_fail(&c, "frame of %zu bytes does not fit a %zu-byte buffer",
-                       GV_PROTO_PREFIX_LEN + hdr_len, buf_len);
+                          GV_PROTO_PREFIX_LEN + hdr_len, buf_len);
 
     struct gv_proto_prefix p = {
         .magic = GV_PROTO_MAGIC,
@@ -471,15 +471,15 @@ gv_status_t gv_proto_decode_header(const void *hdr, size_t hdr_len, uint64_t pay
         return proto_fail(&c, "hdr_len %zu outside 1..max_hdr_len %u", hdr_len, caps->max_hdr_len);
     if (payload_len > caps->max_payload_len)
         return proto_fail(&c, "payload_len %llu above cap max_payload_len %llu",
-                       (unsigned long long)payload_len,
-                       (unsigned long long)caps->max_payload_len);
+                          (unsigned long long)payload_len,
+                          (unsigned long long)caps->max_payload_len);
 
     ProtobufCAllocator alloc = {proto_arena_alloc, proto_arena_free, arena};
     Gravac__Header *h = gravac__header__unpack(&alloc, hdr_len, hdr);
     if (h == NULL) {
         if (arena->overflow)
             return proto_fail(&c, "%zu-byte header needs more than the %zu-byte decode arena",
-                           hdr_len, arena->cap);
+                              hdr_len, arena->cap);
         return proto_fail(&c, "%zu bytes are not a valid protobuf header", hdr_len);
     }
     c.type = (int)h->type;
@@ -491,7 +491,7 @@ gv_status_t gv_proto_decode_header(const void *hdr, size_t hdr_len, uint64_t pay
         return status;
     if (sum != payload_len)
         return proto_fail(&c, "segments add up to %llu bytes, prefix says payload_len %llu",
-                       (unsigned long long)sum, (unsigned long long)payload_len);
+                          (unsigned long long)sum, (unsigned long long)payload_len);
     tmp.payload_len = payload_len;
     *m = tmp;
     return GV_OK;
@@ -550,10 +550,10 @@ size_t gv_proto_arena_bound(const struct gv_proto_caps *caps)
 
     caps = proto_caps_or_default(caps, &defcaps);
     const size_t bodies[] = {
-        sizeof(Gravac__Hello),  sizeof(Gravac__Challenge), sizeof(Gravac__Auth),
-        sizeof(Gravac__Welcome), sizeof(Gravac__Refuse),   sizeof(Gravac__Model),
-        sizeof(Gravac__Push),   sizeof(Gravac__Update),    sizeof(Gravac__Decision),
-        sizeof(Gravac__Stats),  sizeof(Gravac__Error),
+        sizeof(Gravac__Hello),   sizeof(Gravac__Challenge), sizeof(Gravac__Auth),
+        sizeof(Gravac__Welcome), sizeof(Gravac__Refuse),    sizeof(Gravac__Model),
+        sizeof(Gravac__Push),    sizeof(Gravac__Update),    sizeof(Gravac__Decision),
+        sizeof(Gravac__Stats),   sizeof(Gravac__Error),
     };
     for (size_t i = 0; i < GV_ARRAY_LEN(bodies); i++)
         body = GV_MAX(body, bodies[i]);

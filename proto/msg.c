@@ -72,9 +72,9 @@ static const char *name_of(const char *const *names, size_t n, int v)
 
 const char *gv_proto_msg_type_str(enum gv_proto_msg_type type)
 {
-    static const char *const names[] = {"none",   "hello",    "challenge", "auth",  "welcome",
-                                        "refuse", "model",    "push",      "update", "decision",
-                                        "stats",  "heartbeat", "bye",      "error"};
+    static const char *const names[] = {"none",   "hello",     "challenge", "auth",   "welcome",
+                                        "refuse", "model",     "push",      "update", "decision",
+                                        "stats",  "heartbeat", "bye",       "error"};
     return name_of(names, GV_ARRAY_LEN(names), (int)type);
 }
 
@@ -111,8 +111,8 @@ const char *gv_proto_enc_str(enum gv_proto_enc enc)
 
 const char *gv_proto_refuse_str(enum gv_proto_refuse code)
 {
-    static const char *const names[] = {"none", "version", "auth", "cluster", "full",
-                                        "model", "role",   "other"};
+    static const char *const names[] = {"none", "version", "auth", "cluster",
+                                        "full", "model",   "role", "other"};
     return name_of(names, GV_ARRAY_LEN(names), (int)code);
 }
 
@@ -170,14 +170,11 @@ static bool body_eq(const struct gv_proto_msg *a, const struct gv_proto_msg *b)
     case GV_PROTO_MSG_WELCOME:
         return memcmp(&a->u.welcome, &b->u.welcome, sizeof(a->u.welcome)) == 0;
     case GV_PROTO_MSG_REFUSE:
-        return a->u.refuse.code == b->u.refuse.code &&
-               str_eq(a->u.refuse.text, b->u.refuse.text);
+        return a->u.refuse.code == b->u.refuse.code && str_eq(a->u.refuse.text, b->u.refuse.text);
     case GV_PROTO_MSG_MODEL:
-        return a->u.model.offset == b->u.model.offset &&
-               a->u.model.checksum == b->u.model.checksum;
+        return a->u.model.offset == b->u.model.offset && a->u.model.checksum == b->u.model.checksum;
     case GV_PROTO_MSG_PUSH:
-        return a->u.push.level == b->u.push.level &&
-               a->u.push.index_enc == b->u.push.index_enc &&
+        return a->u.push.level == b->u.push.level && a->u.push.index_enc == b->u.push.index_enc &&
                stats_eq(&a->u.push.stats, &b->u.push.stats);
     case GV_PROTO_MSG_UPDATE:
         return decision_eq(&a->u.update.decision, &b->u.update.decision) &&
@@ -198,8 +195,8 @@ bool gv_proto_msg_equal(const struct gv_proto_msg *a, const struct gv_proto_msg 
 {
     if (a->type != b->type || a->role != b->role || a->rank != b->rank ||
         a->iteration != b->iteration || a->shard != b->shard || a->tensor_id != b->tensor_id ||
-        a->dtype != b->dtype || a->numel != b->numel || a->nnz != b->nnz ||
-        !dbl_eq(a->cf, b->cf) || a->n_segs != b->n_segs || a->n_segs > GV_PROTO_MAX_SEGMENTS)
+        a->dtype != b->dtype || a->numel != b->numel || a->nnz != b->nnz || !dbl_eq(a->cf, b->cf) ||
+        a->n_segs != b->n_segs || a->n_segs > GV_PROTO_MAX_SEGMENTS)
         return false;
     for (uint32_t i = 0; i < a->n_segs; i++)
         if (a->segs[i].kind != b->segs[i].kind || a->segs[i].enc != b->segs[i].enc ||

@@ -60,7 +60,7 @@ static gv_status_t hv_bytes(const struct proto_vctx *c, const char *field,
 {
     if (b->len > c->caps->max_bytes_field)
         return proto_fail(c, "%s of %zu bytes above cap max_bytes_field %u", field, b->len,
-                       c->caps->max_bytes_field);
+                          c->caps->max_bytes_field);
     if (b->len > 0 && b->data == NULL)
         return proto_fail(c, "%s has %zu bytes but no data", field, b->len);
     return GV_OK;
@@ -70,7 +70,7 @@ static gv_status_t hv_stats(const struct proto_vctx *c, const struct gv_proto_it
 {
     if (s->n_layer_norms > c->caps->max_layers)
         return proto_fail(c, "%u layer norms above cap max_layers %u", s->n_layer_norms,
-                       c->caps->max_layers);
+                          c->caps->max_layers);
     if (s->n_layer_norms > 0 && s->layer_norms == NULL)
         return proto_fail(c, "%u layer norms but no array", s->n_layer_norms);
     return GV_OK;
@@ -81,9 +81,10 @@ static gv_status_t hv_decision(const struct proto_vctx *c, const struct gv_proto
     if (!in_range((int)d->level, LAST_LEVEL))
         return proto_fail(c, "unknown level %d", (int)d->level);
     if (!cf_ok(d->theta_min) || !cf_ok(d->cf_candidate) || !cf_ok(d->cf_send))
-        return proto_fail(c, "compression factors theta_min %g candidate %g send %g: each must be "
+        return proto_fail(c,
+                          "compression factors theta_min %g candidate %g send %g: each must be "
                           "0 (unset) or finite >= 1",
-                       d->theta_min, d->cf_candidate, d->cf_send);
+                          d->theta_min, d->cf_candidate, d->cf_send);
     if (!(isfinite(d->lr) && d->lr >= 0))
         return proto_fail(c, "learning rate %g is not finite >= 0", d->lr);
     return GV_OK;
@@ -115,33 +116,34 @@ static gv_status_t hv_seg(const struct proto_vctx *c, const struct gv_proto_msg 
         return proto_fail(c, "segment %u: unknown kind %d", i, (int)s->kind);
     if (!in_range((int)s->enc, LAST_ENC) || !kind_allows(s->kind, s->enc))
         return proto_fail(c, "segment %u: encoding %d (%s) not allowed for %s", i, (int)s->enc,
-                       gv_proto_enc_str(s->enc), gv_proto_seg_kind_str(s->kind));
+                          gv_proto_enc_str(s->enc), gv_proto_seg_kind_str(s->kind));
     if (s->bytes > c->caps->max_payload_len)
         return proto_fail(c, "segment %u: %llu bytes above cap max_payload_len %llu", i,
-                       (unsigned long long)s->bytes,
-                       (unsigned long long)c->caps->max_payload_len);
+                          (unsigned long long)s->bytes,
+                          (unsigned long long)c->caps->max_payload_len);
     if (s->kind != GV_PROTO_SEG_RAW && s->count > c->caps->max_numel)
         return proto_fail(c, "segment %u: count %llu above cap max_numel %llu", i,
-                       (unsigned long long)s->count, (unsigned long long)c->caps->max_numel);
+                          (unsigned long long)s->count, (unsigned long long)c->caps->max_numel);
     if (s->enc == GV_PROTO_ENC_DELTA_VARINT) {
         /* one to five LEB128 bytes per u32 gap */
         if (s->bytes < s->count || s->bytes / 5 + (s->bytes % 5 != 0) > s->count)
             return proto_fail(c, "segment %u: %llu bytes cannot hold %llu delta varints", i,
-                           (unsigned long long)s->bytes, (unsigned long long)s->count);
+                              (unsigned long long)s->bytes, (unsigned long long)s->count);
         return GV_OK;
     }
     if (gv_proto_enc_fixed_bytes(s->enc, s->count, m->numel, &want) != GV_OK || want != s->bytes)
         return proto_fail(c, "segment %u: %llu bytes for %llu %s elements (numel %llu)", i,
-                       (unsigned long long)s->bytes, (unsigned long long)s->count,
-                       gv_proto_enc_str(s->enc), (unsigned long long)m->numel);
+                          (unsigned long long)s->bytes, (unsigned long long)s->count,
+                          gv_proto_enc_str(s->enc), (unsigned long long)m->numel);
     if (s->enc == GV_PROTO_ENC_BITMAP && s->count > m->numel)
         return proto_fail(c, "segment %u: bitmap of %llu indices over numel %llu", i,
-                       (unsigned long long)s->count, (unsigned long long)m->numel);
+                          (unsigned long long)s->count, (unsigned long long)m->numel);
     return GV_OK;
 }
 
 /* Segment descriptors; *sum_p: their byte total (<= max_payload_len). */
-static gv_status_t hv_segs(const struct proto_vctx *c, const struct gv_proto_msg *m, uint64_t *sum_p)
+static gv_status_t hv_segs(const struct proto_vctx *c, const struct gv_proto_msg *m,
+                           uint64_t *sum_p)
 {
     uint64_t sum = 0, per_kind[LAST_KIND + 1] = {0};
     bool seen[LAST_KIND + 1] = {false};
@@ -149,7 +151,7 @@ static gv_status_t hv_segs(const struct proto_vctx *c, const struct gv_proto_msg
 
     if (m->n_segs > c->caps->max_segments)
         return proto_fail(c, "%u segments above cap max_segments %u", m->n_segs,
-                       c->caps->max_segments);
+                          c->caps->max_segments);
     for (uint32_t i = 0; i < m->n_segs; i++) {
         status = hv_seg(c, m, i);
         if (status != GV_OK)
@@ -158,22 +160,22 @@ static gv_status_t hv_segs(const struct proto_vctx *c, const struct gv_proto_msg
         sum += m->segs[i].bytes;
         if (sum < m->segs[i].bytes || sum > c->caps->max_payload_len)
             return proto_fail(c, "segment bytes add up to more than cap max_payload_len %llu",
-                           (unsigned long long)c->caps->max_payload_len);
+                              (unsigned long long)c->caps->max_payload_len);
         per_kind[m->segs[i].kind] += m->segs[i].count; /* counts <= max_numel: no overflow */
         seen[m->segs[i].kind] = true;
     }
     if (seen[GV_PROTO_SEG_INDICES] && per_kind[GV_PROTO_SEG_INDICES] != m->nnz)
         return proto_fail(c, "index segments hold %llu elements, nnz is %llu",
-                       (unsigned long long)per_kind[GV_PROTO_SEG_INDICES],
-                       (unsigned long long)m->nnz);
+                          (unsigned long long)per_kind[GV_PROTO_SEG_INDICES],
+                          (unsigned long long)m->nnz);
     if (seen[GV_PROTO_SEG_VALUES] && per_kind[GV_PROTO_SEG_VALUES] != m->nnz)
         return proto_fail(c, "value segments hold %llu elements, nnz is %llu",
-                       (unsigned long long)per_kind[GV_PROTO_SEG_VALUES],
-                       (unsigned long long)m->nnz);
+                          (unsigned long long)per_kind[GV_PROTO_SEG_VALUES],
+                          (unsigned long long)m->nnz);
     if (seen[GV_PROTO_SEG_DENSE] && per_kind[GV_PROTO_SEG_DENSE] != m->numel)
         return proto_fail(c, "dense segments hold %llu elements, numel is %llu",
-                       (unsigned long long)per_kind[GV_PROTO_SEG_DENSE],
-                       (unsigned long long)m->numel);
+                          (unsigned long long)per_kind[GV_PROTO_SEG_DENSE],
+                          (unsigned long long)m->numel);
     *sum_p = sum;
     return GV_OK;
 }
@@ -194,14 +196,14 @@ static gv_status_t hv_body(const struct proto_vctx *c, const struct gv_proto_msg
         const struct gv_proto_welcome *w = &m->u.welcome;
         if (w->shard_numel > c->caps->max_numel)
             return proto_fail(c, "shard numel %llu above cap max_numel %llu",
-                           (unsigned long long)w->shard_numel,
-                           (unsigned long long)c->caps->max_numel);
+                              (unsigned long long)w->shard_numel,
+                              (unsigned long long)c->caps->max_numel);
         if (w->model_numel != 0 &&
             (w->shard_offset > w->model_numel || w->shard_numel > w->model_numel - w->shard_offset))
             return proto_fail(c, "shard [%llu, +%llu) outside the model's %llu elements",
-                           (unsigned long long)w->shard_offset,
-                           (unsigned long long)w->shard_numel,
-                           (unsigned long long)w->model_numel);
+                              (unsigned long long)w->shard_offset,
+                              (unsigned long long)w->shard_numel,
+                              (unsigned long long)w->model_numel);
         return GV_OK;
     }
     case GV_PROTO_MSG_REFUSE:
@@ -211,8 +213,8 @@ static gv_status_t hv_body(const struct proto_vctx *c, const struct gv_proto_msg
     case GV_PROTO_MSG_MODEL:
         if (m->u.model.offset > c->caps->max_numel - m->numel)
             return proto_fail(c, "model chunk [%llu, +%llu) beyond cap max_numel %llu",
-                           (unsigned long long)m->u.model.offset, (unsigned long long)m->numel,
-                           (unsigned long long)c->caps->max_numel);
+                              (unsigned long long)m->u.model.offset, (unsigned long long)m->numel,
+                              (unsigned long long)c->caps->max_numel);
         return GV_OK;
     case GV_PROTO_MSG_PUSH:
         if (!in_range((int)m->u.push.level, LAST_LEVEL))
@@ -233,7 +235,8 @@ static gv_status_t hv_body(const struct proto_vctx *c, const struct gv_proto_msg
     }
 }
 
-gv_status_t proto_validate(const struct proto_vctx *c, const struct gv_proto_msg *m, uint64_t *sum_p)
+gv_status_t proto_validate(const struct proto_vctx *c, const struct gv_proto_msg *m,
+                           uint64_t *sum_p)
 {
     gv_status_t status;
 
@@ -245,10 +248,10 @@ gv_status_t proto_validate(const struct proto_vctx *c, const struct gv_proto_msg
         return proto_fail(c, "unknown dtype %d", (int)m->dtype);
     if (m->numel > c->caps->max_numel)
         return proto_fail(c, "numel %llu above cap max_numel %llu", (unsigned long long)m->numel,
-                       (unsigned long long)c->caps->max_numel);
+                          (unsigned long long)c->caps->max_numel);
     if (m->nnz > m->numel)
         return proto_fail(c, "nnz %llu above numel %llu", (unsigned long long)m->nnz,
-                       (unsigned long long)m->numel);
+                          (unsigned long long)m->numel);
     if (!cf_ok(m->cf))
         return proto_fail(c, "compression factor %g must be 0 (unset) or finite >= 1", m->cf);
     status = hv_segs(c, m, sum_p);

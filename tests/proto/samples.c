@@ -3,15 +3,14 @@
 
 #include <string.h>
 
-static const uint8_t sample_nonce_c[32] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
-                                           0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10,
-                                           0x00, 0xff, 0x11, 0xee, 0x22, 0xdd, 0x33, 0xcc,
-                                           0x44, 0xbb, 0x55, 0xaa, 0x66, 0x99, 0x77, 0x88};
+static const uint8_t sample_nonce_c[32] = {
+    0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10,
+    0x00, 0xff, 0x11, 0xee, 0x22, 0xdd, 0x33, 0xcc, 0x44, 0xbb, 0x55, 0xaa, 0x66, 0x99, 0x77, 0x88};
 static const uint8_t sample_nonce_s[16] = {'s', 'e', 'r', 'v', 'e', 'r', 0, 1,
                                            2,   3,   4,   5,   6,   7,   8, 9};
-static const uint8_t sample_mac[32] = {0xa5, 0x5a, 0xa5, 0x5a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-                                       11,   12,   13,   14,   15, 16, 17, 18, 19, 20, 21, 22,
-                                       23,   24,   25,   26,   27, 28};
+static const uint8_t sample_mac[32] = {0xa5, 0x5a, 0xa5, 0x5a, 1,  2,  3,  4,  5,  6,  7,
+                                       8,    9,    10,   11,   12, 13, 14, 15, 16, 17, 18,
+                                       19,   20,   21,   22,   23, 24, 25, 26, 27, 28};
 static const double sample_norms[5] = {0.5, 1.25, 3e-7, 42.0, 1e10};
 
 static void sample_common(struct gv_proto_msg *m, enum gv_proto_msg_type type)

@@ -30,8 +30,8 @@ static void test_layout(void)
     static const uint8_t want[GV_PROTO_PREFIX_LEN] = {
         'G',  'R',  'V',  'C',  0x01, 0x00, 0x03, 0x02, 0x44, 0x33, 0x22, 0x11,
         0xdd, 0xcc, 0xbb, 0xaa, 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};
-    struct gv_proto_prefix p = {GV_PROTO_MAGIC,    1, 0x0203, 0x11223344, 0xaabbccdd,
-                                0x0102030405060708ull};
+    struct gv_proto_prefix p = {GV_PROTO_MAGIC, 1,          0x0203,
+                                0x11223344,     0xaabbccdd, 0x0102030405060708ull};
     uint8_t buf[GV_PROTO_PREFIX_LEN + 1];
     struct gv_proto_prefix q;
 
@@ -207,8 +207,7 @@ static void test_oversized(void)
     GV_CHECK_EQ(h, caps.max_hdr_len);
     valid_prefix(&p, caps.max_hdr_len + 1, 0);
     GV_CHECK_STATUS(parse(&p, NULL, NULL, NULL), GV_ERR_PROTO);
-    GV_CHECK_MSG(logcap_has(&lc, "hdr_len 65537 above cap max_hdr_len 65536"), "log: %s",
-                 lc.line);
+    GV_CHECK_MSG(logcap_has(&lc, "hdr_len 65537 above cap max_hdr_len 65536"), "log: %s", lc.line);
     valid_prefix(&p, UINT32_MAX, 0);
     GV_CHECK_STATUS(parse(&p, NULL, NULL, NULL), GV_ERR_PROTO);
 

@@ -20,8 +20,7 @@ static unsigned char arena_buf[1 << 18];
 /* ---------------------------------------------------------------- round trips */
 
 static gv_status_t round_trip(const struct gv_proto_msg *m, const struct gv_proto_caps *caps,
-                              struct gv_proto_arena *arena, struct gv_proto_msg *out,
-                              size_t *len_p)
+                              struct gv_proto_arena *arena, struct gv_proto_msg *out, size_t *len_p)
 {
     static uint8_t frame[1 << 17];
     size_t len = 0;
@@ -292,8 +291,8 @@ static gv_status_t decode_mutated(int base, void (*mutate)(Gravac__Header *h),
         return GV_ERR_INVAL;
     gv_proto_prefix_read(frame, &p);
     tpool_used = 0;
-    Gravac__Header *h = gravac__header__unpack(&tpool_allocator, p.hdr_len,
-                                               frame + GV_PROTO_PREFIX_LEN);
+    Gravac__Header *h =
+        gravac__header__unpack(&tpool_allocator, p.hdr_len, frame + GV_PROTO_PREFIX_LEN);
     if (h == NULL)
         return GV_ERR_INVAL;
     mutate(h);
@@ -346,44 +345,116 @@ static void unknown_in(ProtobufCMessage *m)
     m->unknown_fields = &x_unknown;
 }
 
-static void m_type0(Gravac__Header *h) { h->type = 0; }
-static void m_type14(Gravac__Header *h) { h->type = 14; }
-static void m_type_neg(Gravac__Header *h) { h->type = (Gravac__MsgType)-1; }
-static void m_type_big(Gravac__Header *h) { h->type = 1000; }
+static void m_type0(Gravac__Header *h)
+{
+    h->type = 0;
+}
+static void m_type14(Gravac__Header *h)
+{
+    h->type = 14;
+}
+static void m_type_neg(Gravac__Header *h)
+{
+    h->type = (Gravac__MsgType)-1;
+}
+static void m_type_big(Gravac__Header *h)
+{
+    h->type = 1000;
+}
 static void m_body_hello(Gravac__Header *h)
 {
     h->body_case = GRAVAC__HEADER__BODY_HELLO;
     h->hello = &x_hello;
 }
-static void m_body_none(Gravac__Header *h) { h->body_case = GRAVAC__HEADER__BODY__NOT_SET; }
-static void m_17_segs(Gravac__Header *h) { raw_segments(h, 17); }
-static void m_9_segs(Gravac__Header *h) { raw_segments(h, 9); }
-static void m_16_segs(Gravac__Header *h) { raw_segments(h, 16); }
-static void m_numel_big(Gravac__Header *h) { h->numel = (uint64_t)INT32_MAX + 1; }
-static void m_nnz_1001(Gravac__Header *h) { h->nnz = 1001; }
-static void m_nnz_9(Gravac__Header *h) { h->nnz = 9; }
-static void m_seg0_bytes41(Gravac__Header *h) { h->segments[0]->bytes = 41; }
-static void m_seg1_bytes40(Gravac__Header *h) { h->segments[1]->bytes = 40; }
-static void m_seg0_bytes124(Gravac__Header *h) { h->segments[0]->bytes = 124; }
-static void m_seg0_bitmap_count(Gravac__Header *h) { h->segments[0]->count = 1001; }
-static void m_seg0_bytes9(Gravac__Header *h) { h->segments[0]->bytes = 9; }
-static void m_seg0_bytes50(Gravac__Header *h) { h->segments[0]->bytes = 50; }
-static void m_seg0_bytes51(Gravac__Header *h) { h->segments[0]->bytes = 51; }
-static void m_seg0_kind9(Gravac__Header *h) { h->segments[0]->kind = 9; }
-static void m_seg0_kind0(Gravac__Header *h) { h->segments[0]->kind = 0; }
-static void m_seg0_enc0(Gravac__Header *h) { h->segments[0]->encoding = 0; }
-static void m_seg0_enc7(Gravac__Header *h) { h->segments[0]->encoding = 7; }
+static void m_body_none(Gravac__Header *h)
+{
+    h->body_case = GRAVAC__HEADER__BODY__NOT_SET;
+}
+static void m_17_segs(Gravac__Header *h)
+{
+    raw_segments(h, 17);
+}
+static void m_9_segs(Gravac__Header *h)
+{
+    raw_segments(h, 9);
+}
+static void m_16_segs(Gravac__Header *h)
+{
+    raw_segments(h, 16);
+}
+static void m_numel_big(Gravac__Header *h)
+{
+    h->numel = (uint64_t)INT32_MAX + 1;
+}
+static void m_nnz_1001(Gravac__Header *h)
+{
+    h->nnz = 1001;
+}
+static void m_nnz_9(Gravac__Header *h)
+{
+    h->nnz = 9;
+}
+static void m_seg0_bytes41(Gravac__Header *h)
+{
+    h->segments[0]->bytes = 41;
+}
+static void m_seg1_bytes40(Gravac__Header *h)
+{
+    h->segments[1]->bytes = 40;
+}
+static void m_seg0_bytes124(Gravac__Header *h)
+{
+    h->segments[0]->bytes = 124;
+}
+static void m_seg0_bitmap_count(Gravac__Header *h)
+{
+    h->segments[0]->count = 1001;
+}
+static void m_seg0_bytes9(Gravac__Header *h)
+{
+    h->segments[0]->bytes = 9;
+}
+static void m_seg0_bytes50(Gravac__Header *h)
+{
+    h->segments[0]->bytes = 50;
+}
+static void m_seg0_bytes51(Gravac__Header *h)
+{
+    h->segments[0]->bytes = 51;
+}
+static void m_seg0_kind9(Gravac__Header *h)
+{
+    h->segments[0]->kind = 9;
+}
+static void m_seg0_kind0(Gravac__Header *h)
+{
+    h->segments[0]->kind = 0;
+}
+static void m_seg0_enc0(Gravac__Header *h)
+{
+    h->segments[0]->encoding = 0;
+}
+static void m_seg0_enc7(Gravac__Header *h)
+{
+    h->segments[0]->encoding = 7;
+}
 static void m_seg0_enc_f32(Gravac__Header *h)
 {
     h->segments[0]->encoding = GRAVAC__SEG_ENCODING__SEG_ENC_F32;
 }
-static void m_seg0_raw(Gravac__Header *h) { h->segments[0]->kind = GRAVAC__SEG_KIND__SEG_RAW; }
+static void m_seg0_raw(Gravac__Header *h)
+{
+    h->segments[0]->kind = GRAVAC__SEG_KIND__SEG_RAW;
+}
 static void m_seg1_count9(Gravac__Header *h)
 {
     h->segments[1]->count = 9;
     h->segments[1]->bytes = 36;
 }
-static void m_numel_255(Gravac__Header *h) { h->numel = 255; }
+static void m_numel_255(Gravac__Header *h)
+{
+    h->numel = 255;
+}
 static void m_seg0_count_big(Gravac__Header *h)
 {
     h->segments[0]->count = (uint64_t)INT32_MAX + 1;
@@ -397,35 +468,110 @@ static void m_seg_wrap(Gravac__Header *h)
     h->segments[0]->count = UINT64_MAX - 39;
     h->segments[0]->bytes = UINT64_MAX - 39;
 }
-static void m_cf_half(Gravac__Header *h) { h->cf = 0.5; }
-static void m_cf_nan(Gravac__Header *h) { h->cf = NAN; }
-static void m_cf_inf(Gravac__Header *h) { h->cf = INFINITY; }
-static void m_cf_neg(Gravac__Header *h) { h->cf = -1; }
-static void m_cf_one(Gravac__Header *h) { h->cf = 1; }
-static void m_nonce65(Gravac__Header *h) { h->hello->nonce = (ProtobufCBinaryData){65, x_bytes}; }
-static void m_nonce64(Gravac__Header *h) { h->hello->nonce = (ProtobufCBinaryData){64, x_bytes}; }
+static void m_cf_half(Gravac__Header *h)
+{
+    h->cf = 0.5;
+}
+static void m_cf_nan(Gravac__Header *h)
+{
+    h->cf = NAN;
+}
+static void m_cf_inf(Gravac__Header *h)
+{
+    h->cf = INFINITY;
+}
+static void m_cf_neg(Gravac__Header *h)
+{
+    h->cf = -1;
+}
+static void m_cf_one(Gravac__Header *h)
+{
+    h->cf = 1;
+}
+static void m_nonce65(Gravac__Header *h)
+{
+    h->hello->nonce = (ProtobufCBinaryData){65, x_bytes};
+}
+static void m_nonce64(Gravac__Header *h)
+{
+    h->hello->nonce = (ProtobufCBinaryData){64, x_bytes};
+}
 static void m_snonce65(Gravac__Header *h)
 {
     h->challenge->nonce = (ProtobufCBinaryData){65, x_bytes};
 }
-static void m_mac65(Gravac__Header *h) { h->auth->mac = (ProtobufCBinaryData){65, x_bytes}; }
-static void m_mac_big(Gravac__Header *h) { h->auth->mac = (ProtobufCBinaryData){1000, x_bytes}; }
-static void m_cluster257(Gravac__Header *h) { h->hello->cluster_id = text_of(257, 'c'); }
-static void m_cluster256(Gravac__Header *h) { h->hello->cluster_id = text_of(256, 'c'); }
-static void m_refuse_ctrl(Gravac__Header *h) { h->refuse->text = "bad\nline"; }
-static void m_refuse_code8(Gravac__Header *h) { h->refuse->code = 8; }
-static void m_error257(Gravac__Header *h) { h->error->text = text_of(257, 'e'); }
-static void m_error_esc(Gravac__Header *h) { h->error->text = "\x1b[2Jcleared"; }
-static void m_role4(Gravac__Header *h) { h->role = 4; }
-static void m_dtype4(Gravac__Header *h) { h->dtype = 4; }
-static void m_push_level4(Gravac__Header *h) { h->push->level = 4; }
-static void m_push_enc7(Gravac__Header *h) { h->push->index_encoding = 7; }
-static void m_upd_theta(Gravac__Header *h) { h->update->decision->theta_min = 0.5; }
-static void m_upd_send_nan(Gravac__Header *h) { h->update->decision->cf_send = NAN; }
-static void m_upd_lr_neg(Gravac__Header *h) { h->update->decision->lr = -0.1; }
-static void m_upd_lr_inf(Gravac__Header *h) { h->update->decision->lr = INFINITY; }
-static void m_upd_level5(Gravac__Header *h) { h->update->decision->level = 5; }
-static void m_dec_cand(Gravac__Header *h) { h->decision->cf_candidate = 0.5; }
+static void m_mac65(Gravac__Header *h)
+{
+    h->auth->mac = (ProtobufCBinaryData){65, x_bytes};
+}
+static void m_mac_big(Gravac__Header *h)
+{
+    h->auth->mac = (ProtobufCBinaryData){1000, x_bytes};
+}
+static void m_cluster257(Gravac__Header *h)
+{
+    h->hello->cluster_id = text_of(257, 'c');
+}
+static void m_cluster256(Gravac__Header *h)
+{
+    h->hello->cluster_id = text_of(256, 'c');
+}
+static void m_refuse_ctrl(Gravac__Header *h)
+{
+    h->refuse->text = "bad\nline";
+}
+static void m_refuse_code8(Gravac__Header *h)
+{
+    h->refuse->code = 8;
+}
+static void m_error257(Gravac__Header *h)
+{
+    h->error->text = text_of(257, 'e');
+}
+static void m_error_esc(Gravac__Header *h)
+{
+    h->error->text = "\x1b[2Jcleared";
+}
+static void m_role4(Gravac__Header *h)
+{
+    h->role = 4;
+}
+static void m_dtype4(Gravac__Header *h)
+{
+    h->dtype = 4;
+}
+static void m_push_level4(Gravac__Header *h)
+{
+    h->push->level = 4;
+}
+static void m_push_enc7(Gravac__Header *h)
+{
+    h->push->index_encoding = 7;
+}
+static void m_upd_theta(Gravac__Header *h)
+{
+    h->update->decision->theta_min = 0.5;
+}
+static void m_upd_send_nan(Gravac__Header *h)
+{
+    h->update->decision->cf_send = NAN;
+}
+static void m_upd_lr_neg(Gravac__Header *h)
+{
+    h->update->decision->lr = -0.1;
+}
+static void m_upd_lr_inf(Gravac__Header *h)
+{
+    h->update->decision->lr = INFINITY;
+}
+static void m_upd_level5(Gravac__Header *h)
+{
+    h->update->decision->level = 5;
+}
+static void m_dec_cand(Gravac__Header *h)
+{
+    h->decision->cf_candidate = 0.5;
+}
 static void m_push_norms(Gravac__Header *h)
 {
     h->push->stats->n_layer_norms = 4097;
@@ -441,25 +587,64 @@ static void m_push_norms_ok(Gravac__Header *h)
     h->push->stats->n_layer_norms = 4096;
     h->push->stats->layer_norms = x_norms;
 }
-static void m_welcome_out(Gravac__Header *h) { h->welcome->shard_offset = 60000; }
+static void m_welcome_out(Gravac__Header *h)
+{
+    h->welcome->shard_offset = 60000;
+}
 static void m_welcome_big(Gravac__Header *h)
 {
     h->welcome->shard_numel = (uint64_t)INT32_MAX + 1;
     h->welcome->model_numel = 0;
 }
-static void m_model_off_ok(Gravac__Header *h) { h->model->offset = INT32_MAX - 256; }
-static void m_model_off_bad(Gravac__Header *h) { h->model->offset = INT32_MAX - 255; }
-static void m_unknown_top(Gravac__Header *h) { unknown_in(&h->base); }
-static void m_unknown_seg(Gravac__Header *h) { unknown_in(&h->segments[1]->base); }
-static void m_unknown_body(Gravac__Header *h) { unknown_in(&h->push->base); }
-static void m_unknown_stats(Gravac__Header *h) { unknown_in(&h->push->stats->base); }
-static void m_unknown_decision(Gravac__Header *h) { unknown_in(&h->update->decision->base); }
-static void m_unknown_hello(Gravac__Header *h) { unknown_in(&h->hello->base); }
+static void m_model_off_ok(Gravac__Header *h)
+{
+    h->model->offset = INT32_MAX - 256;
+}
+static void m_model_off_bad(Gravac__Header *h)
+{
+    h->model->offset = INT32_MAX - 255;
+}
+static void m_unknown_top(Gravac__Header *h)
+{
+    unknown_in(&h->base);
+}
+static void m_unknown_seg(Gravac__Header *h)
+{
+    unknown_in(&h->segments[1]->base);
+}
+static void m_unknown_body(Gravac__Header *h)
+{
+    unknown_in(&h->push->base);
+}
+static void m_unknown_stats(Gravac__Header *h)
+{
+    unknown_in(&h->push->stats->base);
+}
+static void m_unknown_decision(Gravac__Header *h)
+{
+    unknown_in(&h->update->decision->base);
+}
+static void m_unknown_hello(Gravac__Header *h)
+{
+    unknown_in(&h->hello->base);
+}
 
-static void caps_seg8(struct gv_proto_caps *c) { c->max_segments = 8; }
-static void caps_big_payload(struct gv_proto_caps *c) { c->max_payload_len = 1ull << 40; }
-static void caps_small_text(struct gv_proto_caps *c) { c->max_text_len = 10; }
-static void caps_small_bytes(struct gv_proto_caps *c) { c->max_bytes_field = 16; }
+static void caps_seg8(struct gv_proto_caps *c)
+{
+    c->max_segments = 8;
+}
+static void caps_big_payload(struct gv_proto_caps *c)
+{
+    c->max_payload_len = 1ull << 40;
+}
+static void caps_small_text(struct gv_proto_caps *c)
+{
+    c->max_text_len = 10;
+}
+static void caps_small_bytes(struct gv_proto_caps *c)
+{
+    c->max_bytes_field = 16;
+}
 
 struct mcase {
     int base;
@@ -479,11 +664,12 @@ static const struct mcase mcases[] = {
     {GV_PROTO_MSG_PUSH, m_body_hello, 0, NULL, P, "body field 16 does not belong"},
     {GV_PROTO_MSG_PUSH, m_body_none, 0, NULL, P, "body field 0 does not belong"},
     {GV_PROTO_MSG_HEARTBEAT, m_body_hello, 0, NULL, P, "does not belong"},
-    {GV_PROTO_MSG_HEARTBEAT, m_17_segs, 17, NULL, P, "17 segments above cap max_segments 16"},
+    {GV_PROTO_MSG_HEARTBEAT, m_17_segs, 17, NULL, P,
+     "header lists 17 segments, above cap max_segments 16"},
     {GV_PROTO_MSG_HEARTBEAT, m_16_segs, 16, NULL, GV_OK, NULL},
-    {GV_PROTO_MSG_HEARTBEAT, m_9_segs, 9, caps_seg8, P, "9 segments above cap max_segments 8"},
-    {GV_PROTO_MSG_PUSH, m_numel_big, 0, NULL, P,
-     "numel 2147483648 above cap max_numel 2147483647"},
+    {GV_PROTO_MSG_HEARTBEAT, m_9_segs, 9, caps_seg8, P,
+     "header lists 9 segments, above cap max_segments 8"},
+    {GV_PROTO_MSG_PUSH, m_numel_big, 0, NULL, P, "numel 2147483648 above cap max_numel 2147483647"},
     {GV_PROTO_MSG_PUSH, m_nnz_1001, 0, NULL, P, "nnz 1001 above numel 1000"},
     {GV_PROTO_MSG_PUSH, m_nnz_9, 0, NULL, P, "index segments hold 10 elements, nnz is 9"},
     {GV_PROTO_MSG_PUSH, m_seg1_count9, -4, NULL, P, "value segments hold 9 elements, nnz is 10"},
@@ -505,8 +691,9 @@ static const struct mcase mcases[] = {
      "segment 0: count 2147483648 above cap max_numel 2147483647"},
     {GV_PROTO_MSG_PUSH, m_seg_wrap, -80, NULL, P,
      "segment 0: 18446744073709551576 bytes above cap max_payload_len"},
-    {GV_PROTO_MSG_PUSH, m_cf_one, 1, NULL, P, "segments add up to 80 bytes, prefix says "
-                                              "payload_len 81"},
+    {GV_PROTO_MSG_PUSH, m_cf_one, 1, NULL, P,
+     "segments add up to 80 bytes, prefix says "
+     "payload_len 81"},
     {GV_PROTO_MSG_PUSH, m_cf_one, -1, NULL, P, "prefix says payload_len 79"},
     {GV_PROTO_MSG_PUSH, m_cf_one, 0, NULL, GV_OK, NULL},
     {GV_PROTO_MSG_PUSH, m_cf_half, 0, NULL, P, "compression factor 0.5"},
@@ -574,8 +761,8 @@ static void test_decoder_refusals(void)
                      gv_proto_msg_type_str((enum gv_proto_msg_type)c->base), gv_status_str(st),
                      gv_status_str(c->want), lc.line);
         if (c->log != NULL) {
-            GV_CHECK_MSG(logcap_has(&lc, c->log), "case %zu: log \"%s\" lacks \"%s\"", i,
-                         lc.line, c->log);
+            GV_CHECK_MSG(logcap_has(&lc, c->log), "case %zu: log \"%s\" lacks \"%s\"", i, lc.line,
+                         c->log);
             GV_CHECK_MSG(lc.n == 1, "case %zu: %d log lines", i, lc.n);
         } else {
             GV_CHECK_MSG(lc.n == 0, "case %zu: unexpected log: %s", i, lc.line);
@@ -607,14 +794,14 @@ static void test_garbage_headers(void)
 
     gv_proto_arena_init(&arena, arena_buf, sizeof(arena_buf));
     for (size_t i = 0; i < GV_ARRAY_LEN(cases); i++) {
-        struct gv_proto_prefix p = {GV_PROTO_MAGIC, GV_PROTO_VERSION, 0,
-                                    (uint32_t)cases[i].len, 0, 0};
+        struct gv_proto_prefix p = {
+            GV_PROTO_MAGIC, GV_PROTO_VERSION, 0, (uint32_t)cases[i].len, 0, 0};
         gv_proto_prefix_write(&p, frame);
         memcpy(frame + GV_PROTO_PREFIX_LEN, cases[i].bytes, cases[i].len);
         logcap_begin(&lc);
-        GV_CHECK_STATUS(gv_proto_decode(frame, GV_PROTO_PREFIX_LEN + cases[i].len, NULL, &arena,
-                                        &m),
-                        GV_ERR_PROTO);
+        GV_CHECK_STATUS(
+            gv_proto_decode(frame, GV_PROTO_PREFIX_LEN + cases[i].len, NULL, &arena, &m),
+            GV_ERR_PROTO);
         logcap_end();
         GV_CHECK_MSG(logcap_has(&lc, cases[i].log), "garbage %zu: log \"%s\" lacks \"%s\"", i,
                      lc.line, cases[i].log);
@@ -645,7 +832,7 @@ static void test_encoder_refusals(void)
         len = 12345;                                                                               \
         setup;                                                                                     \
         logcap_begin(&lc);                                                                         \
-        GV_CHECK_STATUS(gv_proto_encode(&m, NULL, buf, sizeof(buf), &len), GV_ERR_INVAL);         \
+        GV_CHECK_STATUS(gv_proto_encode(&m, NULL, buf, sizeof(buf), &len), GV_ERR_INVAL);          \
         logcap_end();                                                                              \
         GV_CHECK_MSG(logcap_has(&lc, "cannot encode") && logcap_has(&lc, needle),                  \
                      "log \"%s\" lacks \"%s\"", lc.line, needle);                                  \
@@ -669,11 +856,10 @@ static void test_encoder_refusals(void)
     REFUSE((m.type = GV_PROTO_MSG_HELLO, memset(&m.u, 0, sizeof(m.u)),
             m.u.hello.nonce = (struct gv_proto_bytes){big_nonce, 65}),
            "client nonce of 65 bytes above cap max_bytes_field 64");
-    REFUSE((m.type = GV_PROTO_MSG_ERROR, memset(&m.u, 0, sizeof(m.u)),
-            m.u.error.text = "two\nlines"),
-           "error text has control character 0x0a");
-    REFUSE((m.type = GV_PROTO_MSG_DECISION, memset(&m.u, 0, sizeof(m.u)),
-            m.u.decision.lr = NAN),
+    REFUSE(
+        (m.type = GV_PROTO_MSG_ERROR, memset(&m.u, 0, sizeof(m.u)), m.u.error.text = "two\nlines"),
+        "error text has control character 0x0a");
+    REFUSE((m.type = GV_PROTO_MSG_DECISION, memset(&m.u, 0, sizeof(m.u)), m.u.decision.lr = NAN),
            "learning rate nan");
     /* 4 GiB of dense values: above max_payload_len */
     REFUSE((m.n_segs = 0, m.nnz = 0, m.numel = 1u << 30,
@@ -880,8 +1066,7 @@ static void test_helpers(void)
     GV_CHECK_OK(gv_proto_enc_fixed_bytes(GV_PROTO_ENC_BITMAP, 0, 0, &b));
     GV_CHECK_EQ(b, 0);
     b = 99;
-    GV_CHECK_STATUS(gv_proto_enc_fixed_bytes(GV_PROTO_ENC_DELTA_VARINT, 10, 0, &b),
-                    GV_ERR_INVAL);
+    GV_CHECK_STATUS(gv_proto_enc_fixed_bytes(GV_PROTO_ENC_DELTA_VARINT, 10, 0, &b), GV_ERR_INVAL);
     GV_CHECK_STATUS(gv_proto_enc_fixed_bytes(GV_PROTO_ENC_NONE, 10, 0, &b), GV_ERR_INVAL);
     GV_CHECK_STATUS(gv_proto_enc_fixed_bytes(GV_PROTO_ENC_U32, UINT64_MAX / 2, 0, &b),
                     GV_ERR_INVAL);
@@ -892,8 +1077,7 @@ static void test_helpers(void)
     logcap_begin(&lc);
     for (int i = 0; i < GV_PROTO_MAX_SEGMENTS; i++)
         GV_CHECK_OK(gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, 1, 1));
-    GV_CHECK_STATUS(gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, 1, 1),
-                    GV_ERR_INVAL);
+    GV_CHECK_STATUS(gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, 1, 1), GV_ERR_INVAL);
     logcap_end();
     GV_CHECK_EQ(m.n_segs, GV_PROTO_MAX_SEGMENTS);
     GV_CHECK_EQ(gv_proto_payload_len(&m), GV_PROTO_MAX_SEGMENTS);
@@ -904,7 +1088,7 @@ static void test_names(void)
     GV_CHECK_STREQ(gv_proto_msg_type_str(GV_PROTO_MSG_PUSH), "push");
     GV_CHECK_STREQ(gv_proto_msg_type_str(GV_PROTO_MSG_ERROR), "error");
     GV_CHECK_STREQ(gv_proto_msg_type_str((enum gv_proto_msg_type)GV_PROTO_MSG_COUNT), "unknown");
-    GV_CHECK_STREQ(gv_proto_msg_type_str((enum gv_proto_msg_type)-1), "unknown");
+    GV_CHECK_STREQ(gv_proto_msg_type_str((enum gv_proto_msg_type) - 1), "unknown");
     for (int a = 0; a < GV_PROTO_MSG_COUNT; a++)
         for (int b = a + 1; b < GV_PROTO_MSG_COUNT; b++)
             GV_CHECK(strcmp(gv_proto_msg_type_str((enum gv_proto_msg_type)a),
