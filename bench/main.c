@@ -7,6 +7,7 @@
 
 static const struct gv_bench_cmd cmds[] = {
     /* {"transport", "...", gv_bench_transport_main}, */
+    {"proto", "wire header encode/decode cost vs a payload memcpy", gv_bench_proto_main},
     {NULL, NULL, NULL},
 };
 
