@@ -161,7 +161,8 @@ static gv_status_t hv_segs(const struct proto_vctx *c, const struct gv_proto_msg
         if (sum < m->segs[i].bytes || sum > c->caps->max_payload_len)
             return proto_fail(c, "segment bytes add up to more than cap max_payload_len %llu",
                               (unsigned long long)c->caps->max_payload_len);
-        per_kind[m->segs[i].kind] += m->segs[i].count; /* counts <= max_numel: no overflow */
+        /* compared kinds have counts <= max_numel, so 16 of them cannot wrap */
+        per_kind[m->segs[i].kind] += m->segs[i].count;
         seen[m->segs[i].kind] = true;
     }
     if (seen[GV_PROTO_SEG_INDICES] && per_kind[GV_PROTO_SEG_INDICES] != m->nnz)
