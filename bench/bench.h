@@ -16,5 +16,6 @@ int gv_bench_scaling_main(int argc, char **argv);
 int gv_bench_adapt_main(int argc, char **argv);
 int gv_bench_ops_main(int argc, char **argv);
 int gv_bench_nn_main(int argc, char **argv);
+int gv_bench_proto_main(int argc, char **argv);
 
 #endif
