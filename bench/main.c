@@ -7,6 +7,7 @@
 
 static const struct gv_bench_cmd cmds[] = {
     /* {"transport", "...", gv_bench_transport_main}, */
+    {"compress", "compressor throughput per CF and size vs memcpy", gv_bench_compress_main},
     {NULL, NULL, NULL},
 };
 
