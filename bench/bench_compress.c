@@ -42,7 +42,7 @@ static void usage(FILE *f)
             "  --cfs a,b,..        compression factors (default 10,100,1000)\n"
             "  --compressors list  topk,randomk,dgc,redsync,dense (default all)\n"
             "  --threads list      1 and/or all, or numbers (default 1,all)\n"
-            "  --reps N            timed repetitions, the median is reported (default 5)\n"
+            "  --reps N            timed repetitions, the median is reported (default 7)\n"
             "  --warm              keep the input cached between reps (default: flushed)\n"
             "  --multilevel a,b    the multi-level row: cf_min, candidate (default 10,1000)\n"
             "  --no-multilevel     skip it\n"
@@ -83,7 +83,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     o->threads[0] = 1;
     o->threads[1] = 0;
     o->nthreads = 2;
-    o->reps = 5;
+    o->reps = 7;
     o->multilevel = 1;
     o->ml_min = 10;
     o->ml_cand = 1000;
@@ -390,12 +390,66 @@ static void run_multilevel(struct ctx *c, int threads, uint32_t n, double memcpy
         }
     }
     double td = median(direct, c->o->reps), tm = median(ml, c->o->reps);
-    char what[32];
     uint32_t k2 = c->out2.count;
-    snprintf(what, sizeof(what), "ml-direct");
-    emit_row(c, what, threads, n, b, k2, td, memcpy1, 0);
-    snprintf(what, sizeof(what), "ml-2level");
-    emit_row(c, what, threads, n, b, k2, tm, memcpy1, td / tm);
+    emit_row(c, "ml-direct", threads, n, b, k2, td, memcpy1, 0);
+    emit_row(c, "ml-2level", threads, n, b, k2, tm, memcpy1, td / tm);
+}
+
+static void ef_step(struct ctx *c, struct gv_ef *ef, double cf_min, double cf_cand,
+                    struct gv_sparse *l1, struct gv_sparse *l2)
+{
+    struct gv_cmp_req req = {.cf_min = cf_min, .cf_cand = cf_cand};
+    struct gv_norms nm;
+    gv_status_t st = gv_cmp_compress(c->cmp, ef, c->x, &req, l1, l2, &nm);
+    if (st == GV_OK)
+        st = gv_cmp_apply(c->cmp, ef, GV_SENT_SPARSE, l2 != NULL ? l2 : l1);
+    if (st != GV_OK) {
+        fprintf(stderr, "compress: error-feedback step failed: %s\n", gv_status_str(st));
+        exit(1);
+    }
+}
+
+/* The worker's whole step: without multi-level, two compressors each with its own residual
+ * (g + r1 at cf_min, g + r2 at the candidate: what the released GraVAC code does); with it,
+ * one residual, g + r once, both levels from gv_cmp_compress. Both apply what they send. */
+static void run_ef_multilevel(struct ctx *c, int threads, uint32_t n, double memcpy1)
+{
+    double direct[1000], ml[1000];
+    double a = c->o->ml_min, b = c->o->ml_cand;
+    struct gv_ef *e1, *e2, *e3;
+    if (gv_ef_create(c->cmp, n, NULL, &e1) != GV_OK || gv_ef_create(c->cmp, n, NULL, &e2) != GV_OK ||
+        gv_ef_create(c->cmp, n, NULL, &e3) != GV_OK) {
+        fprintf(stderr, "compress: cannot allocate residuals for n %u\n", n);
+        exit(1);
+    }
+    for (int r = -1; r < c->o->reps; r++) {
+        if (!c->o->warm && !c->o->cuda) {
+            flush(c->x, (size_t)n * 4);
+            flush(gv_ef_data(e1), (size_t)n * 4);
+            flush(gv_ef_data(e2), (size_t)n * 4);
+        }
+        uint64_t t0 = gv_now_ns();
+        ef_step(c, e1, a, 0, &c->out, NULL);
+        ef_step(c, e2, b, 0, &c->out3, NULL);
+        uint64_t t1 = gv_now_ns();
+        if (!c->o->warm && !c->o->cuda) {
+            flush(c->x, (size_t)n * 4);
+            flush(gv_ef_data(e3), (size_t)n * 4);
+        }
+        uint64_t t2 = gv_now_ns();
+        ef_step(c, e3, a, b, &c->out, &c->out2);
+        uint64_t t3 = gv_now_ns();
+        if (r >= 0) {
+            direct[r] = (double)(t1 - t0) * 1e-9;
+            ml[r] = (double)(t3 - t2) * 1e-9;
+        }
+    }
+    gv_ef_destroy(e1);
+    gv_ef_destroy(e2);
+    gv_ef_destroy(e3);
+    double td = median(direct, c->o->reps), tm = median(ml, c->o->reps);
+    emit_row(c, "ef-direct", threads, n, b, c->out2.count, td, memcpy1, 0);
+    emit_row(c, "ef-2level", threads, n, b, c->out2.count, tm, memcpy1, td / tm);
 }
 
 static void alloc_sparse(struct ctx *c, struct gv_cmp *any, struct gv_sparse *sp, uint32_t cap,
@@ -471,34 +525,39 @@ static int run(struct ctx *c)
     alloc_sparse(c, any, &c->out2, kmax, 1);
     alloc_sparse(c, any, &c->out3, kmax, 1);
 
-    int all = o->cuda ? 1 : 0;
-    for (int t = 0; t < o->nthreads; t++)
-        if (o->threads[t] == 0) {
-            struct gv_cmp *tmp;
-            if (make_cmp(c, GV_CMP_DENSE, 0, 16, 1.0, &tmp) == GV_OK) {
-                all = gv_cmp_nthreads(tmp);
-                gv_cmp_destroy(tmp);
-            }
+    /* the thread counts to run, "all" resolved, duplicates dropped */
+    int all = 1, thr[4], nthr = 0;
+    if (!o->cuda) {
+        struct gv_cmp *tmp;
+        if (make_cmp(c, GV_CMP_DENSE, 0, 16, 1.0, &tmp) == GV_OK) {
+            all = gv_cmp_nthreads(tmp);
+            gv_cmp_destroy(tmp);
         }
+    }
+    for (int t = 0; t < (o->cuda ? 1 : o->nthreads); t++) {
+        int v = o->cuda ? 1 : o->threads[t] == 0 ? all : o->threads[t];
+        int dup = 0;
+        for (int u = 0; u < nthr; u++)
+            dup |= thr[u] == v;
+        if (!dup)
+            thr[nthr++] = v;
+    }
     snprintf(c->backend, sizeof(c->backend), "%s", gv_cmp_backend(any));
     if (!o->json) {
-        printf("# gravac-bench compress: backend %s, all threads = %d, %d reps (median), input %s,"
+        printf("# gravac-bench compress: backend %s, online CPUs %d, %d reps (median), input %s,"
                " seed %llu\n# x_memcpy1 = input GB/s / single-thread memcpy GB/s of the same n "
                "(same run). Shared machine: compare ratios, not absolute times.\n",
                gv_cmp_backend(any), all, o->reps, o->warm ? "warm" : "flushed before each rep",
                (unsigned long long)o->seed);
     }
-    int nthr_list = o->cuda ? 1 : o->nthreads;
     for (int s = 0; s < o->nsizes; s++) {
         uint32_t n = (uint32_t)o->sizes[s];
         double mc1 = time_memcpy(c, any, n, 1);
         double mc1_gbs = (double)n * 4 / mc1 * 1e-9;
         emit_row(c, "memcpy", 1, n, 1, n, mc1, mc1_gbs, 0);
-        for (int t = 0; t < nthr_list; t++) {
-            int threads = o->cuda ? 1 : o->threads[t] == 0 ? all : o->threads[t];
-            if (t > 0 && threads == (o->cuda ? 1 : (o->threads[t - 1] == 0 ? all : o->threads[t - 1])))
-                continue;
-            if (threads > 1 && !o->cuda)
+        for (int t = 0; t < nthr; t++) {
+            int threads = thr[t];
+            if (threads > 1 && !o->cuda && n >= 1000000) /* thread start-up dominates below */
                 emit_row(c, "memcpy", threads, n, 1, n, time_memcpy(c, any, n, threads), mc1_gbs,
                          0);
             for (int q = 0; q < o->nkinds; q++) {
@@ -510,13 +569,15 @@ static int run(struct ctx *c)
                 }
                 int ncf = o->kinds[q] == GV_CMP_DENSE ? 1 : o->ncfs;
                 for (int f = 0; f < ncf; f++) {
-                    double cf = o->kinds[q] == GV_CMP_DENSE ? 1 : o->cfs[f];
-                    double sec = time_select(c, n, cf);
-                    emit_row(c, gv_cmp_kind_str(o->kinds[q]), threads, n, cf, c->out.count, sec,
-                             mc1_gbs, 0);
+                    int dense = o->kinds[q] == GV_CMP_DENSE; /* ignores the CF */
+                    double sec = time_select(c, n, dense ? min_cf : o->cfs[f]);
+                    emit_row(c, gv_cmp_kind_str(o->kinds[q]), threads, n, dense ? 1 : o->cfs[f],
+                             c->out.count, sec, mc1_gbs, 0);
                 }
-                if (o->kinds[q] == GV_CMP_TOPK && o->multilevel && n >= 1000)
+                if (o->kinds[q] == GV_CMP_TOPK && o->multilevel && n >= 1000) {
                     run_multilevel(c, threads, n, mc1_gbs);
+                    run_ef_multilevel(c, threads, n, mc1_gbs);
+                }
                 gv_cmp_destroy(c->cmp);
                 c->cmp = NULL;
             }

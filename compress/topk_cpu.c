@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #define SAMPLE_MAX 65536u      /* sample keys; a multiple of 16 (one cache line per draw) */
+#define SAMPLE_MIN 4096u
 #define SAMPLED_MIN_N 65536u   /* below this the exact path is as fast */
 #define SAMPLED_MAX_FRAC 4u    /* the sampled path serves k <= n / 4 */
 #define PAR_MIN_N (1u << 18)   /* below this one thread beats waking the others */
@@ -68,11 +69,13 @@ const char *gv_topk_scan_name(void)
     return scan_name;
 }
 
+/* Sample size: n/64 between 4Ki and 64Ki entries (and at most n/8). Selecting in the sample
+ * costs about as much per entry as a candidate does, and the expected excess of candidates
+ * falls as 1/sqrt(s), so the sample grows with n. */
 static uint32_t sample_len(uint64_t n)
 {
-    uint64_t s = n / 8;
-    if (s > SAMPLE_MAX)
-        s = SAMPLE_MAX;
+    uint64_t s = GV_MIN(GV_MAX(n / 64, (uint64_t)SAMPLE_MIN), (uint64_t)SAMPLE_MAX);
+    s = GV_MIN(s, n / 8);
     return (uint32_t)(s & ~(uint64_t)15);
 }
 
@@ -196,8 +199,10 @@ static size_t sel_layout(struct topk_region *reg, int nseg, size_t k)
     return off;
 }
 
-/* Radix select in a plain key array (the sample); destroys it. rank 1-based from the top. */
-static uint32_t select_array(uint32_t *keys, size_t m, size_t rank, struct topk_hist *hist)
+/* Radix select in a plain key array (the sample); destroys it. rank 1-based from the top.
+ * *gt_p (if not NULL) gets how many keys are larger than the one returned. */
+static uint32_t select_array(uint32_t *keys, size_t m, size_t rank, struct topk_hist *hist,
+                             size_t *gt_p, size_t *eq_p)
 {
     struct topk_region reg = {0};
     uint32_t t = 0;
@@ -215,13 +220,17 @@ static uint32_t select_array(uint32_t *keys, size_t m, size_t rank, struct topk_
         uint32_t b = sel_combine(hist, &reg, 1, pass, &rank);
         t |= pass == 0 ? b << 20 : pass == 1 ? b << 9 : b;
     }
+    if (gt_p != NULL)
+        *gt_p = reg.gt;
+    if (eq_p != NULL)
+        *eq_p = hist->h[2][t & 0x1FFu];
     return t;
 }
 
 uint32_t gv_select_keys(uint32_t *keys, size_t m, size_t rank)
 {
     struct topk_hist hist;
-    return select_array(keys, m, rank, &hist);
+    return select_array(keys, m, rank, &hist, NULL, NULL);
 }
 
 /* ---------------------------------------------------------------- jobs */
@@ -323,13 +332,21 @@ static void job_region_write(void *arg, int tid, int nth)
     size_t o = 0, taken = 0;
     /* branch-free: every candidate is written at o (< want, so inside this region's part of
      * the output) and o advances only for the selected ones */
-    for (size_t i = 0; i < r->cnt && o < want; i++) {
-        uint32_t key = gv_key(cv[i]);
-        size_t eq = key == t, sel = (key > t) | (eq & (taken < take));
-        taken += eq & sel;
-        oi[o] = ci[i];
-        ov[o] = cv[i];
-        o += sel;
+    if (take == r->eq) { /* no tie to split here: a plain threshold, no carried count */
+        for (size_t i = 0; i < r->cnt && o < want; i++) {
+            oi[o] = ci[i];
+            ov[o] = cv[i];
+            o += gv_key(cv[i]) >= t;
+        }
+    } else {
+        for (size_t i = 0; i < r->cnt && o < want; i++) {
+            uint32_t key = gv_key(cv[i]);
+            size_t eq = key == t, sel = (key > t) | (eq & (taken < take));
+            taken += eq & sel;
+            oi[o] = ci[i];
+            ov[o] = cv[i];
+            o += sel;
+        }
     }
     /* map in a loop of its own: independent loads overlap, where inside the loop above each
      * miss would wait behind the selection logic */
@@ -387,7 +404,7 @@ static void job_x_write(void *arg, int tid, int nth)
     struct topk_region *r = &j->ws->reg[tid];
     uint32_t *oi = j->out->idx + r->off;
     float *ov = j->out->val + r->off;
-    const uint32_t t = j->t;
+    const uint32_t t = j->t, *map = j->map;
     const size_t want = r->gt + r->take, take = r->take;
     const float *x = j->x;
     size_t o = 0, taken = 0;
@@ -395,7 +412,7 @@ static void job_x_write(void *arg, int tid, int nth)
         uint32_t key = gv_key(x[i]);
         size_t eq = key == t, sel = (key > t) | (eq & (taken < take));
         taken += eq & sel;
-        oi[o] = j->map != NULL ? j->map[i] : (uint32_t)i;
+        oi[o] = map != NULL ? map[i] : (uint32_t)i;
         ov[o] = x[i];
         o += sel;
     }
@@ -465,11 +482,46 @@ static int topk_sampled(struct topk_job *j, struct gv_pool *pool, int nth, uint6
     double rhi = floor(mu - MARGIN_SD * sqrt(mu) - MARGIN_ABS);
     if ((double)n * rlo / s > (double)ws->region_cap * nth)
         return 0; /* expected to overflow the regions */
-    j->lo = select_array(s1, s, (size_t)rlo, &ws->hist[0]);
-    j->hi = rhi >= 1 ? select_array(s2, s, (size_t)rhi, &ws->hist[0]) : UINT32_MAX;
+    j->lo = select_array(s1, s, (size_t)rlo, &ws->hist[0], NULL, NULL);
+    j->hi = rhi >= 1 ? select_array(s2, s, (size_t)rhi, &ws->hist[0], NULL, NULL) : UINT32_MAX;
     if (j->hi <= j->lo)
         j->hi = UINT32_MAX; /* heavy ties at the sample quantile: everything is "middle" */
     return topk_regions(j, pool, nth);
+}
+
+/* Small tensors (n <= 2 * SAMPLE_MAX): the keys fit the sample buffers, so the radix select
+ * runs on a copy that shrinks pass by pass, then one write pass; one thread. */
+static void topk_small(struct topk_job *j)
+{
+    struct gv_topk_ws *ws = j->ws;
+    uint32_t *keys = ws->samp;
+    const float *x = j->x;
+    for (uint32_t i = 0; i < j->n; i++)
+        keys[i] = gv_key(x[i]);
+    size_t gt, eq_all;
+    const uint32_t t = select_array(keys, j->n, j->k, &ws->hist[0], &gt, &eq_all);
+    const size_t take = j->k - gt, k = j->k;
+    const uint32_t n = j->n, *map = j->map;
+    uint32_t *oi = j->out->idx;
+    float *ov = j->out->val;
+    size_t o = 0, taken = 0;
+    if (take == eq_all) { /* no tie to split: a plain threshold, no carried count */
+        for (uint32_t i = 0; i < n && o < k; i++) {
+            oi[o] = map != NULL ? map[i] : i;
+            ov[o] = x[i];
+            o += gv_key(x[i]) >= t;
+        }
+    } else {
+        for (uint32_t i = 0; i < n && o < k; i++) { /* branch-free as in job_region_write */
+            uint32_t key = gv_key(x[i]);
+            size_t eq = key == t, sel = (key > t) | (eq & (taken < take));
+            taken += eq & sel;
+            oi[o] = map != NULL ? map[i] : i;
+            ov[o] = x[i];
+            o += sel;
+        }
+    }
+    GV_ASSERT(o == k);
 }
 
 /* Exact path. The first digit's histogram gives the bucket b0 of the k-th key exactly; when
@@ -542,6 +594,10 @@ gv_status_t gv_topk_cpu(struct gv_topk_ws *ws, struct gv_pool *pool, int nthread
         GV_TRACE("topk: sampled thresholds missed (n %u, k %u); exact radix pass", n, k);
     } else {
         ws->stats.exact++;
+    }
+    if (n <= 2 * SAMPLE_MAX) {
+        topk_small(&j);
+        return GV_OK;
     }
     topk_exact(&j, pool, nth);
     return GV_OK;
