@@ -254,6 +254,31 @@ static gv_status_t level2(struct gv_cmp *c, const struct gv_sparse *in, double c
     return status;
 }
 
+/* Both levels, unrounded: level 1 from x, level 2 over level 1's entries. (A variant that
+ * collected level 2 while writing level 1 measured no faster than this second pass, which
+ * reads level 1 from cache; see docs/compress.md.) */
+static gv_status_t levels(struct gv_cmp *c, const float *x, uint32_t n, double cf_min,
+                          double cf_cand, uint64_t iter, uint32_t tensor_id,
+                          struct gv_sparse *lvl_min, struct gv_sparse *lvl_cand)
+{
+    gv_status_t status = level1(c, x, n, cf_min, iter, tensor_id, lvl_min);
+    return status == GV_OK ? level2(c, lvl_min, cf_cand, iter, tensor_id, lvl_cand) : status;
+}
+
+gv_status_t gv_cmp_select2(struct gv_cmp *c, const float *x, uint32_t n, double cf_min,
+                           double cf_cand, uint64_t iter, uint32_t tensor_id,
+                           struct gv_sparse *lvl_min, struct gv_sparse *lvl_cand)
+{
+    if (lvl_min == NULL || lvl_cand == NULL || !(cf_cand >= cf_min)) {
+        gv_log(GV_LOG_ERROR, "compress: two levels need two outputs and cf_cand >= cf_min");
+        return GV_ERR_INVAL;
+    }
+    gv_status_t status = levels(c, x, n, cf_min, cf_cand, iter, tensor_id, lvl_min, lvl_cand);
+    if (status == GV_OK)
+        status = finish(c, lvl_cand);
+    return status == GV_OK ? finish(c, lvl_min) : status;
+}
+
 gv_status_t gv_cmp_select(struct gv_cmp *c, const float *x, uint32_t n, double cf, uint64_t iter,
                           uint32_t tensor_id, struct gv_sparse *out)
 {
@@ -380,14 +405,15 @@ gv_status_t gv_cmp_compress(struct gv_cmp *c, struct gv_ef *ef, const float *g,
     ef->pending = 1;
     ef->last_min = lvl_min;
     ef->last_cand = NULL;
-    status = level1(c, ef->r, n, req->cf_min, req->iter, req->tensor_id, lvl_min);
+    /* the second level ranks the first level's unrounded values, then both are rounded */
+    if (req->cf_cand != 0)
+        status = levels(c, ef->r, n, req->cf_min, req->cf_cand, req->iter, req->tensor_id,
+                        lvl_min, lvl_cand);
+    else
+        status = level1(c, ef->r, n, req->cf_min, req->iter, req->tensor_id, lvl_min);
     if (status != GV_OK)
         return status;
-    /* the second level ranks the first level's unrounded values, then both are rounded */
     if (req->cf_cand != 0) {
-        status = level2(c, lvl_min, req->cf_cand, req->iter, req->tensor_id, lvl_cand);
-        if (status != GV_OK)
-            return status;
         ef->last_cand = lvl_cand;
         status = finish(c, lvl_cand);
         if (status != GV_OK)

@@ -175,7 +175,7 @@ typedef size_t (*gv_scan_split_fn)(const float *x, size_t n, uint32_t lo, uint32
 size_t gv_scan_split_generic(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t base,
                              uint32_t *ci, float *cv, uint32_t *mk, size_t *mid_p, size_t cap);
 /* The fastest kernels this CPU runs (scan_x86.c on x86-64, else the generic ones).
- * GV_COMPRESS_SCAN=generic in the environment forces the portable ones. */
+ * GV_COMPRESS_SCAN=avx2 / =generic in the environment caps the choice (tests, benches). */
 gv_scan_fn gv_scan_pick(const char **name_p, gv_scan_split_fn *split_p);
 
 /* ---------------------------------------------------------------- the compressor */
@@ -186,7 +186,7 @@ struct gv_cmp {
     uint32_t max_k;             /* k at min_cf for max_numel */
     struct gv_pool *pool;       /* CPU threads (NULL when nthreads == 1) */
     gv_scan_fn scan;            /* CPU candidate scan kernel */
-    char backend[24];           /* "cpu-avx2", "cuda" */
+    char backend[24];           /* "cpu-avx512", "cpu-avx2", "cpu-generic", "cuda" */
     struct gv_topk_ws *topk_ws; /* CPU backend */
     void *be;                   /* backend state (cpu.c: struct cpu_ws, CUDA: device workspace) */
     /* host scratch of the shared compressor logic */

@@ -92,8 +92,8 @@ gv_status_t gv_cmp_create(const struct gv_cmp_config *cfg, struct gv_cmp **cmp_p
 /* Accepts NULL. Destroy every gv_ef made from this compressor first. */
 void gv_cmp_destroy(struct gv_cmp *cmp);
 const struct gv_cmp_config *gv_cmp_get_config(const struct gv_cmp *cmp);
-/* Threads actually used ("all" resolved), and the backend: "cpu-avx2" / "cpu-generic" (the
- * CPU scan kernel in use) or "cuda". */
+/* Threads actually used ("all" resolved), and the backend: "cpu-avx512" / "cpu-avx2" /
+ * "cpu-generic" (the CPU scan kernel in use) or "cuda". */
 int gv_cmp_nthreads(const struct gv_cmp *cmp);
 const char *gv_cmp_backend(const struct gv_cmp *cmp);
 
@@ -128,6 +128,13 @@ gv_status_t gv_cmp_select(struct gv_cmp *cmp, const float *x, uint32_t n, double
  * DGC and Redsync the threshold rule is re-applied to in's values. */
 gv_status_t gv_cmp_select_sub(struct gv_cmp *cmp, const struct gv_sparse *in, double cf,
                               uint64_t iter, uint32_t tensor_id, struct gv_sparse *out);
+
+/* Both levels in one call, no error feedback: lvl_min at cf_min from x, lvl_cand at cf_cand
+ * (>= cf_min) within lvl_min. Equal to gv_cmp_select then gv_cmp_select_sub, except that in
+ * fp16 mode the second level ranks unrounded values (as gv_cmp_compress does). */
+gv_status_t gv_cmp_select2(struct gv_cmp *cmp, const float *x, uint32_t n, double cf_min,
+                           double cf_cand, uint64_t iter, uint32_t tensor_id,
+                           struct gv_sparse *lvl_min, struct gv_sparse *lvl_cand);
 
 /* ================================================================ error feedback + multi-level
  *

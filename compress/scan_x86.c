@@ -1,7 +1,8 @@
-/* scan_x86.c: the AVX2 candidate scan (x86-64 only; CMake leaves this file out elsewhere and
- * uses scan_pick.c). Compares 32 magnitudes per step and, when any passes, compacts the hits
- * with a permutation looked up from the 8-bit compare mask (branch-free left-packing), storing
- * 8 lanes and advancing by the popcount. Chosen at run time when the CPU has AVX2. */
+/* scan_x86.c: the x86-64 candidate scans (CMake leaves this file out elsewhere and uses
+ * scan_pick.c). Both compare 32 magnitudes per step and, when any passes, left-pack the hits
+ * without branches: AVX2 with a permutation looked up from the 8-bit compare mask, AVX-512 with
+ * vpcompressd; full-width stores, advancing by the popcount. Chosen at run time (AVX-512, then
+ * AVX2, then the portable kernel); GV_COMPRESS_SCAN=avx2 or =generic overrides. */
 #include "compress_internal.h"
 
 #include <immintrin.h>
@@ -107,10 +108,93 @@ scan_split_avx2(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t bas
     return rest > cap - c ? cap + 1 : c + rest;
 }
 
+/* AVX-512: 16 lanes a compare, and vpcompressd packs the hits in registers (a full 16-lane
+ * store follows, so the same cap rule as the AVX2 kernel applies). */
+__attribute__((target("avx512f,popcnt"))) static size_t
+scan_avx512(const float *x, size_t n, uint32_t key_min, uint32_t base, uint32_t *ci, float *cv,
+            size_t cap)
+{
+    const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
+    const __m512i tv = _mm512_set1_epi32((int32_t)key_min);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    size_t c = 0, i = 0;
+    for (; i + 32 <= n && c + 32 <= cap; i += 32) {
+        __m512i a0 = _mm512_loadu_si512((const void *)(x + i));
+        __m512i a1 = _mm512_loadu_si512((const void *)(x + i + 16));
+        __mmask16 m0 = _mm512_cmpge_epi32_mask(_mm512_and_si512(a0, absmask), tv);
+        __mmask16 m1 = _mm512_cmpge_epi32_mask(_mm512_and_si512(a1, absmask), tv);
+        if ((m0 | m1) == 0)
+            continue;
+        __m512i id = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(base + (uint32_t)i)), lane);
+        _mm512_storeu_si512((void *)(ci + c), _mm512_maskz_compress_epi32(m0, id));
+        _mm512_storeu_si512((void *)(cv + c), _mm512_maskz_compress_epi32(m0, a0));
+        c += (size_t)__builtin_popcount(m0);
+        id = _mm512_add_epi32(id, _mm512_set1_epi32(16));
+        _mm512_storeu_si512((void *)(ci + c), _mm512_maskz_compress_epi32(m1, id));
+        _mm512_storeu_si512((void *)(cv + c), _mm512_maskz_compress_epi32(m1, a1));
+        c += (size_t)__builtin_popcount(m1);
+    }
+    if (i >= n)
+        return c;
+    size_t rest = gv_scan_generic(x + i, n - i, key_min, base + (uint32_t)i, ci + c, cv + c,
+                                  cap - c);
+    return rest > cap - c ? cap + 1 : c + rest;
+}
+
+__attribute__((target("avx512f,popcnt"))) static size_t
+scan_split_avx512(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t base,
+                  uint32_t *ci, float *cv, uint32_t *mk, size_t *mid_p, size_t cap)
+{
+    const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
+    const __m512i nan_key = _mm512_set1_epi32((int32_t)GV_KEY_NAN);
+    const __m512i lov = _mm512_set1_epi32((int32_t)lo);
+    const __m512i hiv = _mm512_set1_epi32((int32_t)GV_MIN(hi, GV_KEY_NAN + 1u));
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    size_t c = 0, i = 0, mid = 0;
+    for (; i + 32 <= n && c + 32 <= cap; i += 32) {
+        __m512i a[2], key[2];
+        __mmask16 m[2];
+        for (int j = 0; j < 2; j++) {
+            a[j] = _mm512_loadu_si512((const void *)(x + i + 16 * (size_t)j));
+            key[j] = _mm512_min_epu32(_mm512_and_si512(a[j], absmask), nan_key);
+            m[j] = _mm512_cmpge_epi32_mask(key[j], lov);
+        }
+        if ((m[0] | m[1]) == 0)
+            continue;
+        __m512i id = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(base + (uint32_t)i)), lane);
+        for (int j = 0; j < 2; j++) {
+            __mmask16 mm = _mm512_mask_cmplt_epi32_mask(m[j], key[j], hiv);
+            _mm512_storeu_si512((void *)(ci + c), _mm512_maskz_compress_epi32(m[j], id));
+            _mm512_storeu_si512((void *)(cv + c), _mm512_maskz_compress_epi32(m[j], a[j]));
+            _mm512_storeu_si512((void *)(mk + mid), _mm512_maskz_compress_epi32(mm, key[j]));
+            c += (size_t)__builtin_popcount(m[j]);
+            mid += (size_t)__builtin_popcount(mm);
+            id = _mm512_add_epi32(id, _mm512_set1_epi32(16));
+        }
+    }
+    *mid_p = mid;
+    if (i >= n)
+        return c;
+    size_t mid_rest = 0;
+    size_t rest = gv_scan_split_generic(x + i, n - i, lo, hi, base + (uint32_t)i, ci + c, cv + c,
+                                        mk + mid, &mid_rest, cap - c);
+    *mid_p = mid + mid_rest;
+    return rest > cap - c ? cap + 1 : c + rest;
+}
+
 gv_scan_fn gv_scan_pick(const char **name_p, gv_scan_split_fn *split_p)
 {
     const char *force = getenv("GV_COMPRESS_SCAN");
-    if ((force == NULL || strcmp(force, "generic") != 0) && __builtin_cpu_supports("avx2")) {
+    int generic = force != NULL && strcmp(force, "generic") == 0;
+    int no512 = force != NULL && strcmp(force, "avx2") == 0;
+    if (!generic && !no512 && __builtin_cpu_supports("avx512f")) {
+        if (name_p != NULL)
+            *name_p = "avx512";
+        if (split_p != NULL)
+            *split_p = scan_split_avx512;
+        return scan_avx512;
+    }
+    if (!generic && __builtin_cpu_supports("avx2")) {
         pthread_once(&pack_once, pack_lut_init);
         if (name_p != NULL)
             *name_p = "avx2";

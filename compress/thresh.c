@@ -91,15 +91,22 @@ gv_status_t gv_cmp_dgc(struct gv_cmp *c, const float *x, uint32_t n, uint32_t k,
     ks = ks < 1 ? 1 : ks;
     float thr = m > 0 ? gv_bits_f32(gv_select_keys(c->pos, m, GV_MIN(ks, (uint64_t)m))) : 0.0f;
 
-    uint64_t cnt = 0;
-    uint32_t key_min = 0;
-    int counted = 0;
+    /* up to 10 rounds of x1.3 / x0.7; the threshold whose count came nearest to k is kept, so
+     * a search that oscillates around a steep tail ends on its best probe, not its last */
+    uint64_t cnt = 0, best_cnt = 0;
+    uint32_t key_min = 0, best_key = 0;
+    double best_err = INFINITY;
     for (int round = 0; round < 10; round++) {
         key_min = thr > 0 ? thr_key(thr) : 1u; /* zeros are never sent */
         status = c->ops->count_ge(c, x, n, key_min, &cnt);
         if (status != GV_OK)
             return status;
-        counted = 1;
+        double err = fabs((double)cnt - (double)k);
+        if (err < best_err || (err == best_err && cnt > best_cnt)) {
+            best_err = err;
+            best_cnt = cnt;
+            best_key = key_min;
+        }
         if ((double)cnt > 1.3 * k) {
             if (thr == 0)
                 break; /* scaling zero cannot help; the cap check below decides */
@@ -109,15 +116,8 @@ gv_status_t gv_cmp_dgc(struct gv_cmp *c, const float *x, uint32_t n, uint32_t k,
         } else {
             break;
         }
-        counted = 0;
     }
-    if (!counted) {
-        key_min = thr > 0 ? thr_key(thr) : 1u;
-        status = c->ops->count_ge(c, x, n, key_min, &cnt);
-        if (status != GV_OK)
-            return status;
-    }
-    return select_or_topk(c, x, n, k, key_min, cnt, map, out);
+    return select_or_topk(c, x, n, k, best_key, best_cnt, map, out);
 }
 
 /* ---------------------------------------------------------------- Redsync */

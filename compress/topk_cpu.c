@@ -44,16 +44,22 @@ struct topk_region {
     size_t off;  /* first output position of this region */
 };
 
+/* Candidate regions: per thread, the candidates (index, value) in index order, and the
+ * segment of "middle" keys the radix select runs over. */
+struct topk_set {
+    size_t cap;               /* candidates per thread */
+    uint32_t *ci;             /* [nthreads][cap] */
+    float *cv;                /* [nthreads][cap] */
+    uint32_t *keys;           /* [nthreads][cap] */
+    struct topk_region *reg;  /* [nthreads] */
+    struct topk_hist *hist;   /* [nthreads] */
+};
+
 struct gv_topk_ws {
     int nthreads;
     gv_scan_split_fn scan;
-    size_t region_cap;   /* candidates per thread region */
-    uint32_t *cand_idx;  /* [nthreads][region_cap] */
-    float *cand_val;     /* [nthreads][region_cap] */
-    uint32_t *keys;      /* [nthreads][region_cap]: key segments for the select */
-    uint32_t *samp;      /* [2][SAMPLE_MAX] */
-    struct topk_hist *hist; /* [nthreads] */
-    struct topk_region *reg; /* [nthreads] */
+    struct topk_set s1;       /* candidate regions */
+    uint32_t *samp;           /* [3][SAMPLE_MAX]: the sample, and two copies to select in */
     struct gv_topk_stats stats;
 };
 
@@ -95,6 +101,27 @@ static double cand_expect(uint64_t n, uint64_t k)
     return (double)n * rank_lo(mu) / s;
 }
 
+static int set_alloc(struct topk_set *set, size_t cap, int nthreads)
+{
+    size_t total = cap * (size_t)nthreads;
+    set->cap = cap;
+    set->ci = gv_aligned_alloc(64, total * sizeof(uint32_t) + 64);
+    set->cv = gv_aligned_alloc(64, total * sizeof(float) + 64);
+    set->keys = gv_aligned_alloc(64, total * sizeof(uint32_t) + 64);
+    set->hist = gv_aligned_alloc(64, (size_t)nthreads * sizeof(struct topk_hist));
+    set->reg = gv_calloc((size_t)nthreads, sizeof(struct topk_region));
+    return set->ci && set->cv && set->keys && set->hist && set->reg;
+}
+
+static void set_free(struct topk_set *set)
+{
+    gv_free(set->ci);
+    gv_free(set->cv);
+    gv_free(set->keys);
+    gv_free(set->hist);
+    gv_free(set->reg);
+}
+
 gv_status_t gv_topk_ws_create(uint64_t max_n, uint32_t max_k, int nthreads,
                               struct gv_topk_ws **ws_p)
 {
@@ -103,24 +130,20 @@ gv_status_t gv_topk_ws_create(uint64_t max_n, uint32_t max_k, int nthreads,
         return GV_ERR_NOMEM;
     ws->nthreads = nthreads;
     gv_scan_pick(&scan_name, &ws->scan);
+    size_t cap = 0;
     if (max_n >= SAMPLED_MIN_N) {
         uint64_t k = GV_MIN((uint64_t)max_k, max_n / SAMPLED_MAX_FRAC);
         /* three times the expected excess over k, plus slack */
         double m = (double)k + 3.0 * (cand_expect(max_n, k) - (double)k) + 4096.0;
         uint64_t m_cap = m > (double)max_n ? max_n : (uint64_t)m;
         uint64_t chunk = (max_n + (uint64_t)nthreads - 1) / (uint64_t)nthreads + 32;
-        ws->region_cap = (size_t)GV_MIN(m_cap, chunk);
+        cap = (size_t)GV_MIN(m_cap, chunk);
     }
-    size_t total = ws->region_cap * (size_t)nthreads;
-    ws->cand_idx = gv_aligned_alloc(64, total * sizeof(uint32_t) + 64);
-    ws->cand_val = gv_aligned_alloc(64, total * sizeof(float) + 64);
-    ws->keys = gv_aligned_alloc(64, total * sizeof(uint32_t) + 64);
-    ws->samp = gv_aligned_alloc(64, 2 * SAMPLE_MAX * sizeof(uint32_t));
-    ws->hist = gv_aligned_alloc(64, (size_t)nthreads * sizeof(struct topk_hist));
-    ws->reg = gv_calloc((size_t)nthreads, sizeof(struct topk_region));
-    if (!ws->cand_idx || !ws->cand_val || !ws->keys || !ws->samp || !ws->hist || !ws->reg) {
+    int ok = set_alloc(&ws->s1, cap, nthreads);
+    ws->samp = gv_aligned_alloc(64, 3 * SAMPLE_MAX * sizeof(uint32_t));
+    if (!ok || ws->samp == NULL) {
         gv_log(GV_LOG_ERROR, "compress: cannot allocate the top-k workspace (%zu candidates)",
-               total);
+               cap * (size_t)nthreads);
         gv_topk_ws_destroy(ws);
         return GV_ERR_NOMEM;
     }
@@ -132,12 +155,8 @@ void gv_topk_ws_destroy(struct gv_topk_ws *ws)
 {
     if (ws == NULL)
         return;
-    gv_free(ws->cand_idx);
-    gv_free(ws->cand_val);
-    gv_free(ws->keys);
+    set_free(&ws->s1);
     gv_free(ws->samp);
-    gv_free(ws->hist);
-    gv_free(ws->reg);
     gv_free(ws);
 }
 
@@ -237,13 +256,14 @@ uint32_t gv_select_keys(uint32_t *keys, size_t m, size_t rank)
 
 struct topk_job {
     struct gv_topk_ws *ws;
+    struct topk_set *set; /* this level's regions */
     const float *x;
     uint32_t n;
     uint32_t k;
     const uint32_t *map;
     struct gv_sparse *out;
-    uint32_t lo, hi; /* sampled thresholds */
-    uint32_t t;      /* the k-th key once known; during the passes, the digits found so far */
+    uint32_t lo, hi;      /* thresholds of the candidate scan */
+    uint32_t t;           /* the k-th key once known; during the passes, the digits so far */
     int pass;
 };
 
@@ -258,16 +278,16 @@ static void chunk_of(uint32_t n, int tid, int nth, size_t *b_p, size_t *e_p)
 static void job_scan(void *arg, int tid, int nth)
 {
     struct topk_job *j = arg;
-    struct gv_topk_ws *ws = j->ws;
+    struct topk_set *set = j->set;
     size_t b, e;
     chunk_of(j->n, tid, nth, &b, &e);
-    size_t base = (size_t)tid * ws->region_cap, mid = 0;
-    struct topk_region *r = &ws->reg[tid];
-    r->cnt = ws->scan(j->x + b, e - b, j->lo, j->hi, (uint32_t)b, ws->cand_idx + base,
-                      ws->cand_val + base, ws->keys + base, &mid, ws->region_cap);
+    size_t base = (size_t)tid * set->cap, mid = 0;
+    struct topk_region *r = &set->reg[tid];
+    r->cnt = j->ws->scan(j->x + b, e - b, j->lo, j->hi, (uint32_t)b, set->ci + base,
+                         set->cv + base, set->keys + base, &mid, set->cap);
     r->len = mid;
-    r->up = r->cnt <= ws->region_cap ? r->cnt - mid : 0;
-    memset(&ws->hist[tid], 0, sizeof(ws->hist[tid]));
+    r->up = r->cnt <= set->cap ? r->cnt - mid : 0;
+    memset(&set->hist[tid], 0, sizeof(set->hist[tid]));
 }
 
 /* When k or more candidates have key >= hi: the segment gets those keys instead of the
@@ -276,10 +296,10 @@ static void job_split_up(void *arg, int tid, int nth)
 {
     (void)nth;
     struct topk_job *j = arg;
-    struct gv_topk_ws *ws = j->ws;
-    struct topk_region *r = &ws->reg[tid];
-    const float *v = ws->cand_val + (size_t)tid * ws->region_cap;
-    uint32_t *seg = ws->keys + (size_t)tid * ws->region_cap;
+    struct topk_set *set = j->set;
+    struct topk_region *r = &set->reg[tid];
+    const float *v = set->cv + (size_t)tid * set->cap;
+    uint32_t *seg = set->keys + (size_t)tid * set->cap;
     const uint32_t hi = j->hi;
     size_t m = 0;
     for (size_t i = 0; i < r->cnt; i++) {
@@ -288,7 +308,7 @@ static void job_split_up(void *arg, int tid, int nth)
         m += key >= hi;
     }
     r->len = m;
-    memset(&ws->hist[tid], 0, sizeof(ws->hist[tid]));
+    memset(&set->hist[tid], 0, sizeof(set->hist[tid]));
 }
 
 /* One radix pass over a region's key segment: filter by the previous digit, histogram. */
@@ -296,9 +316,10 @@ static void job_seg_pass(void *arg, int tid, int nth)
 {
     (void)nth;
     struct topk_job *j = arg;
-    struct topk_region *r = &j->ws->reg[tid];
-    uint32_t *seg = j->ws->keys + (size_t)tid * j->ws->region_cap;
-    uint32_t *h = j->ws->hist[tid].h[j->pass];
+    struct topk_set *set = j->set;
+    struct topk_region *r = &set->reg[tid];
+    uint32_t *seg = set->keys + (size_t)tid * set->cap;
+    uint32_t *h = set->hist[tid].h[j->pass];
     const int pass = j->pass;
     size_t m = 0;
     if (pass == 0) {
@@ -321,10 +342,10 @@ static void job_region_write(void *arg, int tid, int nth)
 {
     (void)nth;
     struct topk_job *j = arg;
-    struct gv_topk_ws *ws = j->ws;
-    struct topk_region *r = &ws->reg[tid];
-    const uint32_t *ci = ws->cand_idx + (size_t)tid * ws->region_cap;
-    const float *cv = ws->cand_val + (size_t)tid * ws->region_cap;
+    struct topk_set *set = j->set;
+    struct topk_region *r = &set->reg[tid];
+    const uint32_t *ci = set->ci + (size_t)tid * set->cap;
+    const float *cv = set->cv + (size_t)tid * set->cap;
     uint32_t *oi = j->out->idx + r->off;
     float *ov = j->out->val + r->off;
     const uint32_t t = j->t;
@@ -363,7 +384,7 @@ static void job_x_pass(void *arg, int tid, int nth)
     struct topk_job *j = arg;
     size_t b, e;
     chunk_of(j->n, tid, nth, &b, &e);
-    struct topk_hist *hist = &j->ws->hist[tid];
+    struct topk_hist *hist = &j->set->hist[tid];
     const float *x = j->x;
     const int pass = j->pass;
     uint32_t h[4][NB + 4];
@@ -401,7 +422,7 @@ static void job_x_write(void *arg, int tid, int nth)
     struct topk_job *j = arg;
     size_t b, e;
     chunk_of(j->n, tid, nth, &b, &e);
-    struct topk_region *r = &j->ws->reg[tid];
+    struct topk_region *r = &j->set->reg[tid];
     uint32_t *oi = j->out->idx + r->off;
     float *ov = j->out->val + r->off;
     const uint32_t t = j->t, *map = j->map;
@@ -418,27 +439,25 @@ static void job_x_write(void *arg, int tid, int nth)
     }
 }
 
-/* ---------------------------------------------------------------- the two paths */
+/* ---------------------------------------------------------------- the paths */
 
-/* The region machinery, given lo < hi: collect key >= lo per thread, select the k-th key
- * among the "middle" keys (or the keys >= hi when k or more are there), write. Returns 0 when
- * a region overflowed or fewer than k entries passed lo: nothing was written then. */
-static int topk_regions(struct topk_job *j, struct gv_pool *pool, int nth)
+/* Selection and write once a level's regions hold its candidates (cnt, len, up): the k-th
+ * key among the middle keys (or among the keys >= hi when k or more are there), the layout,
+ * the write. Returns 0, having written nothing, when a region overflowed or fewer than k
+ * entries passed lo. */
+static int topk_finish_regions(struct topk_job *j, struct gv_pool *pool, int nth)
 {
-    struct gv_topk_ws *ws = j->ws;
+    struct topk_set *set = j->set;
     const uint32_t k = j->k;
-    gv_pool_run(pool, nth, job_scan, j);
     size_t total = 0, up = 0;
     for (int t = 0; t < nth; t++) {
-        if (ws->reg[t].cnt > ws->region_cap)
+        if (set->reg[t].cnt > set->cap)
             return 0;
-        total += ws->reg[t].cnt;
+        total += set->reg[t].cnt;
+        up += set->reg[t].up;
     }
     if (total < k)
         return 0;
-
-    for (int t = 0; t < nth; t++)
-        up += ws->reg[t].up;
     size_t rank = k - up;
     int in_up = up >= k;
     if (in_up) { /* T is among the keys >= hi (rare: the sample's upper bound was low) */
@@ -446,47 +465,59 @@ static int topk_regions(struct topk_job *j, struct gv_pool *pool, int nth)
         rank = k;
     }
     for (int t = 0; t < nth; t++)
-        ws->reg[t].gt = in_up ? 0 : ws->reg[t].up;
+        set->reg[t].gt = in_up ? 0 : set->reg[t].up;
     j->t = 0;
     for (int pass = 0; pass < 3; pass++) {
         j->pass = pass;
         gv_pool_run(pool, nth, job_seg_pass, j);
-        uint32_t b = sel_combine(ws->hist, ws->reg, nth, pass, &rank);
+        uint32_t b = sel_combine(set->hist, set->reg, nth, pass, &rank);
         j->t |= pass == 0 ? b << 20 : pass == 1 ? b << 9 : b;
     }
     for (int t = 0; t < nth; t++)
-        ws->reg[t].eq = ws->hist[t].h[2][j->t & 0x1FFu];
-    size_t emitted = sel_layout(ws->reg, nth, k);
+        set->reg[t].eq = set->hist[t].h[2][j->t & 0x1FFu];
+    size_t emitted = sel_layout(set->reg, nth, k);
     GV_ASSERT(emitted == k);
     gv_pool_run(pool, nth, job_region_write, j);
     return 1;
 }
 
-/* Thresholds from a sample of random cache lines. Returns 0 when they missed. */
-static int topk_sampled(struct topk_job *j, struct gv_pool *pool, int nth, uint64_t seed)
+static int topk_regions(struct topk_job *j, struct gv_pool *pool, int nth)
 {
-    struct gv_topk_ws *ws = j->ws;
-    const uint32_t n = j->n, k = j->k;
-    uint32_t s = sample_len(n);
-    uint32_t *s1 = ws->samp, *s2 = ws->samp + SAMPLE_MAX;
+    gv_pool_run(pool, nth, job_scan, j);
+    return topk_finish_regions(j, pool, nth);
+}
+
+/* Draws the sample of random cache lines (s keys into ws->samp). */
+static uint32_t draw_sample(struct topk_job *j, uint64_t seed)
+{
+    const uint32_t n = j->n;
+    uint32_t s = sample_len(n), *smp = j->ws->samp;
     struct gv_rng rng;
-    gv_rng_seed(&rng, gv_seed_mix(seed, n, k, 0, GV_SEED_TOPK));
+    gv_rng_seed(&rng, gv_seed_mix(seed, n, j->k, 0, GV_SEED_TOPK));
     for (uint32_t l = 0; l < s / 16; l++) {
         size_t start = (size_t)gv_rng_below(&rng, n / 16) * 16;
         for (int q = 0; q < 16; q++)
-            s1[l * 16 + (uint32_t)q] = gv_key(j->x[start + (size_t)q]);
+            smp[l * 16 + (uint32_t)q] = gv_key(j->x[start + (size_t)q]);
     }
-    memcpy(s2, s1, (size_t)s * sizeof(uint32_t));
+    return s;
+}
+
+/* Thresholds lo < hi for k of n from the sample (which it leaves intact, so that other ranks
+ * can be read from it); returns the expected number of candidates. */
+static double thresholds(struct gv_topk_ws *ws, uint32_t s, uint32_t n, uint32_t k,
+                         uint32_t *lo_p, uint32_t *hi_p)
+{
+    uint32_t *w1 = ws->samp + SAMPLE_MAX, *w2 = ws->samp + 2 * SAMPLE_MAX;
     double mu = (double)s * k / n;
     double rlo = GV_MIN(rank_lo(mu), (double)s);
     double rhi = floor(mu - MARGIN_SD * sqrt(mu) - MARGIN_ABS);
-    if ((double)n * rlo / s > (double)ws->region_cap * nth)
-        return 0; /* expected to overflow the regions */
-    j->lo = select_array(s1, s, (size_t)rlo, &ws->hist[0], NULL, NULL);
-    j->hi = rhi >= 1 ? select_array(s2, s, (size_t)rhi, &ws->hist[0], NULL, NULL) : UINT32_MAX;
-    if (j->hi <= j->lo)
-        j->hi = UINT32_MAX; /* heavy ties at the sample quantile: everything is "middle" */
-    return topk_regions(j, pool, nth);
+    memcpy(w1, ws->samp, (size_t)s * sizeof(uint32_t));
+    memcpy(w2, ws->samp, (size_t)s * sizeof(uint32_t));
+    *lo_p = select_array(w1, s, (size_t)rlo, &ws->s1.hist[0], NULL, NULL);
+    *hi_p = rhi >= 1 ? select_array(w2, s, (size_t)rhi, &ws->s1.hist[0], NULL, NULL) : UINT32_MAX;
+    if (*hi_p <= *lo_p)
+        *hi_p = UINT32_MAX; /* heavy ties at the sample quantile: everything is "middle" */
+    return (double)n * rlo / s;
 }
 
 /* Small tensors (n <= 2 * SAMPLE_MAX): the keys fit the sample buffers, so the radix select
@@ -499,7 +530,7 @@ static void topk_small(struct topk_job *j)
     for (uint32_t i = 0; i < j->n; i++)
         keys[i] = gv_key(x[i]);
     size_t gt, eq_all;
-    const uint32_t t = select_array(keys, j->n, j->k, &ws->hist[0], &gt, &eq_all);
+    const uint32_t t = select_array(keys, j->n, j->k, &ws->s1.hist[0], &gt, &eq_all);
     const size_t take = j->k - gt, k = j->k;
     const uint32_t n = j->n, *map = j->map;
     uint32_t *oi = j->out->idx;
@@ -529,20 +560,20 @@ static void topk_small(struct topk_job *j)
  * hi = b0 + 1 (two passes over x in all). Otherwise two more digit passes and a write pass. */
 static void topk_exact(struct topk_job *j, struct gv_pool *pool, int nth)
 {
-    struct gv_topk_ws *ws = j->ws;
+    struct topk_set *set = j->set;
     size_t rank = j->k;
     for (int t = 0; t < nth; t++)
-        memset(&ws->reg[t], 0, sizeof(ws->reg[t]));
+        memset(&set->reg[t], 0, sizeof(set->reg[t]));
     j->t = 0;
     j->pass = 0;
     gv_pool_run(pool, nth, job_x_pass, j);
-    uint32_t b0 = sel_combine(ws->hist, ws->reg, nth, 0, &rank);
-    int fits = ws->region_cap > 0;
+    uint32_t b0 = sel_combine(set->hist, set->reg, nth, 0, &rank);
+    int fits = set->cap > 0;
     for (int t = 0; t < nth && fits; t++) {
         size_t c = 0;
         for (uint32_t b = b0; b < NB; b++)
-            c += ws->hist[t].h[0][b];
-        fits = c <= ws->region_cap;
+            c += set->hist[t].h[0][b];
+        fits = c <= set->cap;
     }
     if (fits) {
         j->lo = b0 << 20;
@@ -555,16 +586,57 @@ static void topk_exact(struct topk_job *j, struct gv_pool *pool, int nth)
     for (int pass = 1; pass < 3; pass++) {
         j->pass = pass;
         for (int t = 0; t < nth; t++)
-            memset(ws->hist[t].h[pass], 0, sizeof(ws->hist[t].h[pass]));
+            memset(set->hist[t].h[pass], 0, sizeof(set->hist[t].h[pass]));
         gv_pool_run(pool, nth, job_x_pass, j);
-        uint32_t b = sel_combine(ws->hist, ws->reg, nth, pass, &rank);
+        uint32_t b = sel_combine(set->hist, set->reg, nth, pass, &rank);
         j->t |= pass == 1 ? b << 9 : b;
     }
     for (int t = 0; t < nth; t++)
-        ws->reg[t].eq = ws->hist[t].h[2][j->t & 0x1FFu];
-    size_t total = sel_layout(ws->reg, nth, j->k);
+        set->reg[t].eq = set->hist[t].h[2][j->t & 0x1FFu];
+    size_t total = sel_layout(set->reg, nth, j->k);
     GV_ASSERT(total == j->k);
     gv_pool_run(pool, nth, job_x_write, j);
+}
+
+static int sampled_ok(const struct gv_topk_ws *ws, uint32_t n, uint32_t k)
+{
+    return n >= SAMPLED_MIN_N && (uint64_t)k * SAMPLED_MAX_FRAC <= n && ws->s1.cap > 0;
+}
+
+/* Selection of one level after the trivial cases. */
+static void topk_level(struct topk_job *j, struct gv_pool *pool, int nth, uint64_t seed)
+{
+    struct gv_topk_ws *ws = j->ws;
+    if (sampled_ok(ws, j->n, j->k)) {
+        uint32_t s = draw_sample(j, seed);
+        if (thresholds(ws, s, j->n, j->k, &j->lo, &j->hi) <= (double)ws->s1.cap * nth &&
+            topk_regions(j, pool, nth)) {
+            ws->stats.sampled++;
+            return;
+        }
+        ws->stats.missed++;
+        GV_TRACE("topk: sampled thresholds missed (n %u, k %u); exact radix pass", j->n, j->k);
+    } else {
+        ws->stats.exact++;
+    }
+    if (j->n <= 2 * SAMPLE_MAX)
+        topk_small(j);
+    else
+        topk_exact(j, pool, nth);
+}
+
+/* k == 0 and k == n need no selection. Returns 1 when handled. */
+static int topk_trivial(uint32_t n, uint32_t k, const float *x, const uint32_t *map,
+                        struct gv_sparse *out)
+{
+    out->count = k;
+    if (k == n) {
+        for (uint32_t i = 0; i < n; i++) {
+            out->idx[i] = map != NULL ? map[i] : i;
+            out->val[i] = x[i];
+        }
+    }
+    return k == 0 || k == n;
 }
 
 gv_status_t gv_topk_cpu(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads,
@@ -573,72 +645,11 @@ gv_status_t gv_topk_cpu(struct gv_topk_ws *ws, struct gv_pool *pool, int nthread
 {
     if (k > n || k > out->cap || (k > 0 && (out->idx == NULL || out->val == NULL)))
         return GV_ERR_INVAL;
-    out->count = k;
-    if (k == 0)
+    if (topk_trivial(n, k, x, map, out))
         return GV_OK;
-    if (k == n) {
-        for (uint32_t i = 0; i < n; i++) {
-            out->idx[i] = map != NULL ? map[i] : i;
-            out->val[i] = x[i];
-        }
-        return GV_OK;
-    }
     int nth = n >= PAR_MIN_N ? GV_MIN(nthreads, ws->nthreads) : 1;
-    struct topk_job j = {.ws = ws, .x = x, .n = n, .k = k, .map = map, .out = out};
-    if (n >= SAMPLED_MIN_N && (uint64_t)k * SAMPLED_MAX_FRAC <= n && ws->region_cap > 0) {
-        if (topk_sampled(&j, pool, nth, seed)) {
-            ws->stats.sampled++;
-            return GV_OK;
-        }
-        ws->stats.missed++;
-        GV_TRACE("topk: sampled thresholds missed (n %u, k %u); exact radix pass", n, k);
-    } else {
-        ws->stats.exact++;
-    }
-    if (n <= 2 * SAMPLE_MAX) {
-        topk_small(&j);
-        return GV_OK;
-    }
-    topk_exact(&j, pool, nth);
-    return GV_OK;
-}
-
-/* ---------------------------------------------------------------- the oracle */
-
-struct oracle_ent {
-    uint32_t key;
-    uint32_t idx;
-};
-
-static int oracle_cmp(const void *a, const void *b)
-{
-    const struct oracle_ent *x = a, *y = b;
-    if (x->key != y->key)
-        return x->key > y->key ? -1 : 1;
-    return x->idx < y->idx ? -1 : (x->idx > y->idx);
-}
-
-static int u32_cmp(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : (x > y);
-}
-
-gv_status_t gv_topk_oracle(const float *x, uint32_t n, uint32_t k, uint32_t *idx_out)
-{
-    if (k > n)
-        return GV_ERR_INVAL;
-    struct oracle_ent *e = gv_malloc((size_t)n * sizeof(*e) + 1);
-    if (e == NULL)
-        return GV_ERR_NOMEM;
-    for (uint32_t i = 0; i < n; i++) {
-        e[i].key = gv_key(x[i]);
-        e[i].idx = i;
-    }
-    qsort(e, n, sizeof(*e), oracle_cmp);
-    for (uint32_t i = 0; i < k; i++)
-        idx_out[i] = e[i].idx;
-    qsort(idx_out, k, sizeof(*idx_out), u32_cmp);
-    gv_free(e);
+    struct topk_job j = {.ws = ws, .set = &ws->s1, .x = x, .n = n, .k = k, .map = map,
+                         .out = out};
+    topk_level(&j, pool, nth, seed);
     return GV_OK;
 }

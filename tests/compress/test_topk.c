@@ -168,6 +168,61 @@ static void test_map(float *x)
     tu_sparse_free(&d);
 }
 
+/* Both levels at once against the oracle at both k, on normal data, ties, all equal, NaN/Inf
+ * and mostly-zero data (which forces the exact path). */
+static void test_two_levels(float *x)
+{
+    const uint32_t n = 300001;
+    struct gv_sparse l1, l2;
+    tu_sparse_alloc(&l1, n);
+    tu_sparse_alloc(&l2, n);
+    uint32_t *o2 = malloc(n * sizeof(uint32_t));
+    static const double pairs[][2] = {{10, 20}, {10, 100}, {10, 1000}, {4, 8}, {100, 1e4},
+                                      {4, 4.5}, {10, 1e9}};
+    for (int data = 0; data < 5; data++) {
+        if (data == 0)
+            tu_fill_normal(x, n, 61);
+        else if (data == 1)
+            tu_fill_ties(x, n, 62, 8);
+        else if (data == 2)
+            for (uint32_t i = 0; i < n; i++)
+                x[i] = 2.0f;
+        else if (data == 3) {
+            tu_fill_normal(x, n, 63);
+            for (uint32_t i = 1000; i < n; i += 1000)
+                x[i] = (i / 1000) % 2 ? NAN : -INFINITY;
+        } else {
+            memset(x, 0, n * sizeof(float));
+            for (uint32_t i = 0; i < 99; i++)
+                x[(i * 7919u) % n] = (float)(i + 1);
+        }
+        for (size_t p = 0; p < GV_ARRAY_LEN(pairs); p++) {
+            uint32_t k1, k2;
+            GV_CHECK_OK(gv_cf_to_k(n, pairs[p][0], &k1));
+            GV_CHECK_OK(gv_cf_to_k(n, pairs[p][1], &k2));
+            GV_CHECK_OK(gv_topk_oracle(x, n, k1, oracle_idx));
+            GV_CHECK_OK(gv_topk_oracle(x, n, k2, o2));
+            for (int t = 1; t <= 3; t++) {
+                GV_CHECK_OK(gv_cmp_select2(cmps[t], x, n, pairs[p][0], pairs[p][1], 0, 0, &l1,
+                                           &l2));
+                GV_CHECK_MSG(l1.count == k1 && tu_u32_eq(l1.idx, oracle_idx, k1) &&
+                                 l2.count == k2 && tu_u32_eq(l2.idx, o2, k2),
+                             "two levels data %d cf %g/%g threads %d differ from the oracle",
+                             data, pairs[p][0], pairs[p][1], t);
+                int vals = 1;
+                for (uint32_t i = 0; i < l2.count; i++)
+                    vals &= tu_bits_eq(l2.val[i], x[l2.idx[i]]);
+                GV_CHECK(vals && l2.n == n && l1.n == n);
+            }
+        }
+    }
+    /* invalid: candidate below the floor */
+    GV_CHECK_STATUS(gv_cmp_select2(cmps[1], x, n, 100, 10, 0, 0, &l1, &l2), GV_ERR_INVAL);
+    free(o2);
+    tu_sparse_free(&l1);
+    tu_sparse_free(&l2);
+}
+
 static void test_scan_kernels(float *x)
 {
     const uint32_t n = 100003;
@@ -192,6 +247,41 @@ static void test_scan_kernels(float *x)
             GV_CHECK(a == (c > cap ? cap + 1 : c));
         }
     }
+    /* the split form: candidates plus the middle keys, NaNs and Infs included */
+    gv_scan_split_fn fast_split;
+    gv_scan_pick(&name, &fast_split);
+    uint32_t *k1 = malloc(n * 4 + 64), *k2 = malloc(n * 4 + 64);
+    for (uint32_t i = 0; i < n; i += 501)
+        x[i] = i % 2 ? NAN : INFINITY;
+    static const float los[] = {0.0f, 1.0f, 2.5f, 1e30f};
+    static const float his[] = {1.5f, 3.0f, INFINITY, 0.0f}; /* 0: hi = UINT32_MAX */
+    for (size_t t = 0; t < GV_ARRAY_LEN(los); t++) {
+        for (size_t h = 0; h < GV_ARRAY_LEN(his); h++) {
+            uint32_t lo = gv_key(los[t]), hi = his[h] == 0.0f ? UINT32_MAX : gv_key(his[h]);
+            if (h == 2)
+                hi = GV_KEY_NAN; /* Infs are middle, NaNs are up */
+            for (size_t cap = 5; cap <= n; cap = cap * 8 + 3) {
+                size_t ma = 0, mb = 0;
+                size_t a = gv_scan_split_generic(x + 1, n - 1, lo, hi, 1, i1, v1, k1, &ma, cap);
+                size_t b = fast_split(x + 1, n - 1, lo, hi, 1, i2, v2, k2, &mb, cap);
+                GV_CHECK_MSG(a == b, "split %s lo %g cap %zu: %zu vs %zu", name, los[t], cap, a,
+                             b);
+                if (a > cap || b > cap)
+                    continue;
+                GV_CHECK(ma == mb && tu_u32_eq(i1, i2, a) && memcmp(v1, v2, a * 4) == 0 &&
+                         tu_u32_eq(k1, k2, ma));
+                size_t c = 0, m = 0;
+                for (uint32_t i = 1; i < n; i++) {
+                    uint32_t key = gv_key(x[i]);
+                    c += key >= lo;
+                    m += key >= lo && key < hi;
+                }
+                GV_CHECK(a == c && ma == m);
+            }
+        }
+    }
+    free(k1);
+    free(k2);
     free(i1);
     free(i2);
     free(v1);
@@ -211,6 +301,7 @@ int main(void)
     test_nan_inf(x);
     test_paths(x);
     test_map(x);
+    test_two_levels(x);
     test_scan_kernels(x);
     tu_sparse_free(&out);
     free(oracle_idx);
