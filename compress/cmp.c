@@ -58,12 +58,13 @@ gv_status_t gv_cmp_create(const struct gv_cmp_config *cfg, struct gv_cmp **cmp_p
     c->ops = cfg->mem == GV_MEM_DEVICE ? &gv_cmp_cuda_ops : &gv_cmp_cpu_ops;
     c->nthreads = cfg->mem == GV_MEM_DEVICE ? 1 : cfg->nthreads == 0 ? gv_online_cpus()
                                                                       : cfg->nthreads;
-    const char *scan_name = "";
-    c->scan = gv_scan_pick(&scan_name, NULL);
+    struct gv_scan_kernels kern;
+    gv_scan_pick(&kern);
+    c->scan = kern.scan;
     if (cfg->mem == GV_MEM_DEVICE)
         snprintf(c->backend, sizeof(c->backend), "%s", c->ops->name);
     else
-        snprintf(c->backend, sizeof(c->backend), "%s-%s", c->ops->name, scan_name);
+        snprintf(c->backend, sizeof(c->backend), "%s-%s", c->ops->name, kern.name);
     status = gv_cf_to_k(cfg->max_numel, cfg->min_cf, &c->max_k);
     if (status != GV_OK)
         goto err_free;

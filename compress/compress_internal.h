@@ -174,9 +174,23 @@ typedef size_t (*gv_scan_split_fn)(const float *x, size_t n, uint32_t lo, uint32
                                    size_t *mid_p, size_t cap);
 size_t gv_scan_split_generic(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t base,
                              uint32_t *ci, float *cv, uint32_t *mk, size_t *mid_p, size_t cap);
+/* The write step of top-k: appends, in order, the entries of (ci, cv)[0..cnt) whose key is
+ * >= t to (oi, ov), stopping after `want`; returns how many it wrote. Writes nothing at or
+ * beyond oi[want]. */
+typedef size_t (*gv_compact_fn)(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
+                                uint32_t *oi, float *ov, size_t want);
+size_t gv_compact_generic(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
+                          uint32_t *oi, float *ov, size_t want);
+
+struct gv_scan_kernels {
+    const char *name; /* "avx512", "avx2", "generic" */
+    gv_scan_fn scan;
+    gv_scan_split_fn split;
+    gv_compact_fn compact;
+};
 /* The fastest kernels this CPU runs (scan_x86.c on x86-64, else the generic ones).
  * GV_COMPRESS_SCAN=avx2 / =generic in the environment caps the choice (tests, benches). */
-gv_scan_fn gv_scan_pick(const char **name_p, gv_scan_split_fn *split_p);
+void gv_scan_pick(struct gv_scan_kernels *k);
 
 /* ---------------------------------------------------------------- the compressor */
 struct gv_cmp {

@@ -114,3 +114,16 @@ size_t gv_scan_split_generic(const float *x, size_t n, uint32_t lo, uint32_t hi,
     *mid_p = mid;
     return split_tail(x + i, n - i, lo, hi, base + (uint32_t)i, ci, cv, mk, mid_p, cap, c);
 }
+
+size_t gv_compact_generic(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
+                          uint32_t *oi, float *ov, size_t want)
+{
+    size_t o = 0;
+    /* branch-free: written at o (< want) always, kept when selected */
+    for (size_t i = 0; i < cnt && o < want; i++) {
+        oi[o] = ci[i];
+        ov[o] = cv[i];
+        o += gv_key(cv[i]) >= t;
+    }
+    return o;
+}

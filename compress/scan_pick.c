@@ -1,11 +1,10 @@
-/* scan_pick.c: targets without scan_x86.c use the portable scan. */
+/* scan_pick.c: targets without scan_x86.c use the portable kernels. */
 #include "compress_internal.h"
 
-gv_scan_fn gv_scan_pick(const char **name_p, gv_scan_split_fn *split_p)
+void gv_scan_pick(struct gv_scan_kernels *k)
 {
-    if (split_p != NULL)
-        *split_p = gv_scan_split_generic;
-    if (name_p != NULL)
-        *name_p = "generic";
-    return gv_scan_generic;
+    k->name = "generic";
+    k->scan = gv_scan_generic;
+    k->split = gv_scan_split_generic;
+    k->compact = gv_compact_generic;
 }

@@ -182,29 +182,61 @@ scan_split_avx512(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t b
     return rest > cap - c ? cap + 1 : c + rest;
 }
 
-gv_scan_fn gv_scan_pick(const char **name_p, gv_scan_split_fn *split_p)
+/* Top-k's write step: 16 (AVX-512) or 8 (AVX2) candidates per step, packed by the key >= t
+ * mask; the vector path stops 16 short of `want` so that no store reaches past it. */
+__attribute__((target("avx512f,popcnt"))) static size_t
+compact_avx512(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t, uint32_t *oi,
+               float *ov, size_t want)
+{
+    const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
+    const __m512i nan_key = _mm512_set1_epi32((int32_t)GV_KEY_NAN);
+    const __m512i tv = _mm512_set1_epi32((int32_t)t);
+    size_t o = 0, i = 0;
+    for (; i + 16 <= cnt && o + 16 <= want; i += 16) {
+        __m512i v = _mm512_loadu_si512((const void *)(cv + i));
+        __m512i id = _mm512_loadu_si512((const void *)(ci + i));
+        __m512i key = _mm512_min_epu32(_mm512_and_si512(v, absmask), nan_key);
+        __mmask16 m = _mm512_cmpge_epi32_mask(key, tv);
+        _mm512_storeu_si512((void *)(oi + o), _mm512_maskz_compress_epi32(m, id));
+        _mm512_storeu_si512((void *)(ov + o), _mm512_maskz_compress_epi32(m, v));
+        o += (size_t)__builtin_popcount(m);
+    }
+    return o + gv_compact_generic(ci + i, cv + i, cnt - i, t, oi + o, ov + o, want - o);
+}
+
+__attribute__((target("avx2,popcnt"))) static size_t
+compact_avx2(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t, uint32_t *oi,
+             float *ov, size_t want)
+{
+    const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF);
+    const __m256i nan_key = _mm256_set1_epi32((int32_t)GV_KEY_NAN);
+    const __m256i tv = _mm256_set1_epi32((int32_t)t - 1); /* key > t - 1; t >= 1 here */
+    size_t o = 0, i = 0;
+    for (; t > 0 && i + 8 <= cnt && o + 8 <= want; i += 8) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(cv + i));
+        __m256i id = _mm256_loadu_si256((const __m256i *)(const void *)(ci + i));
+        __m256i key = _mm256_min_epu32(_mm256_and_si256(v, absmask), nan_key);
+        int m = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, tv)));
+        __m256i p = _mm256_loadu_si256((const __m256i *)(const void *)pack_lut[m]);
+        _mm256_storeu_si256((__m256i *)(void *)(oi + o), _mm256_permutevar8x32_epi32(id, p));
+        _mm256_storeu_si256((__m256i *)(void *)(ov + o), _mm256_permutevar8x32_epi32(v, p));
+        o += (size_t)__builtin_popcount((unsigned)m);
+    }
+    return o + gv_compact_generic(ci + i, cv + i, cnt - i, t, oi + o, ov + o, want - o);
+}
+
+void gv_scan_pick(struct gv_scan_kernels *k)
 {
     const char *force = getenv("GV_COMPRESS_SCAN");
     int generic = force != NULL && strcmp(force, "generic") == 0;
     int no512 = force != NULL && strcmp(force, "avx2") == 0;
     if (!generic && !no512 && __builtin_cpu_supports("avx512f")) {
-        if (name_p != NULL)
-            *name_p = "avx512";
-        if (split_p != NULL)
-            *split_p = scan_split_avx512;
-        return scan_avx512;
-    }
-    if (!generic && __builtin_cpu_supports("avx2")) {
+        *k = (struct gv_scan_kernels){"avx512", scan_avx512, scan_split_avx512, compact_avx512};
+    } else if (!generic && __builtin_cpu_supports("avx2")) {
         pthread_once(&pack_once, pack_lut_init);
-        if (name_p != NULL)
-            *name_p = "avx2";
-        if (split_p != NULL)
-            *split_p = scan_split_avx2;
-        return scan_avx2;
+        *k = (struct gv_scan_kernels){"avx2", scan_avx2, scan_split_avx2, compact_avx2};
+    } else {
+        *k = (struct gv_scan_kernels){"generic", gv_scan_generic, gv_scan_split_generic,
+                                      gv_compact_generic};
     }
-    if (name_p != NULL)
-        *name_p = "generic";
-    if (split_p != NULL)
-        *split_p = gv_scan_split_generic;
-    return gv_scan_generic;
 }

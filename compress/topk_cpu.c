@@ -57,7 +57,7 @@ struct topk_set {
 
 struct gv_topk_ws {
     int nthreads;
-    gv_scan_split_fn scan;
+    struct gv_scan_kernels kern;
     struct topk_set s1;       /* candidate regions */
     uint32_t *samp;           /* [3][SAMPLE_MAX]: the sample, and two copies to select in */
     struct gv_topk_stats stats;
@@ -129,7 +129,8 @@ gv_status_t gv_topk_ws_create(uint64_t max_n, uint32_t max_k, int nthreads,
     if (ws == NULL)
         return GV_ERR_NOMEM;
     ws->nthreads = nthreads;
-    gv_scan_pick(&scan_name, &ws->scan);
+    gv_scan_pick(&ws->kern);
+    scan_name = ws->kern.name;
     size_t cap = 0;
     if (max_n >= SAMPLED_MIN_N) {
         uint64_t k = GV_MIN((uint64_t)max_k, max_n / SAMPLED_MAX_FRAC);
@@ -283,7 +284,7 @@ static void job_scan(void *arg, int tid, int nth)
     chunk_of(j->n, tid, nth, &b, &e);
     size_t base = (size_t)tid * set->cap, mid = 0;
     struct topk_region *r = &set->reg[tid];
-    r->cnt = j->ws->scan(j->x + b, e - b, j->lo, j->hi, (uint32_t)b, set->ci + base,
+    r->cnt = j->ws->kern.split(j->x + b, e - b, j->lo, j->hi, (uint32_t)b, set->ci + base,
                          set->cv + base, set->keys + base, &mid, set->cap);
     r->len = mid;
     r->up = r->cnt <= set->cap ? r->cnt - mid : 0;
@@ -353,12 +354,8 @@ static void job_region_write(void *arg, int tid, int nth)
     size_t o = 0, taken = 0;
     /* branch-free: every candidate is written at o (< want, so inside this region's part of
      * the output) and o advances only for the selected ones */
-    if (take == r->eq) { /* no tie to split here: a plain threshold, no carried count */
-        for (size_t i = 0; i < r->cnt && o < want; i++) {
-            oi[o] = ci[i];
-            ov[o] = cv[i];
-            o += gv_key(cv[i]) >= t;
-        }
+    if (take == r->eq) { /* no tie to split here: a plain threshold (SIMD packing) */
+        o = j->ws->kern.compact(ci, cv, r->cnt, t, oi, ov, want);
     } else {
         for (size_t i = 0; i < r->cnt && o < want; i++) {
             uint32_t key = gv_key(cv[i]);

@@ -229,8 +229,10 @@ static void test_scan_kernels(float *x)
     tu_fill_normal(x, n, 17);
     uint32_t *i1 = malloc(n * 4 + 64), *i2 = malloc(n * 4 + 64);
     float *v1 = malloc(n * 4 + 64), *v2 = malloc(n * 4 + 64);
-    const char *name;
-    gv_scan_fn fast = gv_scan_pick(&name, NULL);
+    struct gv_scan_kernels kern;
+    gv_scan_pick(&kern);
+    const char *name = kern.name;
+    gv_scan_fn fast = kern.scan;
     static const float thr[] = {0.0f, 0.5f, 2.0f, 3.0f, 10.0f};
     for (size_t t = 0; t < GV_ARRAY_LEN(thr); t++) {
         uint32_t key = gv_key(thr[t]);
@@ -248,8 +250,7 @@ static void test_scan_kernels(float *x)
         }
     }
     /* the split form: candidates plus the middle keys, NaNs and Infs included */
-    gv_scan_split_fn fast_split;
-    gv_scan_pick(&name, &fast_split);
+    gv_scan_split_fn fast_split = kern.split;
     uint32_t *k1 = malloc(n * 4 + 64), *k2 = malloc(n * 4 + 64);
     for (uint32_t i = 0; i < n; i += 501)
         x[i] = i % 2 ? NAN : INFINITY;
@@ -278,6 +279,26 @@ static void test_scan_kernels(float *x)
                 }
                 GV_CHECK(a == c && ma == m);
             }
+        }
+    }
+    /* the write step: the first `want` entries with key >= t, nothing written past want */
+    for (size_t i = 0; i < n; i++)
+        i1[i] = (uint32_t)i * 3;
+    static const float ts[] = {0.0f, 0.8f, 2.0f, 1e30f};
+    for (size_t t = 0; t < GV_ARRAY_LEN(ts); t++) {
+        uint32_t key = gv_key(ts[t]);
+        for (size_t want = 0; want <= n; want = want * 5 + 9) {
+            size_t cnt = n - 7;
+            for (size_t i = 0; i < n; i++)
+                i2[i] = k2[i] = 0xDEADBEEFu;
+            size_t a = gv_compact_generic(i1, x, cnt, key, k1, v1, want);
+            size_t b = kern.compact(i1, x, cnt, key, i2, v2, want);
+            size_t c = 0;
+            for (size_t i = 0; i < cnt; i++)
+                c += gv_key(x[i]) >= key;
+            GV_CHECK(a == b && a == GV_MIN(c, want));
+            GV_CHECK(tu_u32_eq(k1, i2, a) && memcmp(v1, v2, a * 4) == 0);
+            GV_CHECK(want >= n || i2[want] == 0xDEADBEEFu);
         }
     }
     free(k1);
