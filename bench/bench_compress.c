@@ -222,6 +222,7 @@ static void flush(const void *p, size_t bytes)
 struct ctx {
     struct opts *o;
     struct gv_cmp *cmp; /* of the kind being measured */
+    struct gv_cmp *any; /* for memory of the backend's kind */
     float *x;           /* input, host or device */
     float *x_host;
     float *dst;         /* memcpy destination */
@@ -487,57 +488,56 @@ static void fill_input(float *x, size_t n, uint64_t seed)
     }
 }
 
-static int run(struct ctx *c)
+/* Input, memcpy destination and outputs, of the backend's memory kind. */
+static int setup_buffers(struct ctx *c, uint32_t nmax, uint32_t kmax)
 {
-    struct opts *o = c->o;
-    double max_n = 0, min_cf = o->ml_min;
-    for (int s = 0; s < o->nsizes; s++)
-        max_n = o->sizes[s] > max_n ? o->sizes[s] : max_n;
-    for (int f = 0; f < o->ncfs; f++)
-        min_cf = o->cfs[f] < min_cf ? o->cfs[f] : min_cf;
-    uint32_t nmax = (uint32_t)max_n;
-
-    /* a compressor of the right memory kind for allocations and the device probe */
-    struct gv_cmp *any = NULL;
-    gv_status_t st = make_cmp(c, GV_CMP_DENSE, 1, nmax, 1.0, &any);
-    if (st != GV_OK) {
-        fprintf(stderr, "gravac-bench compress: cannot use the %s backend: %s%s\n",
-                o->cuda ? "cuda" : "cpu", gv_status_str(st),
-                o->cuda ? " (no GPU, or built without CUDA)" : "");
-        return 1;
-    }
+    void *p;
     c->x_host = malloc((size_t)nmax * 4 + 64);
     if (c->x_host == NULL) {
         fprintf(stderr, "gravac-bench compress: cannot allocate %u floats\n", nmax);
-        return 1;
+        return -1;
     }
-    fill_input(c->x_host, nmax, o->seed);
-    void *p;
-    if (o->cuda) {
-        if (gv_cmp_mem_alloc(any, (size_t)nmax * 4, &p) != GV_OK)
-            return 1;
+    fill_input(c->x_host, nmax, c->o->seed);
+    if (c->o->cuda) {
+        if (gv_cmp_mem_alloc(c->any, (size_t)nmax * 4, &p) != GV_OK)
+            return -1;
         c->x = p;
-        if (gv_cmp_copy_from_host(any, c->x, c->x_host, (size_t)nmax * 4) != GV_OK)
-            return 1;
+        if (gv_cmp_copy_from_host(c->any, c->x, c->x_host, (size_t)nmax * 4) != GV_OK)
+            return -1;
     } else {
         c->x = c->x_host;
     }
-    if (gv_cmp_mem_alloc(any, (size_t)nmax * 4, &p) != GV_OK)
-        return 1;
+    if (gv_cmp_mem_alloc(c->any, (size_t)nmax * 4, &p) != GV_OK)
+        return -1;
     c->dst = p;
-    uint32_t kmax = (uint32_t)GV_MIN(max_n, 2.0 * floor(max_n / min_cf) + 2);
-    alloc_sparse(c, any, &c->out, nmax, 1);
-    alloc_sparse(c, any, &c->out2, kmax, 1);
-    alloc_sparse(c, any, &c->out3, kmax, 1);
+    alloc_sparse(c, c->any, &c->out, nmax, 1);
+    alloc_sparse(c, c->any, &c->out2, kmax, 1);
+    alloc_sparse(c, c->any, &c->out3, kmax, 1);
+    return 0;
+}
 
-    /* the thread counts to run, "all" resolved, duplicates dropped */
-    int all = 1, thr[4], nthr = 0;
-    if (!o->cuda) {
-        struct gv_cmp *tmp;
-        if (make_cmp(c, GV_CMP_DENSE, 0, 16, 1.0, &tmp) == GV_OK) {
-            all = gv_cmp_nthreads(tmp);
-            gv_cmp_destroy(tmp);
-        }
+static void free_buffers(struct ctx *c)
+{
+    struct gv_sparse *sp[] = {&c->out, &c->out2, &c->out3};
+    for (size_t i = 0; i < GV_ARRAY_LEN(sp); i++) {
+        gv_cmp_mem_free(c->any, sp[i]->idx);
+        gv_cmp_mem_free(c->any, sp[i]->val);
+    }
+    gv_cmp_mem_free(c->any, c->dst);
+    if (c->o->cuda)
+        gv_cmp_mem_free(c->any, c->x);
+    free(c->x_host);
+}
+
+/* The thread counts to run, "all" resolved, duplicates dropped; returns how many. */
+static int thread_list(struct ctx *c, int *all_p, int thr[4])
+{
+    struct opts *o = c->o;
+    int all = 1, nthr = 0;
+    struct gv_cmp *tmp;
+    if (!o->cuda && make_cmp(c, GV_CMP_DENSE, 0, 16, 1.0, &tmp) == GV_OK) {
+        all = gv_cmp_nthreads(tmp);
+        gv_cmp_destroy(tmp);
     }
     for (int t = 0; t < (o->cuda ? 1 : o->nthreads); t++) {
         int v = o->cuda ? 1 : o->threads[t] == 0 ? all : o->threads[t];
@@ -547,59 +547,83 @@ static int run(struct ctx *c)
         if (!dup)
             thr[nthr++] = v;
     }
-    snprintf(c->backend, sizeof(c->backend), "%s", gv_cmp_backend(any));
-    if (!o->json) {
+    *all_p = all;
+    return nthr;
+}
+
+/* Every compressor and CF (and the multi-level rows) for one size and thread count. */
+static int run_kinds(struct ctx *c, uint32_t n, int threads, double min_cf, double mc1_gbs)
+{
+    struct opts *o = c->o;
+    for (int q = 0; q < o->nkinds; q++) {
+        gv_status_t st = make_cmp(c, o->kinds[q], threads, n, min_cf, &c->cmp);
+        if (st != GV_OK) {
+            fprintf(stderr, "compress: create %s: %s\n", gv_cmp_kind_str(o->kinds[q]),
+                    gv_status_str(st));
+            return -1;
+        }
+        int dense = o->kinds[q] == GV_CMP_DENSE; /* ignores the CF: one row */
+        for (int f = 0; f < (dense ? 1 : o->ncfs); f++) {
+            double sec = time_select(c, n, dense ? min_cf : o->cfs[f]);
+            emit_row(c, gv_cmp_kind_str(o->kinds[q]), threads, n, dense ? 1 : o->cfs[f],
+                     c->out.count, sec, mc1_gbs, 0);
+        }
+        if (o->kinds[q] == GV_CMP_TOPK && o->multilevel && n >= 1000) {
+            run_multilevel(c, threads, n, mc1_gbs);
+            run_ef_multilevel(c, threads, n, mc1_gbs);
+        }
+        gv_cmp_destroy(c->cmp);
+        c->cmp = NULL;
+    }
+    return 0;
+}
+
+static int run(struct ctx *c)
+{
+    struct opts *o = c->o;
+    double max_n = 0, min_cf = o->ml_min;
+    for (int s = 0; s < o->nsizes; s++)
+        max_n = o->sizes[s] > max_n ? o->sizes[s] : max_n;
+    for (int f = 0; f < o->ncfs; f++)
+        min_cf = o->cfs[f] < min_cf ? o->cfs[f] : min_cf;
+    uint32_t nmax = (uint32_t)max_n;
+    /* a compressor of the right memory kind for allocations and the device probe */
+    gv_status_t st = make_cmp(c, GV_CMP_DENSE, 1, nmax, 1.0, &c->any);
+    if (st != GV_OK) {
+        fprintf(stderr, "gravac-bench compress: cannot use the %s backend: %s%s\n",
+                o->cuda ? "cuda" : "cpu", gv_status_str(st),
+                o->cuda ? " (no GPU, or built without CUDA)" : "");
+        return 1;
+    }
+    int rc = 1, all, thr[4];
+    if (setup_buffers(c, nmax, (uint32_t)GV_MIN(max_n, 2.0 * floor(max_n / min_cf) + 2)) != 0)
+        goto out;
+    int nthr = thread_list(c, &all, thr);
+    snprintf(c->backend, sizeof(c->backend), "%s", gv_cmp_backend(c->any));
+    if (!o->json)
         printf("# gravac-bench compress: backend %s, online CPUs %d, %d reps (median), input %s,"
                " seed %llu\n# x_memcpy1 = input GB/s / single-thread memcpy GB/s of the same n "
                "(same run). Shared machine: compare ratios, not absolute times.\n",
-               gv_cmp_backend(any), all, o->reps, o->warm ? "warm" : "flushed before each rep",
+               c->backend, all, o->reps, o->warm ? "warm" : "flushed before each rep",
                (unsigned long long)o->seed);
-    }
     for (int s = 0; s < o->nsizes; s++) {
         uint32_t n = (uint32_t)o->sizes[s];
-        double mc1 = time_memcpy(c, any, n, 1);
+        double mc1 = time_memcpy(c, c->any, n, 1);
         double mc1_gbs = (double)n * 4 / mc1 * 1e-9;
         emit_row(c, "memcpy", 1, n, 1, n, mc1, mc1_gbs, 0);
         for (int t = 0; t < nthr; t++) {
-            int threads = thr[t];
-            if (threads > 1 && !o->cuda && n >= 1000000) /* thread start-up dominates below */
-                emit_row(c, "memcpy", threads, n, 1, n, time_memcpy(c, any, n, threads), mc1_gbs,
-                         0);
-            for (int q = 0; q < o->nkinds; q++) {
-                st = make_cmp(c, o->kinds[q], threads, n, min_cf, &c->cmp);
-                if (st != GV_OK) {
-                    fprintf(stderr, "compress: create %s: %s\n", gv_cmp_kind_str(o->kinds[q]),
-                            gv_status_str(st));
-                    return 1;
-                }
-                int ncf = o->kinds[q] == GV_CMP_DENSE ? 1 : o->ncfs;
-                for (int f = 0; f < ncf; f++) {
-                    int dense = o->kinds[q] == GV_CMP_DENSE; /* ignores the CF */
-                    double sec = time_select(c, n, dense ? min_cf : o->cfs[f]);
-                    emit_row(c, gv_cmp_kind_str(o->kinds[q]), threads, n, dense ? 1 : o->cfs[f],
-                             c->out.count, sec, mc1_gbs, 0);
-                }
-                if (o->kinds[q] == GV_CMP_TOPK && o->multilevel && n >= 1000) {
-                    run_multilevel(c, threads, n, mc1_gbs);
-                    run_ef_multilevel(c, threads, n, mc1_gbs);
-                }
-                gv_cmp_destroy(c->cmp);
-                c->cmp = NULL;
-            }
+            if (thr[t] > 1 && !o->cuda && n >= 1000000) /* thread start-up dominates below */
+                emit_row(c, "memcpy", thr[t], n, 1, n, time_memcpy(c, c->any, n, thr[t]),
+                         mc1_gbs, 0);
+            if (run_kinds(c, n, thr[t], min_cf, mc1_gbs) != 0)
+                goto out;
         }
     }
-    gv_cmp_mem_free(any, c->out.idx);
-    gv_cmp_mem_free(any, c->out.val);
-    gv_cmp_mem_free(any, c->out2.idx);
-    gv_cmp_mem_free(any, c->out2.val);
-    gv_cmp_mem_free(any, c->out3.idx);
-    gv_cmp_mem_free(any, c->out3.val);
-    gv_cmp_mem_free(any, c->dst);
-    if (o->cuda)
-        gv_cmp_mem_free(any, c->x);
-    free(c->x_host);
-    gv_cmp_destroy(any);
-    return 0;
+    rc = 0;
+out:
+    free_buffers(c);
+    gv_cmp_destroy(c->any);
+    return rc;
 }
 
 int gv_bench_compress_main(int argc, char **argv)

@@ -156,9 +156,6 @@ gv_status_t gv_topk_oracle(const float *x, uint32_t n, uint32_t k, uint32_t *idx
 double gv_sumsq_block(const float *x, size_t n);
 double gv_sumsq_f32(const float *x, size_t n);
 
-/* Which scan kernel the CPU top-k uses ("avx2", "generic"); for the bench banner. */
-const char *gv_topk_scan_name(void);
-
 /* Scan kernels: append (base + i, x[i]) for every i < n with absbits(x[i]) >= key_min, in
  * ascending i, writing at most cap entries. Returns the number appended, or cap + 1 (and stops)
  * when more than cap match. */

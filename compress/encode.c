@@ -238,109 +238,127 @@ gv_status_t gv_sparse_peek(const void *idx_buf, size_t idx_len, struct gv_sparse
 }
 
 /* Walks the indices of a validated header, calling back per entry; validates every index.
- * emit == NULL: validation only. Returns GV_ERR_PROTO (logged) on the first bad one. */
+ * emit == NULL: validation only. Each returns GV_ERR_PROTO (logged) on the first bad one. */
 typedef void (*idx_emit_fn)(void *arg, uint32_t i, uint32_t idx);
+
+static gv_status_t walk_raw32(const struct gv_sparse_info *info, const uint8_t *q,
+                              unsigned flags, idx_emit_fn emit, void *arg)
+{
+    int64_t prev = -1;
+    for (uint32_t i = 0; i < info->count; i++) {
+        uint32_t x = get_u32(q + (size_t)i * 4);
+        if (x >= info->n) {
+            gv_log(GV_LOG_ERROR, "sparse decode: index %u at entry %u is out of range (n %u)",
+                   x, i, info->n);
+            return GV_ERR_PROTO;
+        }
+        if (!(flags & GV_DECODE_ALLOW_DUP) && (int64_t)x <= prev) {
+            gv_log(GV_LOG_ERROR, "sparse decode: index %u at entry %u is %s (previous %lld)",
+                   x, i, (int64_t)x == prev ? "a duplicate" : "out of order", (long long)prev);
+            return GV_ERR_PROTO;
+        }
+        prev = x;
+        if (emit != NULL)
+            emit(arg, i, x);
+    }
+    return GV_OK;
+}
+
+/* One LEB128 value of at most 32 bits in minimal form at q[*pos], advancing *pos. */
+static gv_status_t get_varint(const uint8_t *q, size_t qlen, size_t *pos, uint32_t i,
+                              uint32_t count, uint64_t *v_p)
+{
+    uint64_t v = 0;
+    for (int shift = 0;; shift += 7) {
+        if (*pos >= qlen) {
+            gv_log(GV_LOG_ERROR, "sparse decode: varint indices truncated at entry %u of %u", i,
+                   count);
+            return GV_ERR_PROTO;
+        }
+        uint8_t b = q[(*pos)++];
+        if (shift == 28 && (b & 0xF0) != 0) {
+            gv_log(GV_LOG_ERROR, "sparse decode: varint at entry %u overflows 32 bits", i);
+            return GV_ERR_PROTO;
+        }
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if ((b & 0x80) == 0) {
+            if (b == 0 && shift > 0) {
+                gv_log(GV_LOG_ERROR, "sparse decode: varint at entry %u is not minimal", i);
+                return GV_ERR_PROTO;
+            }
+            *v_p = v;
+            return GV_OK;
+        }
+    }
+}
+
+static gv_status_t walk_varint(const struct gv_sparse_info *info, const uint8_t *q, size_t qlen,
+                               idx_emit_fn emit, void *arg)
+{
+    size_t pos = 0;
+    int64_t prev = -1;
+    for (uint32_t i = 0; i < info->count; i++) {
+        uint64_t v;
+        gv_status_t status = get_varint(q, qlen, &pos, i, info->count, &v);
+        if (status != GV_OK)
+            return status;
+        int64_t x = prev + 1 + (int64_t)v;
+        if (x >= (int64_t)info->n) {
+            gv_log(GV_LOG_ERROR, "sparse decode: index %lld at entry %u is out of range (n %u)",
+                   (long long)x, i, info->n);
+            return GV_ERR_PROTO;
+        }
+        prev = x;
+        if (emit != NULL)
+            emit(arg, i, (uint32_t)x);
+    }
+    if (pos != qlen) {
+        gv_log(GV_LOG_ERROR, "sparse decode: %zu trailing bytes after %u varint indices",
+               qlen - pos, info->count);
+        return GV_ERR_PROTO;
+    }
+    return GV_OK;
+}
+
+static gv_status_t walk_bitmap(const struct gv_sparse_info *info, const uint8_t *q,
+                               idx_emit_fn emit, void *arg)
+{
+    const uint32_t n = info->n;
+    size_t nbytes = bitmap_len(n);
+    if ((n & 7) != 0 && (q[nbytes - 1] >> (n & 7)) != 0) {
+        gv_log(GV_LOG_ERROR, "sparse decode: bitmap has bits set beyond n %u", n);
+        return GV_ERR_PROTO;
+    }
+    uint64_t pop = 0;
+    for (size_t b = 0; b < nbytes; b++)
+        pop += (uint64_t)__builtin_popcount(q[b]);
+    if (pop != info->count) {
+        gv_log(GV_LOG_ERROR, "sparse decode: bitmap holds %llu indices, header says %u",
+               (unsigned long long)pop, info->count);
+        return GV_ERR_PROTO;
+    }
+    uint32_t i = 0;
+    for (size_t b = 0; emit != NULL && b < nbytes; b++) {
+        unsigned bits = q[b];
+        while (bits != 0) {
+            emit(arg, i++, (uint32_t)(b * 8 + (size_t)__builtin_ctz(bits)));
+            bits &= bits - 1;
+        }
+    }
+    return GV_OK;
+}
 
 static gv_status_t walk_indices(const struct gv_sparse_info *info, const uint8_t *q, size_t qlen,
                                 unsigned flags, idx_emit_fn emit, void *arg)
 {
-    const uint32_t n = info->n, count = info->count;
     switch (info->enc) {
     case GV_IDX_DENSE:
-        for (uint32_t i = 0; emit != NULL && i < n; i++)
+        for (uint32_t i = 0; emit != NULL && i < info->n; i++)
             emit(arg, i, i);
         return GV_OK;
-    case GV_IDX_RAW32: {
-        int64_t prev = -1;
-        for (uint32_t i = 0; i < count; i++) {
-            uint32_t x = get_u32(q + (size_t)i * 4);
-            if (x >= n) {
-                gv_log(GV_LOG_ERROR, "sparse decode: index %u at entry %u is out of range "
-                       "(n %u)", x, i, n);
-                return GV_ERR_PROTO;
-            }
-            if (!(flags & GV_DECODE_ALLOW_DUP) && (int64_t)x <= prev) {
-                gv_log(GV_LOG_ERROR, "sparse decode: index %u at entry %u is %s (previous "
-                       "%lld)", x, i, (int64_t)x == prev ? "a duplicate" : "out of order",
-                       (long long)prev);
-                return GV_ERR_PROTO;
-            }
-            prev = x;
-            if (emit != NULL)
-                emit(arg, i, x);
-        }
-        return GV_OK;
-    }
-    case GV_IDX_VARINT: {
-        size_t pos = 0;
-        int64_t prev = -1;
-        for (uint32_t i = 0; i < count; i++) {
-            uint64_t v = 0;
-            int shift = 0;
-            for (;;) {
-                if (pos >= qlen) {
-                    gv_log(GV_LOG_ERROR, "sparse decode: varint indices truncated at entry %u "
-                           "of %u", i, count);
-                    return GV_ERR_PROTO;
-                }
-                uint8_t b = q[pos++];
-                if (shift == 28 && (b & 0xF0) != 0) {
-                    gv_log(GV_LOG_ERROR, "sparse decode: varint at entry %u overflows 32 bits",
-                           i);
-                    return GV_ERR_PROTO;
-                }
-                v |= (uint64_t)(b & 0x7F) << shift;
-                if ((b & 0x80) == 0) {
-                    if (b == 0 && shift > 0) {
-                        gv_log(GV_LOG_ERROR, "sparse decode: varint at entry %u is not minimal",
-                               i);
-                        return GV_ERR_PROTO;
-                    }
-                    break;
-                }
-                shift += 7;
-            }
-            int64_t x = prev + 1 + (int64_t)v;
-            if (x >= (int64_t)n) {
-                gv_log(GV_LOG_ERROR, "sparse decode: index %lld at entry %u is out of range "
-                       "(n %u)", (long long)x, i, n);
-                return GV_ERR_PROTO;
-            }
-            prev = x;
-            if (emit != NULL)
-                emit(arg, i, (uint32_t)x);
-        }
-        if (pos != qlen) {
-            gv_log(GV_LOG_ERROR, "sparse decode: %zu trailing bytes after %u varint indices",
-                   qlen - pos, count);
-            return GV_ERR_PROTO;
-        }
-        return GV_OK;
-    }
-    case GV_IDX_BITMAP: {
-        size_t nbytes = bitmap_len(n);
-        if ((n & 7) != 0 && (q[nbytes - 1] >> (n & 7)) != 0) {
-            gv_log(GV_LOG_ERROR, "sparse decode: bitmap has bits set beyond n %u", n);
-            return GV_ERR_PROTO;
-        }
-        uint64_t pop = 0;
-        for (size_t b = 0; b < nbytes; b++)
-            pop += (uint64_t)__builtin_popcount(q[b]);
-        if (pop != count) {
-            gv_log(GV_LOG_ERROR, "sparse decode: bitmap holds %llu indices, header says %u",
-                   (unsigned long long)pop, count);
-            return GV_ERR_PROTO;
-        }
-        uint32_t i = 0;
-        for (size_t b = 0; emit != NULL && b < nbytes; b++) {
-            unsigned bits = q[b];
-            while (bits != 0) {
-                emit(arg, i++, (uint32_t)(b * 8 + (size_t)__builtin_ctz(bits)));
-                bits &= bits - 1;
-            }
-        }
-        return GV_OK;
-    }
+    case GV_IDX_RAW32: return walk_raw32(info, q, flags, emit, arg);
+    case GV_IDX_VARINT: return walk_varint(info, q, qlen, emit, arg);
+    case GV_IDX_BITMAP: return walk_bitmap(info, q, emit, arg);
     default: return GV_ERR_PROTO;
     }
 }

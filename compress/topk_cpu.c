@@ -68,13 +68,6 @@ void gv_topk_ws_stats(const struct gv_topk_ws *ws, struct gv_topk_stats *st)
     *st = ws->stats;
 }
 
-static const char *scan_name = "generic";
-
-const char *gv_topk_scan_name(void)
-{
-    return scan_name;
-}
-
 /* Sample size: n/64 between 4Ki and 64Ki entries (and at most n/8). Selecting in the sample
  * costs about as much per entry as a candidate does, and the expected excess of candidates
  * falls as 1/sqrt(s), so the sample grows with n. */
@@ -130,7 +123,6 @@ gv_status_t gv_topk_ws_create(uint64_t max_n, uint32_t max_k, int nthreads,
         return GV_ERR_NOMEM;
     ws->nthreads = nthreads;
     gv_scan_pick(&ws->kern);
-    scan_name = ws->kern.name;
     size_t cap = 0;
     if (max_n >= SAMPLED_MIN_N) {
         uint64_t k = GV_MIN((uint64_t)max_k, max_n / SAMPLED_MAX_FRAC);
