@@ -6,7 +6,8 @@
 #include <string.h>
 
 static const struct gv_bench_cmd cmds[] = {
-    /* {"transport", "...", gv_bench_transport_main}, */
+    {"transport", "transport goodput, message rate and latency (stream, pingpong, pushpull)",
+     gv_bench_transport_main},
     {NULL, NULL, NULL},
 };
 

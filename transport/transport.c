@@ -4,8 +4,12 @@
  * except in the list of names callers may ask for. */
 #include "tp_internal.h"
 
+#include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Every backend name the project knows, built or not: asking for a known name that is not
  * built gives GV_ERR_UNSUPPORTED, an unknown one GV_ERR_INVAL. */
@@ -110,4 +114,61 @@ void gv_tp_mem_dereg_noop(struct gv_tp *tp, struct gv_buf *buf)
 {
     (void)tp;
     buf->mr = NULL;
+}
+
+gv_status_t gv_tp_addr_split(const char *addr, char *host, size_t host_len, uint16_t *port_p)
+{
+    const char *colon = addr ? strrchr(addr, ':') : NULL;
+    const char *h = addr;
+    char *end;
+
+    if (colon == NULL)
+        return GV_ERR_INVAL;
+    size_t hl = (size_t)(colon - addr);
+    if (addr[0] == '[') { /* [v6]:port */
+        if (hl < 2 || addr[hl - 1] != ']')
+            return GV_ERR_INVAL;
+        h = addr + 1;
+        hl -= 2;
+    } else if (memchr(addr, ':', hl) != NULL) {
+        return GV_ERR_INVAL; /* a bare IPv6 address needs brackets */
+    }
+    errno = 0;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (hl == 0 || hl >= host_len || colon[1] == '\0' || *end != '\0' || errno != 0 ||
+        port == 0 || port > 65535)
+        return GV_ERR_INVAL;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port_p = (uint16_t)port;
+    return GV_OK;
+}
+
+static int tp_is_wildcard(const char *host)
+{
+    return host == NULL || host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 ||
+           strcmp(host, "::") == 0 || strcmp(host, "[::]") == 0;
+}
+
+gv_status_t gv_tp_addr_advertise(const char *bind_host, const char *advertise_host,
+                                 uint16_t port, char *out, size_t out_len)
+{
+    char name[256];
+    const char *host = advertise_host;
+
+    if (host == NULL || host[0] == '\0')
+        host = tp_is_wildcard(bind_host) ? NULL : bind_host;
+    if (host == NULL) {
+        if (gethostname(name, sizeof(name)) != 0) {
+            gv_log(GV_LOG_ERROR, "transport: gethostname: %s", strerror(errno));
+            return GV_ERR_IO;
+        }
+        name[sizeof(name) - 1] = '\0';
+        host = name;
+    }
+    int v6 = strchr(host, ':') != NULL && host[0] != '[';
+    int n = snprintf(out, out_len, v6 ? "[%s]:%u" : "%s:%u", host, (unsigned)port);
+    if (port == 0 || n < 0 || (size_t)n >= out_len)
+        return GV_ERR_INVAL;
+    return GV_OK;
 }

@@ -16,6 +16,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -512,6 +515,66 @@ static void test_caps_from_the_wire(void)
     }
 }
 
+static int set_lo(int up)
+{
+    struct ifreq ifr;
+    int ok = 0, fd = socket(AF_INET, SOCK_DGRAM, 0);
+    memset(&ifr, 0, sizeof(ifr));
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    if (fd >= 0 && ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+        if (up)
+            ifr.ifr_flags |= IFF_UP;
+        else
+            ifr.ifr_flags &= ~IFF_UP;
+        ok = ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* A peer that goes silent (no FIN, no RST: its network disappears) on an idle connection is
+ * found by keepalive / TCP_USER_TIMEOUT and reported as GV_ERR_TIMEOUT within a bound. Runs
+ * in a child with its own network namespace, where taking lo down harms nobody; skipped
+ * where namespaces cannot be created (not root). */
+static void test_silent_peer(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (unshare(CLONE_NEWNET) != 0 || !set_lo(1))
+            _exit(77);
+        struct tt_side s, k;
+        struct gv_conn *c;
+        struct gv_tp_config cfg = base_cfg();
+        struct tt_msg m;
+        cfg.keepalive_idle_s = 1;
+        cfg.keepalive_intvl_s = 1;
+        cfg.keepalive_cnt = 2;
+        cfg.io_timeout_ms = 2500;
+        if (pair_up(&s, &k, &cfg, &cfg, 64, &c) != 0)
+            _exit(1);
+        tt_send(c, &m, 0, 0, NULL, 0, 0);
+        struct tt_side *sides[] = {&s, &k, NULL};
+        struct want_msgs w = {&s, 1};
+        GV_CHECK(tt_run(sides, have_msgs, &w, TIMEOUT_MS));
+        GV_CHECK(set_lo(0)); /* the network vanishes; nothing is pending on either side */
+        uint64_t t0 = gv_now_ns();
+        GV_CHECK(tt_run(sides, rec_closed, &k.conns[0], 15000));
+        double ms = tt_ms_since(t0);
+        GV_CHECK_STATUS(k.conns[0].reason, GV_ERR_TIMEOUT);
+        GV_CHECK_MSG(ms >= 1000 && ms < 8000, "silent peer detected after %.0f ms", ms);
+        tt_side_cleanup(&k);
+        tt_side_cleanup(&s);
+        _exit(gv_check_failed_ ? 1 : 0);
+    }
+    int st = 0;
+    GV_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+        printf("silent-peer case skipped: cannot create a network namespace\n");
+    else
+        GV_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "silent-peer child failed (%d)", st);
+}
+
 /* ------------------------------------------------------------ addresses and connect */
 
 static int ipv6_available(void)
@@ -763,6 +826,7 @@ int main(void)
         {"peer_killed_mid_message", NULL},
         {"peer_stalls_mid_message", NULL},
         {"peer_not_reading", test_peer_not_reading},
+        {"silent_peer_keepalive", test_silent_peer},
         {"caps_from_the_wire", test_caps_from_the_wire},
         {"addresses", test_addresses},
         {"connect_retry", test_connect_retry},

@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TIMEOUT_MS 10000
 
@@ -397,6 +398,45 @@ static void test_alloc_failures(void)
     GV_CHECK(failed_runs > 0);
 }
 
+/* Address helpers (backend independent). */
+static void test_addr_helpers(void)
+{
+    char host[64], out[80];
+    uint16_t port = 0;
+    GV_CHECK_OK(gv_tp_addr_split("10.0.0.2:7000", host, sizeof(host), &port));
+    GV_CHECK_STREQ(host, "10.0.0.2");
+    GV_CHECK_EQ(port, 7000);
+    GV_CHECK_OK(gv_tp_addr_split("[fe80::1%eth0]:65535", host, sizeof(host), &port));
+    GV_CHECK_STREQ(host, "fe80::1%eth0");
+    GV_CHECK_EQ(port, 65535);
+    GV_CHECK_OK(gv_tp_addr_split("node-3.cluster:1", host, sizeof(host), &port));
+    GV_CHECK_STREQ(host, "node-3.cluster");
+    const char *bad[] = {"", "host", "host:", ":80", "host:0", "host:65536", "host:8x",
+                         "::1:80", "[::1]80", "[]:80", "host:-1"};
+    for (size_t i = 0; i < GV_ARRAY_LEN(bad); i++)
+        GV_CHECK_MSG(gv_tp_addr_split(bad[i], host, sizeof(host), &port) == GV_ERR_INVAL,
+                     "'%s' accepted", bad[i]);
+    GV_CHECK_STATUS(gv_tp_addr_split("averylonghostname:1", host, 8, &port), GV_ERR_INVAL);
+
+    GV_CHECK_OK(gv_tp_addr_advertise("0.0.0.0", "10.1.2.3", 7000, out, sizeof(out)));
+    GV_CHECK_STREQ(out, "10.1.2.3:7000");
+    GV_CHECK_OK(gv_tp_addr_advertise("192.168.0.7", NULL, 7000, out, sizeof(out)));
+    GV_CHECK_STREQ(out, "192.168.0.7:7000");
+    GV_CHECK_OK(gv_tp_addr_advertise(NULL, "::1", 9, out, sizeof(out)));
+    GV_CHECK_STREQ(out, "[::1]:9");
+    char name[256];
+    GV_CHECK(gethostname(name, sizeof(name)) == 0);
+    GV_CHECK_OK(gv_tp_addr_advertise("::", NULL, 5, out, sizeof(out)));
+    GV_CHECK(strncmp(out, name, strlen(name)) == 0 && strstr(out, ":5") != NULL);
+    GV_CHECK_STATUS(gv_tp_addr_advertise("1.2.3.4", NULL, 5, out, 6), GV_ERR_INVAL);
+    GV_CHECK_STATUS(gv_tp_addr_advertise("1.2.3.4", NULL, 0, out, sizeof(out)), GV_ERR_INVAL);
+    /* round trip */
+    GV_CHECK_OK(gv_tp_addr_advertise(NULL, "fe80::2", 81, out, sizeof(out)));
+    GV_CHECK_OK(gv_tp_addr_split(out, host, sizeof(host), &port));
+    GV_CHECK_STREQ(host, "fe80::2");
+    GV_CHECK_EQ(port, 81);
+}
+
 int main(void)
 {
     static const char *const names[] = {"tcp", "rdma"};
@@ -436,6 +476,7 @@ int main(void)
     GV_CHECK_STATUS(gv_tp_create("nope", NULL, &h, NULL, &tp), GV_ERR_INVAL);
     h.prefix_len = 0;
     GV_CHECK_STATUS(gv_tp_create("tcp", NULL, &h, NULL, &tp), GV_ERR_INVAL);
+    test_addr_helpers();
     if (ran == 0)
         GV_SKIP("no transport backend available");
     return gv_check_summary();
