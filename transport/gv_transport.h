@@ -71,7 +71,8 @@ struct gv_tp_handler {
 struct gv_tp_config {
     uint32_t max_hdr_len;           /* prefix+header larger than this is refused (64 KiB) */
     uint64_t max_payload_len;       /* payload larger than this is refused (2 GiB) */
-    int sock_buf_bytes;             /* SO_SNDBUF/SO_RCVBUF request (4 MiB) */
+    int sock_buf_bytes;             /* SO_SNDBUF/SO_RCVBUF request (4 MiB); 0 keeps the
+                                       kernel's autotuning */
     int connect_timeout_ms;         /* gv_tp_connect retries until this deadline (10000) */
     int io_timeout_ms;              /* a conn with a partial message or pending sends and no
                                        progress for this long is closed GV_ERR_TIMEOUT (10000) */
