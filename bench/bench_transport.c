@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const mode_names[] = {"stream", "pingpong", "pushpull"};
+static const char *const mode_names[] = {"stream", "pingpong", "pushpull", "rawstream"};
 
 static void bt_usage(FILE *f)
 {
@@ -25,7 +25,9 @@ static void bt_usage(FILE *f)
             "                      127.0.0.1 for --loopback)\n"
             "  --port P            server port (default 18515; loopback: ephemeral)\n"
             "measurement:\n"
-            "  --mode M            stream | pingpong | pushpull (default stream)\n"
+            "  --mode M            stream | pingpong | pushpull (default stream), or\n"
+            "                      rawstream: baseline, a blocking socket loop with the same\n"
+            "                      buffers, no transport (loopback only)\n"
             "  --sizes S           A:B (powers of 2), A:B:4 (x4 steps) or a list 64,1M,4M;\n"
             "                      suffixes K M G (default 8:64M)\n"
             "  --window N          messages (stream) or round trips in flight per\n"
@@ -155,9 +157,9 @@ static int bt_parse_args(struct bt_opts *o, int argc, char **argv)
             port_set = 1;
             break;
         case 'm':
-            for (v = 0; v < 3 && strcmp(optarg, mode_names[v]) != 0; v++)
+            for (v = 0; v < 4 && strcmp(optarg, mode_names[v]) != 0; v++)
                 ;
-            if (v == 3)
+            if (v == 4)
                 goto bad;
             o->mode = (enum bt_mode)v;
             break;
@@ -205,7 +207,8 @@ static int bt_parse_args(struct bt_opts *o, int argc, char **argv)
         default: goto bad_quiet;
         }
     }
-    if (optind != argc || (o->json && o->csv) || (bind && o->role == BT_CLIENT))
+    if (optind != argc || (o->json && o->csv) || (bind && o->role == BT_CLIENT) ||
+        (o->mode == BT_RAWSTREAM && o->role != BT_LOOPBACK))
         goto bad;
     if (!window_set)
         o->window = o->mode == BT_STREAM ? 16 : 1;
@@ -228,15 +231,21 @@ bad_quiet:
 
 /* ---------------------------------------------------------------- report */
 
+static int bt_one_way(const struct bt_opts *o)
+{
+    return o->mode == BT_STREAM || o->mode == BT_RAWSTREAM;
+}
+
 static const char *bt_direction(const struct bt_opts *o)
 {
-    return o->mode == BT_STREAM ? "one-way" : "both-ways";
+    return bt_one_way(o) ? "one-way" : "both-ways";
 }
 
 static const char *bt_latency_kind(const struct bt_opts *o)
 {
     switch (o->mode) {
     case BT_STREAM: return "post-to-completion";
+    case BT_RAWSTREAM: return "blocking-write";
     case BT_PINGPONG: return o->rtt ? "rtt" : "rtt/2";
     default: return "push-to-pull-response";
     }
@@ -248,7 +257,8 @@ static void bt_banner(const struct bt_opts *o, const char *addr)
     static const char *const lat_text[] = {
         "usec from post to local send completion (stream)",
         "usec, half round trip (RTT/2, as sockperf reports)",
-        "usec, full push + pull round trip"};
+        "usec, full push + pull round trip",
+        "usec per blocking write of a whole message (baseline, no transport)"};
     char iters[64], warm[32];
     if (o->duration_s > 0)
         snprintf(iters, sizeof(iters), "%.1f s per size", o->duration_s);
@@ -269,18 +279,19 @@ static void bt_banner(const struct bt_opts *o, const char *addr)
            o->window);
     printf(" Iterations     : %-24s Warmup       : %s\n", iters, warm);
     printf(" Socket buffers : %-24d Polling      : %s\n", o->sock_buf,
-           o->busy_poll ? "busy (progress(0) spin)" : "epoll_wait (sleeping)");
+           o->mode == BT_RAWSTREAM ? "blocking read/write"
+           : o->busy_poll          ? "busy (progress(0) spin)"
+                                   : "epoll_wait (sleeping)");
     printf(" Goodput        : payload only, %s%s\n", bt_direction(o),
-           o->mode == BT_STREAM ? " (client -> server)" : " (sum of both directions)");
-    printf(" Rate           : %s per second\n",
-           o->mode == BT_STREAM ? "messages" : "round trips");
+           bt_one_way(o) ? " (client -> server)" : " (sum of both directions)");
+    printf(" Rate           : %s per second\n", bt_one_way(o) ? "messages" : "round trips");
     printf(" Latency        : %s\n",
            o->mode == BT_PINGPONG && o->rtt ? "usec, full round trip (RTT)" : lat_text[o->mode]);
     printf("------------------------------------------------------------------------------------"
            "-----\n");
     printf(" %10s %9s %12s %9s %9s %9s %9s %9s %9s\n", "bytes", "iters",
-           o->mode == BT_STREAM ? "Gb/s(1-way)" : "Gb/s(2-way)",
-           o->mode == BT_STREAM ? "Mmsg/s" : "Mrt/s", "lat_min", "p50",
+           bt_one_way(o) ? "Gb/s(1-way)" : "Gb/s(2-way)", bt_one_way(o) ? "Mmsg/s" : "Mrt/s",
+           "lat_min", "p50",
            "p99", "p99.9", "max");
     fflush(stdout);
 }
@@ -359,27 +370,21 @@ static void *bt_srv_main(void *arg)
     return NULL;
 }
 
-static int bt_run_client(const struct bt_opts *o, const char *host, uint16_t port)
+/* Measures every size, with the transport client cl, or with the raw baseline when cl is
+ * NULL; prints the header and the rows. Returns the exit status. */
+static int bt_run_sizes(const struct bt_opts *o, const char *addr, struct bt_client *cl)
 {
-    struct bt_client *cl = NULL;
-    char addr[300];
     int rc = 0;
 
-    if (gv_tp_addr_advertise(NULL, host, port, addr, sizeof(addr)) != GV_OK)
-        snprintf(addr, sizeof(addr), "?");
-    gv_status_t status = bt_client_create(o, host, port, &cl);
-    if (status != GV_OK) {
-        fprintf(stderr, "gravac-bench transport: cannot set up the client to %s: %s\n", addr,
-                gv_status_str(status));
-        return 1;
-    }
     bt_header(o, addr);
     for (int i = 0; i < o->n_sizes; i++) {
         uint64_t size = o->sizes[i];
         uint64_t iters = o->iters ? o->iters : bt_auto_iters(o->mode, size);
-        uint64_t warmup = o->warmup >= 0 ? (uint64_t)o->warmup : GV_MAX(1, GV_MIN(1000, iters / 10));
+        uint64_t warmup =
+            o->warmup >= 0 ? (uint64_t)o->warmup : GV_MAX(1, GV_MIN(1000, iters / 10));
         struct bt_result r;
-        status = bt_client_run(cl, size, iters, warmup, &r);
+        gv_status_t status = cl != NULL ? bt_client_run(cl, size, iters, warmup, &r)
+                                        : bt_raw_run(o, size, iters, warmup, &r);
         if (status != GV_OK) {
             fprintf(stderr, "gravac-bench transport: size %llu: %s\n", (unsigned long long)size,
                     gv_status_str(status));
@@ -390,6 +395,23 @@ static int bt_run_client(const struct bt_opts *o, const char *host, uint16_t por
     }
     if (o->json)
         printf("\n  ], \"ok\": %s}\n", rc == 0 ? "true" : "false");
+    return rc;
+}
+
+static int bt_run_client(const struct bt_opts *o, const char *host, uint16_t port)
+{
+    struct bt_client *cl = NULL;
+    char addr[300];
+
+    if (gv_tp_addr_advertise(NULL, host, port, addr, sizeof(addr)) != GV_OK)
+        snprintf(addr, sizeof(addr), "?");
+    gv_status_t status = bt_client_create(o, host, port, &cl);
+    if (status != GV_OK) {
+        fprintf(stderr, "gravac-bench transport: cannot set up the client to %s: %s\n", addr,
+                gv_status_str(status));
+        return 1;
+    }
+    int rc = bt_run_sizes(o, addr, cl);
     bt_client_destroy(cl);
     return rc;
 }
@@ -409,6 +431,10 @@ int gv_bench_transport_main(int argc, char **argv)
         return 2;
     }
 
+    if (o.mode == BT_RAWSTREAM) {
+        o.transport = "raw socket (baseline)";
+        return bt_run_sizes(&o, "127.0.0.1 (ephemeral)", NULL);
+    }
     if (o.role == BT_CLIENT)
         return bt_run_client(&o, o.host, o.port);
 

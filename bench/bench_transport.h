@@ -13,7 +13,12 @@
 #define BT_MAX_CONNS 64
 #define BT_MAX_WINDOW 1024
 
-enum bt_mode { BT_STREAM, BT_PINGPONG, BT_PUSHPULL };
+enum bt_mode {
+    BT_STREAM,
+    BT_PINGPONG,
+    BT_PUSHPULL,
+    BT_RAWSTREAM, /* baseline: a blocking socket loop with the same buffers, loopback only */
+};
 enum bt_role { BT_LOOPBACK, BT_SERVER, BT_CLIENT };
 
 struct bt_opts {
@@ -63,6 +68,17 @@ gv_status_t bt_client_create(const struct bt_opts *o, const char *host, uint16_t
 gv_status_t bt_client_run(struct bt_client *cl, uint64_t size, uint64_t iters, uint64_t warmup,
                           struct bt_result *res);
 void bt_client_destroy(struct bt_client *cl);
+
+/* The rawstream baseline for one size (bench_transport_raw.c). */
+gv_status_t bt_raw_run(const struct bt_opts *o, uint64_t size, uint64_t iters, uint64_t warmup,
+                       struct bt_result *res);
+
+/* Payload buffer: len bytes (rounded up to 2 MiB when large, then backed by transparent huge
+ * pages where allowed), every byte set to fill; free with gv_free. */
+uint8_t *bt_buf_alloc(uint64_t len, int fill);
+/* Fills res from a measurement; sorts lat[0..n_lat) (usec) for the percentiles. */
+void bt_result_fill(struct bt_result *res, uint64_t size, uint64_t iters, uint64_t total_bytes,
+                    double secs, double *lat, size_t n_lat);
 
 /* Default iterations and warmup for a size. */
 uint64_t bt_auto_iters(enum bt_mode mode, uint64_t size);

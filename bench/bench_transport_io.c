@@ -125,7 +125,7 @@ static gv_status_t bt_send(struct bt_peer *p, uint32_t kind, uint64_t seq, uint6
 /* Payload buffers: 2 MiB aligned and backed by transparent huge pages where the kernel allows
  * it (as a real training job's tensor arena would be), so large messages do not pay a TLB
  * miss per 4 KiB page in the kernel's copies. Pages are touched here, before any timing. */
-static uint8_t *bt_buf_alloc(uint64_t len, int fill)
+uint8_t *bt_buf_alloc(uint64_t len, int fill)
 {
     const uint64_t huge = 2u << 20;
     uint64_t cap = len >= huge ? (len + huge - 1) / huge * huge : (len ? len : 1);
@@ -591,23 +591,30 @@ gv_status_t bt_client_run(struct bt_client *cl, uint64_t size, uint64_t iters, u
     if ((status = bt_phase(cl, iters, 1)) != GV_OK)
         return status;
     double secs = (double)(gv_now_ns() - t0) * 1e-9;
+    bt_result_fill(res, size, cl->issued,
+                   size * cl->issued * (cl->o.mode == BT_STREAM ? 1 : 2), secs, cl->lat,
+                   cl->n_lat);
+    return GV_OK;
+}
 
+void bt_result_fill(struct bt_result *res, uint64_t size, uint64_t iters, uint64_t total_bytes,
+                    double secs, double *lat, size_t n_lat)
+{
     memset(res, 0, sizeof(*res));
     res->bytes = size;
-    res->iters = cl->issued;
+    res->iters = iters;
     res->seconds = secs;
-    res->total_bytes = size * cl->issued * (cl->o.mode == BT_STREAM ? 1 : 2);
-    res->gbps = secs > 0 ? (double)res->total_bytes * 8.0 / secs / 1e9 : 0;
-    res->mrate = secs > 0 ? (double)res->iters / secs / 1e6 : 0;
-    qsort(cl->lat, cl->n_lat, sizeof(double), bt_cmp_double);
-    if (cl->n_lat > 0) {
-        res->lat_min = cl->lat[0];
-        res->lat_p50 = bt_pct(cl->lat, cl->n_lat, 50);
-        res->lat_p99 = bt_pct(cl->lat, cl->n_lat, 99);
-        res->lat_p999 = bt_pct(cl->lat, cl->n_lat, 99.9);
-        res->lat_max = cl->lat[cl->n_lat - 1];
+    res->total_bytes = total_bytes;
+    res->gbps = secs > 0 ? (double)total_bytes * 8.0 / secs / 1e9 : 0;
+    res->mrate = secs > 0 ? (double)iters / secs / 1e6 : 0;
+    qsort(lat, n_lat, sizeof(double), bt_cmp_double);
+    if (n_lat > 0) {
+        res->lat_min = lat[0];
+        res->lat_p50 = bt_pct(lat, n_lat, 50);
+        res->lat_p99 = bt_pct(lat, n_lat, 99);
+        res->lat_p999 = bt_pct(lat, n_lat, 99.9);
+        res->lat_max = lat[n_lat - 1];
     }
-    return GV_OK;
 }
 
 gv_status_t bt_client_create(const struct bt_opts *o, const char *host, uint16_t port,
@@ -677,8 +684,9 @@ void bt_client_destroy(struct bt_client *cl)
 
 uint64_t bt_auto_iters(enum bt_mode mode, uint64_t size)
 {
-    uint64_t budget = mode == BT_STREAM ? (4ull << 30) : (1ull << 30); /* bytes per size */
-    uint64_t lo = mode == BT_STREAM ? 100 : 20, hi = mode == BT_STREAM ? 200000 : 100000;
+    int stream = mode == BT_STREAM || mode == BT_RAWSTREAM;
+    uint64_t budget = stream ? (4ull << 30) : (1ull << 30); /* bytes per size */
+    uint64_t lo = stream ? 100 : 20, hi = stream ? 200000 : 100000;
     uint64_t n = budget / (size ? size : 1);
     return GV_MAX(lo, GV_MIN(hi, n));
 }

@@ -20,6 +20,11 @@ fail() { echo "bench_smoke: $*" >&2; exit 1; }
 head -n 1 "$tmp/s.csv" | grep -q '^transport,mode,conns,window' || fail "csv header"
 awk -F, 'NR > 1 && !($10 > 0 && $13 > 0 && $8 == 50) { exit 1 }' "$tmp/s.csv" || fail "stream rows: $(cat "$tmp/s.csv")"
 
+# the raw-socket baseline (loopback only)
+"$bench" transport --mode rawstream --sizes 4K,1M --iters 50 --csv > "$tmp/r.csv"
+[ "$(wc -l < "$tmp/r.csv")" -eq 3 ] || fail "rawstream csv: $(cat "$tmp/r.csv")"
+awk -F, 'NR > 1 && !($10 > 0 && $8 == 50) { exit 1 }' "$tmp/r.csv" || fail "rawstream rows"
+
 # JSON for the round-trip modes, with several connections and a window
 for m in pingpong pushpull; do
     "$bench" transport --mode $m --sizes 64,4K --iters 100 --window 4 --conns 2 --json > "$tmp/$m.json"
@@ -49,7 +54,8 @@ srv=""
 [ "$(wc -l < "$tmp/c.csv")" -eq 2 ] || fail "client csv"
 
 # usage errors exit 2
-for bad in "--window 0" "--sizes x" "--mode nope" "--bogus" "--client nohostport" "--json --csv"; do
+for bad in "--window 0" "--sizes x" "--mode nope" "--bogus" "--client nohostport" "--json --csv" \
+    "--mode rawstream --server"; do
     rc=0
     # shellcheck disable=SC2086
     "$bench" transport $bad > /dev/null 2>&1 || rc=$?
