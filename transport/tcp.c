@@ -199,8 +199,8 @@ void tcp_conn_teardown(struct tcp_conn *c, gv_status_t reason)
     epoll_ctl(tp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
-    gv_log(reason == GV_OK || reason == GV_ERR_CLOSED ? GV_LOG_DEBUG : GV_LOG_WARN,
-           "tcp: conn %llu peer %s closed: %s (sent %llu, received %llu bytes)",
+    /* debug: the cause of an error close was logged where it was detected */
+    gv_log(GV_LOG_DEBUG, "tcp: conn %llu peer %s closed: %s (sent %llu, received %llu bytes)",
            (unsigned long long)c->base.id, c->base.peer, gv_status_str(reason),
            (unsigned long long)c->base.bytes_sent, (unsigned long long)c->base.bytes_recv);
     while (c->sq_count > 0) {

@@ -40,7 +40,8 @@ restart:
     for (struct tcp_conn *c = tp->conns; c != NULL; c = c->next) {
         if (c->state != TCP_CONN_OPEN || !tcp_conn_busy(c))
             continue;
-        if (now - c->last_io_ns >= limit) {
+        /* last_io_ns may be later than now: a callback of this very call queued a send */
+        if (now > c->last_io_ns && now - c->last_io_ns >= limit) {
             gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: no progress for %d ms with %s pending",
                    (unsigned long long)c->base.id, c->base.peer, tp->base.cfg.io_timeout_ms,
                    c->sq_count > 0 ? "sends" : "a partial message");

@@ -455,7 +455,7 @@ static void run(const char *name, void (*fn)(void))
     uint64_t t0 = gv_now_ns();
     int before = gv_check_failed_;
     fn();
-    printf("%-26s %s (%.0f ms)\n", name, gv_check_failed_ == before ? "ok" : "FAILED",
+    printf("%-32s %s (%.0f ms)\n", name, gv_check_failed_ == before ? "ok" : "FAILED",
            tt_ms_since(t0));
     fflush(stdout);
 }

@@ -269,9 +269,83 @@ static void run(const char *name, void (*fn)(void))
     uint64_t t0 = gv_now_ns();
     int before = gv_check_failed_;
     fn();
-    printf("%-26s %s (%.0f ms)\n", name, gv_check_failed_ == before ? "ok" : "FAILED",
+    printf("%-32s %s (%.0f ms)\n", name, gv_check_failed_ == before ? "ok" : "FAILED",
            tt_ms_since(t0));
     fflush(stdout);
+}
+
+/* Regression: a send queued from a callback during the progress call that scans for I/O
+ * timeouts (because another conn's deadline is due) was stamped later than the scan's clock;
+ * the unsigned difference wrapped and the fresh conn was closed as timed out. */
+static uint8_t big_reply[8u << 20];
+static struct tt_msg reply_msg;
+
+static void reply_big(struct tt_side *s, struct tt_conn_rec *r, struct gv_conn *c,
+                      const struct tt_hdr *h, uint64_t payload_len)
+{
+    (void)s;
+    (void)r;
+    (void)payload_len;
+    if (h->kind == 7) /* too big for the socket buffers: stays queued */
+        GV_CHECK(tt_send(c, &reply_msg, 0, 0, big_reply, sizeof(big_reply), 1) == GV_INPROGRESS);
+}
+
+static void test_timeout_scan_spares_fresh_sends(void)
+{
+    struct tt_side s, k;
+    struct gv_tp_config cfg = base_cfg();
+    struct tt_msg m;
+    struct gv_conn *c;
+    uint8_t head[TT_HDR_LEN];
+
+    memset(&s, 0, sizeof(s));
+    memset(&k, 0, sizeof(k));
+    cfg.io_timeout_ms = 300;
+    cfg.sock_buf_bytes = 64 << 10;
+    s.rx_cap = 1000;
+    k.rx_cap = sizeof(big_reply);
+    s.hook = reply_big;
+    if (tt_side_init(&s, "tcp", &cfg, "127.0.0.1") != GV_OK ||
+        tt_side_init(&k, "tcp", &cfg, NULL) != GV_OK) {
+        GV_CHECK_MSG(0, "setup failed");
+        goto out;
+    }
+    /* conn A: a raw peer that stalls after a header: its deadline comes first */
+    int fa = raw_connect(s.port);
+    raw_head(head, 0, TT_HDR_LEN - TT_PREFIX_LEN, 1000);
+    GV_CHECK(fa >= 0 && write_all(fa, head, sizeof(head)) == 0);
+    struct tt_side *only_s[] = {&s, NULL};
+    GV_CHECK(tt_run(only_s, side_has_conn, &s, TIMEOUT_MS));
+    while (s.conns[0].c != NULL && s.conns[0].c->bytes_recv < TT_HDR_LEN)
+        gv_tp_progress(s.tp, 10);
+    uint64_t t_a = gv_now_ns();
+    /* conn B: accepted now, its request arrives later */
+    GV_CHECK_OK(gv_tp_connect(k.tp, "127.0.0.1", s.port, &c));
+    tt_track(&k, c);
+    while (s.n_conns < 2 && tt_ms_since(t_a) < 200)
+        gv_tp_progress(s.tp, 10);
+    GV_CHECK_EQ(s.n_conns, 2);
+    tt_send(c, &m, 0, 7, NULL, 0, 0);
+    while (tt_ms_since(t_a) < 400) /* past A's deadline, without progressing s */
+        usleep(10000);
+    /* one call: B's request is answered (reply queued), then A's deadline is checked */
+    gv_tp_progress(s.tp, 0);
+    GV_CHECK_EQ(s.msgs, 1);
+    GV_CHECK_EQ(s.conns[0].closes, 1);
+    GV_CHECK_STATUS(s.conns[0].reason, GV_ERR_TIMEOUT);
+    GV_CHECK_MSG(s.conns[1].closes == 0, "fresh conn closed: %s",
+                 gv_status_str(s.conns[1].reason));
+    /* and B's reply is delivered */
+    k.verify = 0;
+    k.seq_check = 0;
+    struct tt_side *both[] = {&s, &k, NULL};
+    struct want_msgs w = {&k, 1};
+    GV_CHECK(tt_run(both, have_msgs, &w, TIMEOUT_MS));
+    if (fa >= 0)
+        close(fa);
+out:
+    tt_side_cleanup(&k);
+    tt_side_cleanup(&s);
 }
 
 static void test_peer_killed_mid_message(void)
@@ -295,6 +369,7 @@ int main(void)
         {"peer_not_reading", test_peer_not_reading},
         {"silent_peer_keepalive", test_silent_peer},
         {"caps_from_the_wire", test_caps_from_the_wire},
+        {"timeout_scan_spares_fresh_sends", test_timeout_scan_spares_fresh_sends},
     };
     gv_log_set_level(GV_LOG_ERROR);
     for (size_t i = 0; i < GV_ARRAY_LEN(tests); i++)
