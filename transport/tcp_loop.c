@@ -41,6 +41,8 @@ restart:
         if (c->state != TCP_CONN_OPEN || !tcp_conn_busy(c))
             continue;
         /* last_io_ns may be later than now: a callback of this very call queued a send */
+        if (now > c->last_io_ns && now - c->last_io_ns >= limit && tcp_conn_rx_trickled(c))
+            c->last_io_ns = now; /* payload is arriving, below the low-water mark */
         if (now > c->last_io_ns && now - c->last_io_ns >= limit) {
             gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: no progress for %d ms with %s pending",
                    (unsigned long long)c->base.id, c->base.peer, tp->base.cfg.io_timeout_ms,

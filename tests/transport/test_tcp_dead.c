@@ -348,6 +348,55 @@ out:
     tt_side_cleanup(&s);
 }
 
+/* A live but slow peer is not a dead one: a 1 MiB payload trickling in at 64 KiB per 100 ms
+ * (1.6 s in all) with io_timeout_ms = 300 arrives intact, although the receiver sleeps on a
+ * low-water mark and sees no wake-up for most of it. */
+static void test_slow_peer_is_alive(void)
+{
+    enum { LEN = 1 << 20, CHUNK = 64 << 10 };
+    struct tt_side s;
+    struct gv_tp_config cfg = base_cfg();
+    struct tt_side *sides[] = {&s, NULL};
+
+    memset(&s, 0, sizeof(s));
+    cfg.io_timeout_ms = 300;
+    s.rx_cap = LEN;
+    if (tt_side_init(&s, "tcp", &cfg, "127.0.0.1") != GV_OK) {
+        GV_CHECK_MSG(0, "setup failed");
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        static uint8_t payload[LEN];
+        uint8_t head[TT_HDR_LEN];
+        tt_fill(payload, LEN, 0);
+        raw_head(head, 0, TT_HDR_LEN - TT_PREFIX_LEN, LEN);
+        int fd = raw_connect(s.port);
+        if (fd < 0 || write_all(fd, head, sizeof(head)) != 0)
+            _exit(1);
+        for (int off = 0; off < LEN; off += CHUNK) {
+            usleep(100000);
+            if (write_all(fd, payload + off, CHUNK) != 0)
+                _exit(1);
+        }
+        sleep(5); /* keep the conn open until the parent has checked */
+        _exit(0);
+    }
+    GV_CHECK(pid > 0);
+    struct want_msgs w = {&s, 1};
+    uint64_t t0 = gv_now_ns();
+    GV_CHECK(tt_run(sides, have_msgs, &w, 10000));
+    GV_CHECK_MSG(tt_ms_since(t0) > 1000, "the payload came too fast to test anything");
+    GV_CHECK_EQ(s.msgs, 1);
+    GV_CHECK_EQ(s.bad_payload, 0);
+    GV_CHECK(s.n_conns == 1 && s.conns[0].closes == 0);
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    tt_side_cleanup(&s);
+}
+
 static void test_peer_killed_mid_message(void)
 {
     test_peer_dies_mid_message(0);
@@ -370,6 +419,7 @@ int main(void)
         {"silent_peer_keepalive", test_silent_peer},
         {"caps_from_the_wire", test_caps_from_the_wire},
         {"timeout_scan_spares_fresh_sends", test_timeout_scan_spares_fresh_sends},
+        {"slow_peer_is_alive", test_slow_peer_is_alive},
     };
     gv_log_set_level(GV_LOG_ERROR);
     for (size_t i = 0; i < GV_ARRAY_LEN(tests); i++)
