@@ -376,11 +376,17 @@ static void bt_record(struct bt_client *cl, uint64_t ns)
     cl->lat[cl->n_lat++] = (double)ns * cl->lat_scale;
 }
 
-static int bt_more(struct bt_client *cl)
+/* now: a clock reading the caller already has (duration mode compares it with the end). */
+static int bt_more_at(const struct bt_client *cl, uint64_t now)
 {
     if (cl->deadline_ns != 0)
-        return gv_now_ns() < cl->deadline_ns;
+        return now < cl->deadline_ns;
     return cl->issued < cl->target;
+}
+
+static int bt_more(const struct bt_client *cl)
+{
+    return bt_more_at(cl, cl->deadline_ns != 0 ? gv_now_ns() : 0);
 }
 
 static void bt_fail(struct bt_client *cl, gv_status_t status)
@@ -392,8 +398,10 @@ static void bt_fail(struct bt_client *cl, gv_status_t status)
 /* Fills p's window of round trips (ping-pong / push-then-pull). */
 static void bt_issue(struct bt_client *cl, struct bt_peer *p)
 {
-    while (p->outstanding < cl->o.window && bt_more(cl) && cl->failed == GV_OK) {
-        uint64_t t = gv_now_ns();
+    for (;;) {
+        uint64_t t = gv_now_ns(); /* one clock read: the deadline check and the timestamp */
+        if (p->outstanding >= cl->o.window || !bt_more_at(cl, t) || cl->failed != GV_OK)
+            return;
         gv_status_t st;
         if (cl->o.mode == BT_PINGPONG) {
             st = bt_send(p, BT_PING, cl->issued, t, 0, cl->tx, cl->size, NULL);
