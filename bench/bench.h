@@ -13,5 +13,9 @@ int gv_bench_transport_main(int argc, char **argv);
 int gv_bench_compress_main(int argc, char **argv);
 int gv_bench_train_main(int argc, char **argv);
 int gv_bench_scaling_main(int argc, char **argv);
+int gv_bench_adapt_main(int argc, char **argv);
+int gv_bench_ops_main(int argc, char **argv);
+int gv_bench_nn_main(int argc, char **argv);
+int gv_bench_proto_main(int argc, char **argv);
 
 #endif

@@ -60,7 +60,8 @@ void gv_log_set_cb(gv_log_cb cb, void *arg);
 /* Short process tag printed in every default line, e.g. "server0"; copied (max 31 chars). */
 void gv_log_set_tag(const char *tag);
 void gv_log(enum gv_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void gv_vlog(enum gv_log_level level, const char *fmt, va_list ap);
+void gv_vlog(enum gv_log_level level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 #define gv_log_enabled(lvl) ((lvl) <= gv_log_get_level())
 /* Data-path tracing compiles out of release builds. */

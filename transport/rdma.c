@@ -4,6 +4,7 @@
  * completions polled and handed to rdma_proto, io timeouts and keepalive probes. Protocol
  * decisions live in rdma_proto*.c; connection set-up in rdma_cm.c; the device in rdma_dev.c. */
 #include "rdma.h"
+#include "tp_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,8 +20,6 @@
 #define RDMA_TIMER_NS (10u * 1000 * 1000) /* timeouts and keepalive are checked this often */
 #define RDMA_WAKE_MS 100                  /* a blocking progress() wakes up for them */
 #define RDMA_ACK_TIMEOUT 16               /* 4.096 us * 2^16 = 268 ms per try, 7 tries */
-
-static _Atomic uint64_t rdma_conn_ids = 1;
 
 /* wr_id: generation (32) | receive (1) | connection slot (15) | send record or slot (16). The
  * generation makes completions of a closed connection recognisable after its slot is reused. */
@@ -125,7 +124,7 @@ gv_status_t gv_rdma_conn_new(struct rdma_tp *tp, struct rdma_cm_id *id, struct r
     }
     c->tp = tp;
     c->base.tp = &tp->base;
-    c->base.id = atomic_fetch_add(&rdma_conn_ids, 1);
+    c->base.id = gv_tp_conn_id_next();
     c->id = id;
     c->idx = idx;
     c->gen = ++tp->gen ? tp->gen : ++tp->gen;
@@ -597,20 +596,21 @@ gv_status_t gv_rdma_create_on(const char *dev, const struct gv_tp_config *cfg,
                               const struct gv_tp_handler *h, void *user, struct gv_tp **tp_p,
                               char *why, size_t n)
 {
+    struct gv_tp_config defaults;
     why[0] = '\0';
-    if (h == NULL || h->parse_prefix == NULL || h->on_header == NULL || h->on_msg == NULL ||
-        h->prefix_len < 1 || h->prefix_len > 64) {
-        snprintf(why, n, "incomplete handler");
+    if (cfg == NULL) {
+        gv_tp_config_default(&defaults);
+        cfg = &defaults;
+    }
+    if (gv_tp_check_args(cfg, h) != GV_OK) { /* logged there */
+        snprintf(why, n, "invalid transport configuration or handler");
         return GV_ERR_INVAL;
     }
     struct rdma_tp *tp = gv_calloc(1, sizeof(*tp));
     if (tp == NULL)
         return GV_ERR_NOMEM;
-    tp->base.ops = &gv_rdma_ops;
-    if (cfg != NULL)
-        tp->base.cfg = *cfg;
-    else
-        gv_tp_config_default(&tp->base.cfg);
+    tp->base.ops = &gv_tp_rdma_ops;
+    tp->base.cfg = *cfg;
     tp->base.h = *h;
     tp->base.user = user;
     tp->epfd = -1;
@@ -675,7 +675,7 @@ static gv_status_t rdma_create(const struct gv_tp_config *cfg, const struct gv_t
     return status;
 }
 
-const struct gv_tp_ops gv_rdma_ops = {
+const struct gv_tp_ops gv_tp_rdma_ops = {
     .name = "rdma",
     .create = rdma_create,
     .destroy = rdma_destroy,

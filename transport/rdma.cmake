@@ -1,6 +1,6 @@
-# rdma.cmake: the RDMA backend's targets, included by transport/CMakeLists.txt (and by the
-# standalone scratch build in tests/transport/rdma/). gv_rdma_proto is the device-free protocol
-# core (always built, unit-tested everywhere); the verbs side needs libibverbs + librdmacm.
+# rdma.cmake: the RDMA backend's files, included by transport/CMakeLists.txt. gv_rdma_proto is
+# the device-free protocol core (always built, unit-tested everywhere); the verbs side needs
+# libibverbs + librdmacm and goes into gv_transport through GV_RDMA_BACKEND_SOURCES.
 set(GV_RDMA_DIR ${CMAKE_CURRENT_LIST_DIR})
 add_library(gv_rdma_proto STATIC
   ${GV_RDMA_DIR}/rdma_proto.c ${GV_RDMA_DIR}/rdma_proto_rx.c ${GV_RDMA_DIR}/rdma_proto_wire.c

@@ -17,7 +17,7 @@
 #include <rdma/rdma_cma.h>
 #include <stdatomic.h>
 
-extern const struct gv_tp_ops gv_rdma_ops;
+extern const struct gv_tp_ops gv_tp_rdma_ops;
 
 /* One registered chunk of the slot pool, carved into per-connection blocks. */
 struct rdma_chunk {

@@ -1,0 +1,644 @@
+/* topk_cpu.c: exact top-k by magnitude on the CPU (the reference the CUDA path is tested
+ * against), plus the sort-based oracle the tests use.
+ *
+ * Sampled path (k <= n/4, n >= 64Ki): keys of random cache lines give two thresholds lo < hi
+ * such that, with high probability, at least k entries have key >= lo (and not many more) and
+ * fewer than k have key >= hi. One streaming pass (SIMD compare, left-packed stores) collects
+ * the entries with key >= lo, in index order, into per-thread regions. The exact k-th key T is
+ * then found by a radix select over the few "middle" keys (lo <= key < hi) only, and a last pass
+ * over the candidates writes the output: key > T, plus the first (k - #greater) entries equal
+ * to T, which gives the lower-index tie rule and ascending indices for free.
+ * Exact path (small n, large k, or when the sample missed): a histogram of the top 11 bits of
+ * every key gives the bucket of the k-th key, then the same candidate machinery with that
+ * bucket as [lo, hi); if the bucket is too heavy for the regions, a full three-digit radix
+ * select (11, 11, 9 bits) and one write pass. Linear time throughout; no sort, no heap. */
+#include "compress_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define SAMPLE_MAX 65536u      /* sample keys; a multiple of 16 (one cache line per draw) */
+#define SAMPLE_MIN 4096u
+#define SAMPLED_MIN_N 65536u   /* below this the exact path is as fast */
+#define SAMPLED_MAX_FRAC 4u    /* the sampled path serves k <= n / 4 */
+#define PAR_MIN_N (1u << 18)   /* below this one thread beats waking the others */
+#define NB 2048u               /* buckets of the 11-bit digits; the last digit has 9 bits */
+
+/* Sample margin, in standard deviations (+ a constant for the binomial's skew at small means):
+ * P(the sample misses) is about 3e-5 per call; a miss costs one exact pass, never a wrong
+ * answer. */
+#define MARGIN_SD 4.0
+#define MARGIN_ABS 4.0
+
+struct topk_hist {
+    uint32_t h[3][NB];
+};
+
+struct topk_region {
+    size_t cnt;  /* candidates collected (cap + 1: overflow) */
+    size_t up;   /* candidates with key >= hi */
+    size_t len;  /* keys in this region's segment of ws->keys */
+    size_t gt;   /* entries with key > T */
+    size_t eq;   /* entries with key == T */
+    size_t take; /* of those, how many this region emits */
+    size_t off;  /* first output position of this region */
+};
+
+/* Candidate regions: per thread, the candidates (index, value) in index order, and the
+ * segment of "middle" keys the radix select runs over. */
+struct topk_set {
+    size_t cap;               /* candidates per thread */
+    uint32_t *ci;             /* [nthreads][cap] */
+    float *cv;                /* [nthreads][cap] */
+    uint32_t *keys;           /* [nthreads][cap] */
+    struct topk_region *reg;  /* [nthreads] */
+    struct topk_hist *hist;   /* [nthreads] */
+};
+
+struct gv_topk_ws {
+    int nthreads;
+    struct gv_scan_kernels kern;
+    struct topk_set s1;       /* candidate regions */
+    uint32_t *samp;           /* [3][SAMPLE_MAX]: the sample, and two copies to select in */
+    struct gv_topk_stats stats;
+};
+
+void gv_topk_ws_stats(const struct gv_topk_ws *ws, struct gv_topk_stats *st)
+{
+    *st = ws->stats;
+}
+
+/* Sample size: n/64 between 4Ki and 64Ki entries (and at most n/8). Selecting in the sample
+ * costs about as much per entry as a candidate does, and the expected excess of candidates
+ * falls as 1/sqrt(s), so the sample grows with n. */
+static uint32_t sample_len(uint64_t n)
+{
+    uint64_t s = GV_MIN(GV_MAX(n / 64, (uint64_t)SAMPLE_MIN), (uint64_t)SAMPLE_MAX);
+    s = GV_MIN(s, n / 8);
+    return (uint32_t)(s & ~(uint64_t)15);
+}
+
+/* Sample rank of lo: how many sample keys are >= lo. */
+static double rank_lo(double mu)
+{
+    return ceil(mu + MARGIN_SD * sqrt(mu) + MARGIN_ABS);
+}
+
+/* Expected number of candidates for (n, k): n * rank_lo / s. */
+static double cand_expect(uint64_t n, uint64_t k)
+{
+    uint32_t s = sample_len(n);
+    if (s == 0)
+        return (double)n;
+    double mu = (double)s * (double)k / (double)n;
+    return (double)n * rank_lo(mu) / s;
+}
+
+static int set_alloc(struct topk_set *set, size_t cap, int nthreads)
+{
+    size_t total = cap * (size_t)nthreads;
+    set->cap = cap;
+    set->ci = gv_aligned_alloc(64, total * sizeof(uint32_t) + 64);
+    set->cv = gv_aligned_alloc(64, total * sizeof(float) + 64);
+    set->keys = gv_aligned_alloc(64, total * sizeof(uint32_t) + 64);
+    set->hist = gv_aligned_alloc(64, (size_t)nthreads * sizeof(struct topk_hist));
+    set->reg = gv_calloc((size_t)nthreads, sizeof(struct topk_region));
+    return set->ci && set->cv && set->keys && set->hist && set->reg;
+}
+
+static void set_free(struct topk_set *set)
+{
+    gv_free(set->ci);
+    gv_free(set->cv);
+    gv_free(set->keys);
+    gv_free(set->hist);
+    gv_free(set->reg);
+}
+
+gv_status_t gv_topk_ws_create(uint64_t max_n, uint32_t max_k, int nthreads,
+                              struct gv_topk_ws **ws_p)
+{
+    struct gv_topk_ws *ws = gv_calloc(1, sizeof(*ws));
+    if (ws == NULL)
+        return GV_ERR_NOMEM;
+    ws->nthreads = nthreads;
+    gv_scan_pick(&ws->kern);
+    size_t cap = 0;
+    if (max_n >= SAMPLED_MIN_N) {
+        uint64_t k = GV_MIN((uint64_t)max_k, max_n / SAMPLED_MAX_FRAC);
+        /* three times the expected excess over k, plus slack */
+        double m = (double)k + 3.0 * (cand_expect(max_n, k) - (double)k) + 4096.0;
+        uint64_t m_cap = m > (double)max_n ? max_n : (uint64_t)m;
+        uint64_t chunk = (max_n + (uint64_t)nthreads - 1) / (uint64_t)nthreads + 32;
+        cap = (size_t)GV_MIN(m_cap, chunk);
+    }
+    int ok = set_alloc(&ws->s1, cap, nthreads);
+    ws->samp = gv_aligned_alloc(64, 3 * SAMPLE_MAX * sizeof(uint32_t));
+    if (!ok || ws->samp == NULL) {
+        gv_log(GV_LOG_ERROR, "compress: cannot allocate the top-k workspace (%zu candidates)",
+               cap * (size_t)nthreads);
+        gv_topk_ws_destroy(ws);
+        return GV_ERR_NOMEM;
+    }
+    *ws_p = ws;
+    return GV_OK;
+}
+
+void gv_topk_ws_destroy(struct gv_topk_ws *ws)
+{
+    if (ws == NULL)
+        return;
+    set_free(&ws->s1);
+    gv_free(ws->samp);
+    gv_free(ws);
+}
+
+/* ---------------------------------------------------------------- radix select machinery */
+
+static inline uint32_t digit(uint32_t key, int pass)
+{
+    return pass == 0 ? key >> 20 : pass == 1 ? (key >> 9) & 0x7FFu : key & 0x1FFu;
+}
+
+static inline uint32_t nbuckets(int pass)
+{
+    return pass == 2 ? 512u : NB;
+}
+
+/* After pass `pass` over nseg sources: the bucket holding the rank-th largest key (rank is
+ * 1-based and becomes the rank within that bucket); adds each source's count above the bucket
+ * to its gt. */
+static uint32_t sel_combine(struct topk_hist *hist, struct topk_region *reg, int nseg, int pass,
+                            size_t *rank)
+{
+    size_t cum = 0;
+    uint32_t b = nbuckets(pass);
+    while (b > 0) {
+        b--;
+        size_t c = 0;
+        for (int t = 0; t < nseg; t++)
+            c += hist[t].h[pass][b];
+        if (cum + c >= *rank)
+            break;
+        cum += c;
+    }
+    for (int t = 0; t < nseg; t++) {
+        size_t above = 0;
+        for (uint32_t j = b + 1; j < nbuckets(pass); j++)
+            above += hist[t].h[pass][j];
+        reg[t].gt += above;
+    }
+    *rank -= cum;
+    return b;
+}
+
+/* Output layout from each source's gt / eq: the first need_eq entries equal to T (in source
+ * order, i.e. index order) are taken. Returns the total emitted. */
+static size_t sel_layout(struct topk_region *reg, int nseg, size_t k)
+{
+    size_t gt = 0;
+    for (int t = 0; t < nseg; t++)
+        gt += reg[t].gt;
+    size_t need_eq = k - gt;
+    size_t off = 0, eq_before = 0;
+    for (int t = 0; t < nseg; t++) {
+        size_t left = need_eq > eq_before ? need_eq - eq_before : 0;
+        reg[t].take = GV_MIN(left, reg[t].eq);
+        reg[t].off = off;
+        off += reg[t].gt + reg[t].take;
+        eq_before += reg[t].eq;
+    }
+    return off;
+}
+
+/* Radix select in a plain key array (the sample); destroys it. rank 1-based from the top.
+ * *gt_p (if not NULL) gets how many keys are larger than the one returned. */
+static uint32_t select_array(uint32_t *keys, size_t m, size_t rank, struct topk_hist *hist,
+                             size_t *gt_p, size_t *eq_p)
+{
+    struct topk_region reg = {0};
+    uint32_t t = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        memset(hist->h[pass], 0, sizeof(hist->h[pass]));
+        size_t j = 0;
+        for (size_t i = 0; i < m; i++) {
+            uint32_t key = keys[i];
+            if (pass > 0 && digit(key, pass - 1) != digit(t, pass - 1))
+                continue;
+            keys[j++] = key;
+            hist->h[pass][digit(key, pass)]++;
+        }
+        m = j;
+        uint32_t b = sel_combine(hist, &reg, 1, pass, &rank);
+        t |= pass == 0 ? b << 20 : pass == 1 ? b << 9 : b;
+    }
+    if (gt_p != NULL)
+        *gt_p = reg.gt;
+    if (eq_p != NULL)
+        *eq_p = hist->h[2][t & 0x1FFu];
+    return t;
+}
+
+uint32_t gv_select_keys(uint32_t *keys, size_t m, size_t rank)
+{
+    struct topk_hist hist;
+    return select_array(keys, m, rank, &hist, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+struct topk_job {
+    struct gv_topk_ws *ws;
+    struct topk_set *set; /* this level's regions */
+    const float *x;
+    uint32_t n;
+    uint32_t k;
+    const uint32_t *map;
+    struct gv_sparse *out;
+    uint32_t lo, hi;      /* thresholds of the candidate scan */
+    uint32_t t;           /* the k-th key once known; during the passes, the digits so far */
+    int pass;
+};
+
+static void chunk_of(uint32_t n, int tid, int nth, size_t *b_p, size_t *e_p)
+{
+    size_t chunk = (((size_t)n + (size_t)nth - 1) / (size_t)nth + 31) & ~(size_t)31;
+    size_t b = GV_MIN((size_t)tid * chunk, (size_t)n);
+    *b_p = b;
+    *e_p = GV_MIN(b + chunk, (size_t)n);
+}
+
+static void job_scan(void *arg, int tid, int nth)
+{
+    struct topk_job *j = arg;
+    struct topk_set *set = j->set;
+    size_t b, e;
+    chunk_of(j->n, tid, nth, &b, &e);
+    size_t base = (size_t)tid * set->cap, mid = 0;
+    struct topk_region *r = &set->reg[tid];
+    r->cnt = j->ws->kern.split(j->x + b, e - b, j->lo, j->hi, (uint32_t)b, set->ci + base,
+                         set->cv + base, set->keys + base, &mid, set->cap);
+    r->len = mid;
+    r->up = r->cnt <= set->cap ? r->cnt - mid : 0;
+    memset(&set->hist[tid], 0, sizeof(set->hist[tid]));
+}
+
+/* When k or more candidates have key >= hi: the segment gets those keys instead of the
+ * middle ones (the scan wrote the middle ones). */
+static void job_split_up(void *arg, int tid, int nth)
+{
+    (void)nth;
+    struct topk_job *j = arg;
+    struct topk_set *set = j->set;
+    struct topk_region *r = &set->reg[tid];
+    const float *v = set->cv + (size_t)tid * set->cap;
+    uint32_t *seg = set->keys + (size_t)tid * set->cap;
+    const uint32_t hi = j->hi;
+    size_t m = 0;
+    for (size_t i = 0; i < r->cnt; i++) {
+        uint32_t key = gv_key(v[i]);
+        seg[m] = key;
+        m += key >= hi;
+    }
+    r->len = m;
+    memset(&set->hist[tid], 0, sizeof(set->hist[tid]));
+}
+
+/* One radix pass over a region's key segment: filter by the previous digit, histogram. */
+static void job_seg_pass(void *arg, int tid, int nth)
+{
+    (void)nth;
+    struct topk_job *j = arg;
+    struct topk_set *set = j->set;
+    struct topk_region *r = &set->reg[tid];
+    uint32_t *seg = set->keys + (size_t)tid * set->cap;
+    uint32_t *h = set->hist[tid].h[j->pass];
+    const int pass = j->pass;
+    size_t m = 0;
+    if (pass == 0) {
+        for (size_t i = 0; i < r->len; i++)
+            h[digit(seg[i], 0)]++;
+        return;
+    }
+    const uint32_t want = digit(j->t, pass - 1);
+    for (size_t i = 0; i < r->len; i++) {
+        uint32_t key = seg[i];
+        if (digit(key, pass - 1) != want)
+            continue;
+        seg[m++] = key;
+        h[digit(key, pass)]++;
+    }
+    r->len = m;
+}
+
+static void job_region_write(void *arg, int tid, int nth)
+{
+    (void)nth;
+    struct topk_job *j = arg;
+    struct topk_set *set = j->set;
+    struct topk_region *r = &set->reg[tid];
+    const uint32_t *ci = set->ci + (size_t)tid * set->cap;
+    const float *cv = set->cv + (size_t)tid * set->cap;
+    uint32_t *oi = j->out->idx + r->off;
+    float *ov = j->out->val + r->off;
+    const uint32_t t = j->t;
+    const size_t want = r->gt + r->take, take = r->take;
+    size_t o = 0, taken = 0;
+    /* branch-free: every candidate is written at o (< want, so inside this region's part of
+     * the output) and o advances only for the selected ones */
+    if (take == r->eq) { /* no tie to split here: a plain threshold (SIMD packing) */
+        o = j->ws->kern.compact(ci, cv, r->cnt, t, oi, ov, want);
+    } else {
+        for (size_t i = 0; i < r->cnt && o < want; i++) {
+            uint32_t key = gv_key(cv[i]);
+            size_t eq = key == t, sel = (key > t) | (eq & (taken < take));
+            taken += eq & sel;
+            oi[o] = ci[i];
+            ov[o] = cv[i];
+            o += sel;
+        }
+    }
+    /* map in a loop of its own: independent loads overlap, where inside the loop above each
+     * miss would wait behind the selection logic */
+    if (j->map != NULL)
+        for (size_t i = 0; i < o; i++)
+            oi[i] = j->map[oi[i]];
+}
+
+/* Exact path: histogram of digit `pass` over the entries whose higher digits match. Four
+ * interleaved sub-histograms break the store-to-load chains of runs of equal digits; in the
+ * later passes non-matching entries go to four spare bins instead of a mispredicted branch. */
+static void job_x_pass(void *arg, int tid, int nth)
+{
+    struct topk_job *j = arg;
+    size_t b, e;
+    chunk_of(j->n, tid, nth, &b, &e);
+    struct topk_hist *hist = &j->set->hist[tid];
+    const float *x = j->x;
+    const int pass = j->pass;
+    uint32_t h[4][NB + 4];
+    memset(h, 0, sizeof(h));
+    if (pass == 0) {
+        size_t i = b;
+        for (; i + 4 <= e; i += 4)
+            for (int q = 0; q < 4; q++)
+                h[q][gv_key(x[i + (size_t)q]) >> 20]++;
+        for (; i < e; i++)
+            h[0][gv_key(x[i]) >> 20]++;
+    } else {
+        /* the digits found so far form the high bits of t; match them all */
+        const uint32_t shift = pass == 1 ? 20 : 9;
+        const uint32_t want = j->t >> shift;
+        size_t i = b;
+        for (; i + 4 <= e; i += 4) {
+            for (int q = 0; q < 4; q++) {
+                uint32_t key = gv_key(x[i + (size_t)q]);
+                uint32_t bin = (key >> shift) == want ? digit(key, pass) : NB + (uint32_t)q;
+                h[q][bin]++;
+            }
+        }
+        for (; i < e; i++) {
+            uint32_t key = gv_key(x[i]);
+            h[0][(key >> shift) == want ? digit(key, pass) : NB]++;
+        }
+    }
+    for (uint32_t q = 0; q < NB; q++)
+        hist->h[pass][q] = h[0][q] + h[1][q] + h[2][q] + h[3][q];
+}
+
+static void job_x_write(void *arg, int tid, int nth)
+{
+    struct topk_job *j = arg;
+    size_t b, e;
+    chunk_of(j->n, tid, nth, &b, &e);
+    struct topk_region *r = &j->set->reg[tid];
+    uint32_t *oi = j->out->idx + r->off;
+    float *ov = j->out->val + r->off;
+    const uint32_t t = j->t, *map = j->map;
+    const size_t want = r->gt + r->take, take = r->take;
+    const float *x = j->x;
+    size_t o = 0, taken = 0;
+    for (size_t i = b; i < e && o < want; i++) { /* branch-free as in job_region_write */
+        uint32_t key = gv_key(x[i]);
+        size_t eq = key == t, sel = (key > t) | (eq & (taken < take));
+        taken += eq & sel;
+        oi[o] = map != NULL ? map[i] : (uint32_t)i;
+        ov[o] = x[i];
+        o += sel;
+    }
+}
+
+/* ---------------------------------------------------------------- the paths */
+
+/* Selection and write once a level's regions hold its candidates (cnt, len, up): the k-th
+ * key among the middle keys (or among the keys >= hi when k or more are there), the layout,
+ * the write. Returns 0, having written nothing, when a region overflowed or fewer than k
+ * entries passed lo. */
+static int topk_finish_regions(struct topk_job *j, struct gv_pool *pool, int nth)
+{
+    struct topk_set *set = j->set;
+    const uint32_t k = j->k;
+    size_t total = 0, up = 0;
+    for (int t = 0; t < nth; t++) {
+        if (set->reg[t].cnt > set->cap)
+            return 0;
+        total += set->reg[t].cnt;
+        up += set->reg[t].up;
+    }
+    if (total < k)
+        return 0;
+    size_t rank = k - up;
+    int in_up = up >= k;
+    if (in_up) { /* T is among the keys >= hi (rare: the sample's upper bound was low) */
+        gv_pool_run(pool, nth, job_split_up, j);
+        rank = k;
+    }
+    for (int t = 0; t < nth; t++)
+        set->reg[t].gt = in_up ? 0 : set->reg[t].up;
+    j->t = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        j->pass = pass;
+        gv_pool_run(pool, nth, job_seg_pass, j);
+        uint32_t b = sel_combine(set->hist, set->reg, nth, pass, &rank);
+        j->t |= pass == 0 ? b << 20 : pass == 1 ? b << 9 : b;
+    }
+    for (int t = 0; t < nth; t++)
+        set->reg[t].eq = set->hist[t].h[2][j->t & 0x1FFu];
+    size_t emitted = sel_layout(set->reg, nth, k);
+    GV_ASSERT(emitted == k);
+    gv_pool_run(pool, nth, job_region_write, j);
+    return 1;
+}
+
+static int topk_regions(struct topk_job *j, struct gv_pool *pool, int nth)
+{
+    gv_pool_run(pool, nth, job_scan, j);
+    return topk_finish_regions(j, pool, nth);
+}
+
+/* Draws the sample of random cache lines (s keys into ws->samp). */
+static uint32_t draw_sample(struct topk_job *j, uint64_t seed)
+{
+    const uint32_t n = j->n;
+    uint32_t s = sample_len(n), *smp = j->ws->samp;
+    struct gv_rng rng;
+    gv_rng_seed(&rng, gv_seed_mix(seed, n, j->k, 0, GV_SEED_TOPK));
+    for (uint32_t l = 0; l < s / 16; l++) {
+        size_t start = (size_t)gv_rng_below(&rng, n / 16) * 16;
+        for (int q = 0; q < 16; q++)
+            smp[l * 16 + (uint32_t)q] = gv_key(j->x[start + (size_t)q]);
+    }
+    return s;
+}
+
+/* Thresholds lo < hi for k of n from the sample (which it leaves intact, so that other ranks
+ * can be read from it); returns the expected number of candidates. */
+static double thresholds(struct gv_topk_ws *ws, uint32_t s, uint32_t n, uint32_t k,
+                         uint32_t *lo_p, uint32_t *hi_p)
+{
+    uint32_t *w1 = ws->samp + SAMPLE_MAX, *w2 = ws->samp + 2 * SAMPLE_MAX;
+    double mu = (double)s * k / n;
+    double rlo = GV_MIN(rank_lo(mu), (double)s);
+    double rhi = floor(mu - MARGIN_SD * sqrt(mu) - MARGIN_ABS);
+    memcpy(w1, ws->samp, (size_t)s * sizeof(uint32_t));
+    memcpy(w2, ws->samp, (size_t)s * sizeof(uint32_t));
+    *lo_p = select_array(w1, s, (size_t)rlo, &ws->s1.hist[0], NULL, NULL);
+    *hi_p = rhi >= 1 ? select_array(w2, s, (size_t)rhi, &ws->s1.hist[0], NULL, NULL) : UINT32_MAX;
+    if (*hi_p <= *lo_p)
+        *hi_p = UINT32_MAX; /* heavy ties at the sample quantile: everything is "middle" */
+    return (double)n * rlo / s;
+}
+
+/* Small tensors (n <= 2 * SAMPLE_MAX): the keys fit the sample buffers, so the radix select
+ * runs on a copy that shrinks pass by pass, then one write pass; one thread. */
+static void topk_small(struct topk_job *j)
+{
+    struct gv_topk_ws *ws = j->ws;
+    uint32_t *keys = ws->samp;
+    const float *x = j->x;
+    for (uint32_t i = 0; i < j->n; i++)
+        keys[i] = gv_key(x[i]);
+    size_t gt, eq_all;
+    const uint32_t t = select_array(keys, j->n, j->k, &ws->s1.hist[0], &gt, &eq_all);
+    const size_t take = j->k - gt, k = j->k;
+    const uint32_t n = j->n, *map = j->map;
+    uint32_t *oi = j->out->idx;
+    float *ov = j->out->val;
+    size_t o = 0, taken = 0;
+    if (take == eq_all) { /* no tie to split: a plain threshold, no carried count */
+        for (uint32_t i = 0; i < n && o < k; i++) {
+            oi[o] = map != NULL ? map[i] : i;
+            ov[o] = x[i];
+            o += gv_key(x[i]) >= t;
+        }
+    } else {
+        for (uint32_t i = 0; i < n && o < k; i++) { /* branch-free as in job_region_write */
+            uint32_t key = gv_key(x[i]);
+            size_t eq = key == t, sel = (key > t) | (eq & (taken < take));
+            taken += eq & sel;
+            oi[o] = map != NULL ? map[i] : i;
+            ov[o] = x[i];
+            o += sel;
+        }
+    }
+    GV_ASSERT(o == k);
+}
+
+/* Exact path. The first digit's histogram gives the bucket b0 of the k-th key exactly; when
+ * the entries of digit >= b0 fit the regions, the region machinery finishes with lo = b0 and
+ * hi = b0 + 1 (two passes over x in all). Otherwise two more digit passes and a write pass. */
+static void topk_exact(struct topk_job *j, struct gv_pool *pool, int nth)
+{
+    struct topk_set *set = j->set;
+    size_t rank = j->k;
+    for (int t = 0; t < nth; t++)
+        memset(&set->reg[t], 0, sizeof(set->reg[t]));
+    j->t = 0;
+    j->pass = 0;
+    gv_pool_run(pool, nth, job_x_pass, j);
+    uint32_t b0 = sel_combine(set->hist, set->reg, nth, 0, &rank);
+    int fits = set->cap > 0;
+    for (int t = 0; t < nth && fits; t++) {
+        size_t c = 0;
+        for (uint32_t b = b0; b < NB; b++)
+            c += set->hist[t].h[0][b];
+        fits = c <= set->cap;
+    }
+    if (fits) {
+        j->lo = b0 << 20;
+        j->hi = (b0 + 1) << 20;
+        if (topk_regions(j, pool, nth))
+            return;
+        GV_ASSERT(0); /* the counts said it fits */
+    }
+    j->t = b0 << 20;
+    for (int pass = 1; pass < 3; pass++) {
+        j->pass = pass;
+        for (int t = 0; t < nth; t++)
+            memset(set->hist[t].h[pass], 0, sizeof(set->hist[t].h[pass]));
+        gv_pool_run(pool, nth, job_x_pass, j);
+        uint32_t b = sel_combine(set->hist, set->reg, nth, pass, &rank);
+        j->t |= pass == 1 ? b << 9 : b;
+    }
+    for (int t = 0; t < nth; t++)
+        set->reg[t].eq = set->hist[t].h[2][j->t & 0x1FFu];
+    size_t total = sel_layout(set->reg, nth, j->k);
+    GV_ASSERT(total == j->k);
+    gv_pool_run(pool, nth, job_x_write, j);
+}
+
+static int sampled_ok(const struct gv_topk_ws *ws, uint32_t n, uint32_t k)
+{
+    return n >= SAMPLED_MIN_N && (uint64_t)k * SAMPLED_MAX_FRAC <= n && ws->s1.cap > 0;
+}
+
+/* Selection of one level after the trivial cases. */
+static void topk_level(struct topk_job *j, struct gv_pool *pool, int nth, uint64_t seed)
+{
+    struct gv_topk_ws *ws = j->ws;
+    if (sampled_ok(ws, j->n, j->k)) {
+        uint32_t s = draw_sample(j, seed);
+        if (thresholds(ws, s, j->n, j->k, &j->lo, &j->hi) <= (double)ws->s1.cap * nth &&
+            topk_regions(j, pool, nth)) {
+            ws->stats.sampled++;
+            return;
+        }
+        ws->stats.missed++;
+        GV_TRACE("topk: sampled thresholds missed (n %u, k %u); exact radix pass", j->n, j->k);
+    } else {
+        ws->stats.exact++;
+    }
+    if (j->n <= 2 * SAMPLE_MAX)
+        topk_small(j);
+    else
+        topk_exact(j, pool, nth);
+}
+
+/* k == 0 and k == n need no selection. Returns 1 when handled. */
+static int topk_trivial(uint32_t n, uint32_t k, const float *x, const uint32_t *map,
+                        struct gv_sparse *out)
+{
+    out->count = k;
+    if (k == n) {
+        for (uint32_t i = 0; i < n; i++) {
+            out->idx[i] = map != NULL ? map[i] : i;
+            out->val[i] = x[i];
+        }
+    }
+    return k == 0 || k == n;
+}
+
+gv_status_t gv_topk_cpu(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads,
+                        uint64_t seed, const float *x, uint32_t n, uint32_t k,
+                        const uint32_t *map, struct gv_sparse *out)
+{
+    if (k > n || k > out->cap || (k > 0 && (out->idx == NULL || out->val == NULL)))
+        return GV_ERR_INVAL;
+    if (topk_trivial(n, k, x, map, out))
+        return GV_OK;
+    int nth = n >= PAR_MIN_N ? GV_MIN(nthreads, ws->nthreads) : 1;
+    struct topk_job j = {.ws = ws, .set = &ws->s1, .x = x, .n = n, .k = k, .map = map,
+                         .out = out};
+    topk_level(&j, pool, nth, seed);
+    return GV_OK;
+}

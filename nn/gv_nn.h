@@ -1,0 +1,318 @@
+/* gv_nn.h: training workloads for gravac workers: compute backends (CPU on OpenBLAS, GPU on
+ * CUDA + cuBLAS) behind one ops table, four models (softmax regression, MLP, CNN, LSTM language
+ * model) whose parameters, gradients and momentum live in one arena, the SGD optimizer with
+ * learning-rate schedules, datasets (IDX, CIFAR-10 binary, text, synthetic) with per-rank
+ * shards, and the training-loop pieces (evaluation, metrics file, progress lines).
+ * Holds no networking: the distributed runtime in worker/ moves the flat vectors defined here. */
+#ifndef GV_NN_H
+#define GV_NN_H
+
+#include "gv_common.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ================================================================ backends */
+
+enum gv_nn_device {
+    GV_NN_CPU = 0,  /* OpenBLAS + C loops; the oracle in tests */
+    GV_NN_CUDA = 1, /* cuBLAS + CUDA kernels, when built with the toolkit */
+};
+
+struct gv_nn_backend; /* opaque; see nn_internal.h for the ops table */
+
+/* Parses "cpu" or "cuda"; GV_ERR_INVAL otherwise. */
+gv_status_t gv_nn_device_parse(const char *s, enum gv_nn_device *dev_p);
+
+/* Creates a backend. threads: OpenBLAS threads for the CPU backend (0 = 1, since several worker
+ * processes usually share a machine); ignored by CUDA. Errors: GV_ERR_UNSUPPORTED (CUDA not built
+ * in), GV_ERR_NODEV (built, but no GPU), GV_ERR_CUDA, GV_ERR_NOMEM. */
+gv_status_t gv_nn_backend_create(enum gv_nn_device dev, int threads, struct gv_nn_backend **be_p);
+void gv_nn_backend_destroy(struct gv_nn_backend *be);
+const char *gv_nn_backend_name(const struct gv_nn_backend *be);
+/* Where this backend's tensors live: GV_MEM_HOST (cpu) or GV_MEM_DEVICE (cuda). */
+enum gv_mem gv_nn_backend_mem(const struct gv_nn_backend *be);
+
+/* ================================================================ optimizer */
+
+enum gv_lr_kind {
+    GV_LR_CONSTANT = 0,
+    GV_LR_STEP = 1,   /* lr * gamma^(number of milestones <= t) */
+    GV_LR_COSINE = 2, /* from lr down to min_lr over [warmup, total) */
+};
+
+#define GV_LR_MAX_MILESTONES 8
+
+/* SGD with momentum (PyTorch semantics, no dampening), for every element i:
+ *   g = grad[i] + weight_decay * p[i]
+ *   v[i] = momentum * v[i] + g
+ *   d = nesterov ? g + momentum * v[i] : v[i]
+ *   p[i] = p[i] - lr_t * d
+ * in float, in this order, no fused multiply-add; so applying it to any index range gives
+ * bit-identical results to applying it to the whole vector, on every host. */
+struct gv_optim_cfg {
+    float lr;           /* base learning rate */
+    float momentum;     /* 0 = plain SGD */
+    float weight_decay; /* L2, applied to every element (biases included) */
+    int nesterov;
+    enum gv_lr_kind sched;
+    int64_t warmup;                            /* linear warm-up iterations (0 = none) */
+    int64_t milestones[GV_LR_MAX_MILESTONES];  /* GV_LR_STEP: ascending iterations */
+    int n_milestones;
+    float gamma;                               /* GV_LR_STEP factor */
+    int64_t total;                             /* GV_LR_COSINE: last iteration (> warmup) */
+    float min_lr;                              /* GV_LR_COSINE floor */
+};
+
+/* lr 0.05, momentum 0.9, no decay, constant schedule, gamma 0.1. */
+void gv_optim_cfg_default(struct gv_optim_cfg *cfg);
+/* Parses "constant" | "step:IT[,IT...][@GAMMA]" | "cosine[:TOTAL[:MIN_LR]]" into cfg (other
+ * fields untouched). GV_ERR_INVAL with a logged reason on anything else. */
+gv_status_t gv_optim_schedule_parse(const char *s, struct gv_optim_cfg *cfg);
+/* GV_ERR_INVAL (logged) when cfg is inconsistent (negative lr, unsorted milestones, ...). */
+gv_status_t gv_optim_cfg_check(const struct gv_optim_cfg *cfg);
+/* Learning rate at iteration t (0-based): a pure function of (cfg, t). */
+float gv_optim_lr(const struct gv_optim_cfg *cfg, int64_t t);
+/* One step on host arrays p, v, g (float[n], host), any sub-range of a flat vector. */
+void gv_optim_apply_host(const struct gv_optim_cfg *cfg, float lr, float *p, float *v,
+                         const float *g, size_t n);
+/* Same step on [a, b) of host vectors (p, v, g point at element 0). */
+void gv_optim_step_range_host(const struct gv_optim_cfg *cfg, int64_t t, float *p, float *v,
+                              const float *g, size_t a, size_t b);
+/* Same step on backend memory (device memory for cuda: a kernel with the same semantics). */
+gv_status_t gv_optim_step(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg, int64_t t,
+                          float *p, float *v, const float *g, size_t n);
+
+/* ================================================================ models */
+
+enum gv_nn_model_kind {
+    GV_NN_SOFTMAX = 0, /* dense(in -> classes) */
+    GV_NN_MLP = 1,     /* dense+relu per width, dense(-> classes) */
+    GV_NN_CNN = 2,     /* [conv3x3+relu+maxpool2] x 2, dense+relu, dense */
+    GV_NN_LSTM = 3,    /* embedding, LSTM layers, dense(-> vocab), per-step softmax */
+};
+
+#define GV_NN_MAX_WIDTHS 8
+#define GV_NN_MAX_LSTM_LAYERS 4
+
+struct gv_nn_model_cfg {
+    enum gv_nn_model_kind kind;
+    int in_h, in_w, in_c;              /* image input shape (NHWC); CNN needs h, w % 4 == 0 */
+    int n_classes;                     /* classes, or vocabulary size for the LSTM */
+    int widths[GV_NN_MAX_WIDTHS];      /* MLP hidden widths */
+    int n_widths;
+    int conv1, conv2, cnn_dense;       /* CNN channels and dense width */
+    int embed, hidden, layers, seq_len; /* LSTM */
+    int max_batch;                     /* largest batch forward/backward will see */
+};
+
+/* Fills the documented defaults for kind (28x28x1 input, 10 classes, MLP 256,128, CNN 16/32/128,
+ * LSTM embed 32, hidden 128, 1 layer, seq_len 64, max_batch 256). */
+void gv_nn_model_cfg_default(enum gv_nn_model_kind kind, struct gv_nn_model_cfg *cfg);
+gv_status_t gv_nn_model_kind_parse(const char *s, enum gv_nn_model_kind *kind_p);
+const char *gv_nn_model_kind_str(enum gv_nn_model_kind kind);
+
+/* One parameter tensor: a view into the flat vectors (same offset in params, grads, momentum). */
+struct gv_nn_tensor {
+    char name[24];  /* "fc1.w", "conv2.b", "lstm0.wh", ... */
+    int ndim;
+    int shape[4];   /* row-major; weights are [out, in] */
+    size_t offset;  /* in floats from the start of the flat vector */
+    size_t numel;
+};
+
+struct gv_nn_model;
+
+/* Per-batch results: sums, so callers can aggregate across batches and workers.
+ * count is the number of predictions (samples, or samples * seq_len for the LSTM). */
+struct gv_nn_stats {
+    double loss_sum;
+    int64_t correct;
+    int64_t count;
+};
+
+/* A batch in host memory; borrowed for the duration of the call. */
+struct gv_nn_batch {
+    int n;                 /* samples, 1..max_batch */
+    const float *x;        /* image models: float[n][in_h][in_w][in_c], host */
+    const int32_t *tokens; /* LSTM: int32[n][seq_len] input token ids, host */
+    const int32_t *labels; /* int32[n] classes, or int32[n][seq_len] next tokens, host */
+};
+
+/* Builds the model on be (borrowed; must outlive the model): one arena holding params, grads
+ * and momentum (3 x numel floats in backend memory) plus a workspace for max_batch. Parameters
+ * are zero until gv_nn_model_init. GV_ERR_INVAL on a bad cfg (logged), GV_ERR_NOMEM. */
+gv_status_t gv_nn_model_create(struct gv_nn_backend *be, const struct gv_nn_model_cfg *cfg,
+                               struct gv_nn_model **model_p);
+void gv_nn_model_destroy(struct gv_nn_model *m);
+const struct gv_nn_model_cfg *gv_nn_model_cfg(const struct gv_nn_model *m);
+struct gv_nn_backend *gv_nn_model_backend(const struct gv_nn_model *m);
+
+/* Deterministic initialisation from seed (He-uniform weights, zero biases, LSTM forget-gate bias
+ * 1, zero momentum): identical bits for the same (cfg, seed) on every backend and host. */
+gv_status_t gv_nn_model_init(struct gv_nn_model *m, uint64_t seed);
+
+size_t gv_nn_model_numel(const struct gv_nn_model *m);
+int gv_nn_model_tensor_count(const struct gv_nn_model *m);
+const struct gv_nn_tensor *gv_nn_model_tensor(const struct gv_nn_model *m, int i);
+/* The flat vectors: float[numel] each, in backend memory (device memory for cuda), valid for
+ * the model's lifetime. Tensor i is [offset, offset + numel) of each. */
+float *gv_nn_model_params(struct gv_nn_model *m);
+float *gv_nn_model_grads(struct gv_nn_model *m);
+float *gv_nn_model_momentum(struct gv_nn_model *m);
+
+/* Copies between the flat vectors and host buffers (float[numel], host). */
+gv_status_t gv_nn_model_get_params(struct gv_nn_model *m, float *host);
+gv_status_t gv_nn_model_set_params(struct gv_nn_model *m, const float *host);
+gv_status_t gv_nn_model_get_grads(struct gv_nn_model *m, float *host);
+gv_status_t gv_nn_model_set_grads(struct gv_nn_model *m, const float *host);
+
+/* Forward and backward on one batch: grads are overwritten with d(mean loss)/d(params).
+ * stats_p (may be NULL) receives the batch's loss sum, correct predictions and count.
+ * GV_ERR_INVAL (logged) when the batch is malformed (n out of range, label out of range). */
+gv_status_t gv_nn_model_train_step(struct gv_nn_model *m, const struct gv_nn_batch *b,
+                                   struct gv_nn_stats *stats_p);
+/* Forward only; grads untouched. */
+gv_status_t gv_nn_model_eval_batch(struct gv_nn_model *m, const struct gv_nn_batch *b,
+                                   struct gv_nn_stats *stats_p);
+/* SGD step on the whole replica with the model's own momentum buffer. */
+gv_status_t gv_nn_model_optim_step(struct gv_nn_model *m, const struct gv_optim_cfg *cfg,
+                                   int64_t t);
+
+/* ================================================================ datasets */
+
+enum gv_nn_data_kind {
+    GV_NN_DATA_IMAGES = 0, /* x float[n][h][w][c], y int32[n] */
+    GV_NN_DATA_TEXT = 1,   /* tokens uint8[len]; sample i = window [i*seq_len, (i+1)*seq_len] */
+};
+
+struct gv_nn_dataset {
+    char name[64];
+    enum gv_nn_data_kind kind;
+    size_t n;        /* samples */
+    int h, w, c;     /* image shape */
+    int n_classes;   /* classes, or vocabulary size */
+    float *x;        /* images, scaled to [-1, 1], host */
+    int32_t *y;      /* labels, host */
+    uint8_t *tokens; /* text: token ids < n_classes, host */
+    size_t n_tokens;
+    int seq_len;
+    char vocab[256]; /* text: token id -> byte */
+};
+
+/* Every loader logs one error naming the file and what is wrong, returns GV_ERR_IO (missing or
+ * unreadable file) or GV_ERR_PROTO (wrong magic, truncated, label out of range, counts that
+ * do not match, trailing bytes), and never crashes. *ds_p is written only on success. */
+
+/* IDX image and label files, gzipped or raw (0x00000803 images [n][rows][cols] ubyte,
+ * 0x00000801 labels [n] ubyte, each label < n_classes). */
+gv_status_t gv_nn_dataset_load_idx(const char *images_path, const char *labels_path,
+                                   int n_classes, struct gv_nn_dataset **ds_p);
+/* CIFAR-10 binary files (gzipped or raw): records of 1 label byte + 3072 pixel bytes. */
+gv_status_t gv_nn_dataset_load_cifar10(const char *const *paths, int n_paths,
+                                       struct gv_nn_dataset **ds_p);
+/* Plain-text corpus (the files concatenated): byte-level vocabulary of the bytes that occur
+ * (at most 256, sorted), shared by both splits; the last test_frac of each file goes to test. */
+gv_status_t gv_nn_dataset_load_text(const char *const *paths, int n_paths, int seq_len,
+                                    double test_frac, struct gv_nn_dataset **train_p,
+                                    struct gv_nn_dataset **test_p);
+/* Gaussian mixture: n_classes centres drawn from seed (constant over 2x2 pixel cells), samples
+ * centre + noise * N(0, 1).
+ * train and test share the centres and differ in samples. */
+gv_status_t gv_nn_dataset_synthetic(int h, int w, int c, int n_classes, size_t n_train,
+                                    size_t n_test, float noise, uint64_t seed,
+                                    struct gv_nn_dataset **train_p,
+                                    struct gv_nn_dataset **test_p);
+void gv_nn_dataset_destroy(struct gv_nn_dataset *ds);
+
+/* Default file locations (Debian packages dataset-fashion-mnist and fortunes). */
+#define GV_NN_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+#define GV_NN_TEXT_DEFAULT                                                                         \
+    "/usr/share/games/fortunes/cookie,/usr/share/games/fortunes/computers,"                        \
+    "/usr/share/games/fortunes/songs-poems,/usr/share/games/fortunes/definitions,"                 \
+    "/usr/share/games/fortunes/people,/usr/share/games/fortunes/science"
+
+/* Seeded shard sampler: every epoch e, a permutation of [0, n) drawn from (seed, e) is cut into
+ * world equal contiguous slices and rank takes its own, so ranks are disjoint within an epoch.
+ * Batches are taken in order; an incomplete tail batch is dropped and the next epoch starts. */
+struct gv_nn_sampler {
+    size_t n;
+    int rank, world;
+    uint64_t seed;
+    int64_t epoch;  /* epoch of the last batch returned */
+    size_t lo, hi;  /* this rank's slice of perm */
+    size_t pos;
+    uint32_t *perm; /* uint32[n], host */
+};
+
+gv_status_t gv_nn_sampler_init(struct gv_nn_sampler *s, size_t n, int rank, int world,
+                               uint64_t seed);
+void gv_nn_sampler_cleanup(struct gv_nn_sampler *s);
+/* Samples per epoch for this rank. */
+size_t gv_nn_sampler_shard_size(const struct gv_nn_sampler *s);
+/* Writes batch indices into idx (size_t[batch]); GV_ERR_INVAL if the shard is smaller than one
+ * batch. *epoch_p (may be NULL) receives the epoch the batch belongs to (0-based). */
+gv_status_t gv_nn_sampler_next(struct gv_nn_sampler *s, int batch, size_t *idx,
+                               int64_t *epoch_p);
+
+/* Host staging for one batch of up to cap samples of ds. */
+struct gv_nn_batch_buf {
+    int cap;
+    float *x;
+    int32_t *tokens;
+    int32_t *labels;
+};
+gv_status_t gv_nn_batch_buf_init(struct gv_nn_batch_buf *buf, const struct gv_nn_dataset *ds,
+                                 int cap);
+void gv_nn_batch_buf_cleanup(struct gv_nn_batch_buf *buf);
+/* Copies samples idx[0..n) of ds into buf and points *b at them (n <= cap). */
+gv_status_t gv_nn_batch_gather(const struct gv_nn_dataset *ds, const size_t *idx, int n,
+                               struct gv_nn_batch_buf *buf, struct gv_nn_batch *b);
+
+/* ================================================================ training-loop pieces */
+
+struct gv_nn_eval {
+    double loss;       /* mean per prediction */
+    double accuracy;   /* correct / count */
+    double perplexity; /* exp(loss); meaningful for the LSTM */
+    int64_t count;
+};
+
+/* Evaluates m on the first limit samples of ds (0 = all) in batches of up to batch (clamped to
+ * the model's max_batch); uses buf as staging (initialised for ds with cap >= batch). */
+gv_status_t gv_nn_evaluate(struct gv_nn_model *m, const struct gv_nn_dataset *ds, int batch,
+                           size_t limit, struct gv_nn_batch_buf *buf, struct gv_nn_eval *ev);
+
+/* One logged point: a training step ("step") or an evaluation ("eval"). */
+struct gv_nn_record {
+    const char *type;   /* "step" | "eval" */
+    int64_t step;       /* iterations done */
+    int64_t epoch;
+    double time_s;      /* since training started */
+    double loss;
+    double accuracy;    /* [0, 1] */
+    double perplexity;  /* < 0: not reported */
+    double samples_per_s;
+    float lr;
+    double cf;          /* compression factor (1.0 when uncompressed) */
+    uint64_t bytes_sent;
+    int standalone;     /* cf and bytes_sent are placeholders */
+};
+
+struct gv_nn_metrics;
+/* Opens path for writing JSON lines (truncates). GV_ERR_IO (logged) on failure. */
+gv_status_t gv_nn_metrics_open(const char *path, struct gv_nn_metrics **mf_p);
+/* Writes one JSON object per line and flushes; GV_ERR_IO on a write error. */
+gv_status_t gv_nn_metrics_write(struct gv_nn_metrics *mf, const struct gv_nn_record *r);
+void gv_nn_metrics_close(struct gv_nn_metrics *mf);
+/* Formats r as one progress line (no newline) into out[len]. */
+void gv_nn_progress_format(const struct gv_nn_record *r, char *out, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GV_NN_H */
