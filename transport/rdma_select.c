@@ -300,3 +300,47 @@ gv_status_t gv_rdma_gpu_choose(const struct gv_rdma_gpu_facts *f, const char *fo
     snprintf(why, n, "GV_RDMA_GPU=%s: expected auto, dmabuf, peermem, staged or off", force);
     return GV_ERR_INVAL;
 }
+
+/* ---------------------------------------------------------------- creation by name */
+
+static const char *sel_getenv(const char *name)
+{
+    return getenv(name);
+}
+
+gv_status_t gv_tp_create_auto(const char *want, const char *host, const struct gv_tp_config *cfg,
+                              const struct gv_tp_handler *h, void *user, struct gv_tp **tp_p)
+{
+    int is_auto = want == NULL || strcmp(want, "auto") == 0;
+    if (!is_auto && strcmp(want, "rdma") != 0 && strcmp(want, "tcp") != 0) {
+        gv_log(GV_LOG_ERROR, "transport: unknown transport '%s' (auto, rdma or tcp)", want);
+        return GV_ERR_INVAL;
+    }
+    char dev[64] = "", why[512] = "";
+    gv_status_t probe = GV_ERR_UNSUPPORTED;
+    if (strcmp(want ? want : "auto", "tcp") != 0) {
+        struct gv_rdma_cfg rc;
+        probe = gv_rdma_cfg_load(&rc, sel_getenv, why, sizeof(why));
+        if (probe == GV_OK)
+            probe = gv_rdma_probe(&gv_rdma_probe_sys, NULL, host, gv_rdma_pool_need(&rc), dev,
+                                  sizeof(dev), why, sizeof(why));
+    }
+    enum gv_tp_pick pick;
+    gv_status_t status = gv_tp_pick(want, gv_rdma_built(), probe, &pick);
+    if (status != GV_OK) {
+        gv_log(GV_LOG_ERROR, "transport: rdma unavailable: %s", why);
+        return status;
+    }
+    if (pick == GV_TP_PICK_RDMA) {
+        status = gv_rdma_create_on(dev, cfg, h, user, tp_p, why, sizeof(why));
+        if (status == GV_OK || status == GV_ERR_INVAL)
+            return status; /* INVAL: the caller's arguments, logged where checked */
+        if (!is_auto) {
+            gv_log(GV_LOG_ERROR, "transport: rdma unavailable: %s", why);
+            return status;
+        }
+    }
+    if (is_auto)
+        gv_log(GV_LOG_WARN, "transport: using tcp: rdma unavailable: %s", why);
+    return gv_tp_create("tcp", cfg, h, user, tp_p);
+}

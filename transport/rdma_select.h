@@ -89,16 +89,7 @@ gv_status_t gv_rdma_gpu_choose(const struct gv_rdma_gpu_facts *f, const char *fo
                                enum gv_rdma_gpu_mode *mode_p, char *why, size_t n);
 const char *gv_rdma_gpu_mode_str(enum gv_rdma_gpu_mode mode);
 
-/* ---- transport creation by name, with the fallback rule ---- */
-
-/* Creates the transport `want` asks for ("auto", "rdma", "tcp"; NULL = "auto") for traffic to
- * or from host (the peer a client connects to, or the address a server listens on; NULL or a
- * wildcard = any). auto uses RDMA when a device is present, memlock allows the pools and host
- * routes through an RDMA device, and otherwise falls back to TCP with exactly one WARN line
- * giving the reason. rdma without a usable device fails (GV_ERR_NODEV, GV_ERR_NOMEM or
- * GV_ERR_UNSUPPORTED) with one ERROR line giving the reason. Other errors as gv_tp_create. */
-gv_status_t gv_tp_create_auto(const char *want, const char *host, const struct gv_tp_config *cfg,
-                              const struct gv_tp_handler *h, void *user, struct gv_tp **tp_p);
+/* ---- transport creation (gv_tp_create_auto is declared in gv_transport.h) ---- */
 
 /* The rdma backend's create on a given device (NULL/"": GV_RDMA_DEVICE or the first active
  * one). Fills why instead of logging for the expected failures (no device, memlock). */

@@ -309,6 +309,92 @@ static void test_this_machine(void)
 #endif
 }
 
+/* ---------------------------------------------------------------- gv_tp_create_auto */
+
+struct captured {
+    int n, warn_or_worse;
+    enum gv_log_level level;
+    char line[1024];
+};
+
+static void capture(enum gv_log_level level, const char *line, void *arg)
+{
+    struct captured *c = arg;
+    c->n++;
+    if (level <= GV_LOG_WARN) {
+        c->warn_or_worse++;
+        c->level = level;
+        snprintf(c->line, sizeof(c->line), "%s", line);
+    }
+}
+
+/* auto falls back to TCP with exactly one line saying why; rdma fails with the reason; tcp is
+ * quiet; anything else is refused. On a machine with a usable device, auto and rdma give RDMA. */
+static void test_create_auto(void)
+{
+    char dev[64] = "", why[512] = "";
+    gv_status_t probe = gv_rdma_probe(&gv_rdma_probe_sys, NULL, "127.0.0.1", 1 << 20, dev,
+                                      sizeof(dev), why, sizeof(why));
+    struct gv_tp_handler h = {
+        .prefix_len = 8, .parse_prefix = h_parse, .on_header = h_header, .on_msg = h_msg};
+    struct captured cap;
+    struct gv_tp *tp = NULL;
+    gv_log_set_level(GV_LOG_INFO);
+
+    memset(&cap, 0, sizeof(cap));
+    gv_log_set_cb(capture, &cap);
+    GV_CHECK_OK(gv_tp_create_auto("auto", "127.0.0.1", NULL, &h, NULL, &tp));
+    gv_log_set_cb(NULL, NULL);
+    GV_CHECK(tp != NULL);
+    if (tp != NULL && probe != GV_OK) {
+        GV_CHECK_STREQ(tp->ops->name, "tcp");
+        GV_CHECK_EQ(cap.warn_or_worse, 1);
+        GV_CHECK_EQ(cap.level, GV_LOG_WARN);
+        GV_CHECK_MSG(strstr(cap.line, "using tcp") != NULL && strstr(cap.line, why) != NULL,
+                     "the fallback line gives the reason: %s", cap.line);
+        printf("auto: %s\n", cap.line);
+    } else if (tp != NULL) {
+        GV_CHECK_STREQ(tp->ops->name, "rdma");
+    }
+    gv_tp_destroy(tp);
+    tp = NULL;
+
+    memset(&cap, 0, sizeof(cap));
+    gv_log_set_cb(capture, &cap);
+    gv_status_t st = gv_tp_create_auto("rdma", NULL, NULL, &h, NULL, &tp);
+    gv_log_set_cb(NULL, NULL);
+    if (probe != GV_OK && strstr(why, "not on") == NULL) {
+        GV_CHECK(st != GV_OK && tp == NULL);
+        GV_CHECK_EQ(cap.warn_or_worse, 1);
+        GV_CHECK_EQ(cap.level, GV_LOG_ERROR);
+        GV_CHECK_MSG(strstr(cap.line, why) != NULL, "rdma gives the reason: %s", cap.line);
+        printf("rdma: %s: %s\n", gv_status_str(st), cap.line);
+        if (strstr(why, "kernel has no RDMA support") != NULL)
+            GV_CHECK_STATUS(st, GV_ERR_NODEV);
+    } else if (probe == GV_OK) {
+        GV_CHECK_OK(st);
+        GV_CHECK(tp != NULL && strcmp(tp->ops->name, "rdma") == 0);
+    }
+    gv_tp_destroy(tp);
+    tp = NULL;
+
+    memset(&cap, 0, sizeof(cap));
+    gv_log_set_cb(capture, &cap);
+    GV_CHECK_OK(gv_tp_create_auto("tcp", "127.0.0.1", NULL, &h, NULL, &tp));
+    gv_log_set_cb(NULL, NULL);
+    GV_CHECK(tp != NULL && strcmp(tp->ops->name, "tcp") == 0);
+    GV_CHECK_EQ(cap.warn_or_worse, 0);
+    gv_tp_destroy(tp);
+    tp = NULL;
+
+    gv_log_set_level(GV_LOG_ERROR);
+    GV_CHECK_STATUS(gv_tp_create_auto("infiniband", NULL, NULL, &h, NULL, &tp), GV_ERR_INVAL);
+    GV_CHECK(tp == NULL);
+    h.prefix_len = 0;
+    GV_CHECK_STATUS(gv_tp_create_auto("auto", NULL, NULL, &h, NULL, &tp), GV_ERR_INVAL);
+    gv_log_set_level(GV_LOG_INFO);
+}
+
 int main(void)
 {
     test_cfg();
@@ -318,5 +404,6 @@ int main(void)
     test_pick();
     test_gpu_choose();
     test_this_machine();
+    test_create_auto();
     return gv_check_summary();
 }
