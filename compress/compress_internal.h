@@ -37,6 +37,23 @@ static inline uint32_t gv_key(float f)
     return a < GV_KEY_NAN ? a : GV_KEY_NAN; /* min(): branch-free, vectorises */
 }
 
+/* Streaming scans prefetch this many entries (2 KiB) ahead: with the compare-and-pack work of
+ * a dense selection (CF 10) the hardware prefetcher alone falls behind (measured on the
+ * 25M-entry scan: 16.3 ms without, 10.9-11.9 ms with; distances of 256..768 entries were within
+ * noise of each other, 1024 and beyond were slower again). */
+#define GV_SCAN_PREFETCH 512u
+
+/* Prefetches the cache lines of x[i + GV_SCAN_PREFETCH .. + 32) (a 32-entry step of a scan)
+ * where they exist. A macro: GCC 12 dropped the prefetch of an equivalent static inline function
+ * once it was also inlined into a target("avx512f") function of the same file. */
+#define GV_SCAN_PREFETCH_STEP(x, i, n)                                                          \
+    do {                                                                                       \
+        if ((i) + GV_SCAN_PREFETCH + 32 <= (n)) {                                              \
+            __builtin_prefetch((x) + (i) + GV_SCAN_PREFETCH);                                  \
+            __builtin_prefetch((x) + (i) + GV_SCAN_PREFETCH + 16);                             \
+        }                                                                                      \
+    } while (0)
+
 /* ---------------------------------------------------------------- random numbers
  * splitmix64 to derive seeds, xoshiro256** for streams, Lemire's unbiased bounded draw. The
  * same code (and so the same positions) on every worker and backend. */

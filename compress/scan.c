@@ -34,6 +34,7 @@ size_t gv_scan_generic(const float *x, size_t n, uint32_t key_min, uint32_t base
     const v4i tv = {t, t, t, t};
     size_t c = 0, i = 0;
     for (; i + 32 <= n; i += 32) {
+        GV_SCAN_PREFETCH_STEP(x, i, n);
         v4i a[8], m[8];
         memcpy(a, x + i, sizeof(a));
         for (int j = 0; j < 8; j++)
@@ -87,6 +88,7 @@ size_t gv_scan_split_generic(const float *x, size_t n, uint32_t lo, uint32_t hi,
     const v4i tv = {t, t, t, t};
     size_t c = 0, i = 0, mid = 0;
     for (; i + 32 <= n; i += 32) {
+        GV_SCAN_PREFETCH_STEP(x, i, n);
         v4i a[8], m[8];
         memcpy(a, x + i, sizeof(a));
         for (int j = 0; j < 8; j++)

@@ -34,6 +34,7 @@ scan_avx2(const float *x, size_t n, uint32_t key_min, uint32_t base, uint32_t *c
     /* each 32-block writes at most 32 lanes past c (junk beyond the hits is overwritten later),
      * so the vector path runs while that stays inside cap */
     for (; i + 32 <= n && c + 32 <= cap; i += 32) {
+        GV_SCAN_PREFETCH_STEP(x, i, n);
         __m256i a[4];
         int m[4];
         for (int j = 0; j < 4; j++) {
@@ -71,6 +72,7 @@ scan_split_avx2(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t bas
     const __m256i hiv = _mm256_set1_epi32((int32_t)GV_MIN(hi, GV_KEY_NAN + 1u));
     size_t c = 0, i = 0, mid = 0;
     for (; i + 32 <= n && c + 32 <= cap; i += 32) {
+        GV_SCAN_PREFETCH_STEP(x, i, n);
         __m256i a[4], key[4];
         int m[4];
         for (int j = 0; j < 4; j++) {
@@ -119,6 +121,7 @@ scan_avx512(const float *x, size_t n, uint32_t key_min, uint32_t base, uint32_t 
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     size_t c = 0, i = 0;
     for (; i + 32 <= n && c + 32 <= cap; i += 32) {
+        GV_SCAN_PREFETCH_STEP(x, i, n);
         __m512i a0 = _mm512_loadu_si512((const void *)(x + i));
         __m512i a1 = _mm512_loadu_si512((const void *)(x + i + 16));
         __mmask16 m0 = _mm512_cmpge_epi32_mask(_mm512_and_si512(a0, absmask), tv);
@@ -152,6 +155,7 @@ scan_split_avx512(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t b
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     size_t c = 0, i = 0, mid = 0;
     for (; i + 32 <= n && c + 32 <= cap; i += 32) {
+        GV_SCAN_PREFETCH_STEP(x, i, n);
         __m512i a[2], key[2];
         __mmask16 m[2];
         for (int j = 0; j < 2; j++) {
