@@ -182,7 +182,8 @@ size_t gv_scan_generic(const float *x, size_t n, uint32_t key_min, uint32_t base
                        float *cv, size_t cap);
 /* The top-k form: as above with key_min = lo, and also the canonical keys of the entries with
  * key < hi ("middle" keys, in order) into mk; *mid_p gets their number. hi: a canonical key or
- * UINT32_MAX. */
+ * UINT32_MAX. When it returns cap + 1, the first cap candidates are in place and *mid_p counts
+ * the middle keys among them (so a caller can go on after ci[cap - 1] with other arrays). */
 typedef size_t (*gv_scan_split_fn)(const float *x, size_t n, uint32_t lo, uint32_t hi,
                                    uint32_t base, uint32_t *ci, float *cv, uint32_t *mk,
                                    size_t *mid_p, size_t cap);

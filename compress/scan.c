@@ -67,8 +67,10 @@ static size_t split_tail(const float *x, size_t n, uint32_t lo, uint32_t hi, uin
     for (size_t i = 0; i < n; i++) {
         uint32_t key = gv_key(x[i]);
         if (key >= lo) {
-            if (c >= cap)
+            if (c >= cap) {
+                *mid_p = mid;
                 return cap + 1;
+            }
             ci[c] = base + (uint32_t)i;
             cv[c] = x[i];
             c++;
@@ -102,8 +104,10 @@ size_t gv_scan_split_generic(const float *x, size_t n, uint32_t lo, uint32_t hi,
             bits |= v4_bits(m[j]) << (4 * j);
         while (bits != 0) {
             int j = __builtin_ctz(bits);
-            if (c >= cap)
+            if (c >= cap) {
+                *mid_p = mid;
                 return cap + 1;
+            }
             uint32_t key = gv_key(x[i + (size_t)j]);
             ci[c] = base + (uint32_t)(i + (size_t)j);
             cv[c] = x[i + (size_t)j];

@@ -4,10 +4,15 @@
  * Sampled path (k <= n/4, n >= 64Ki): keys of random cache lines give two thresholds lo < hi
  * such that, with high probability, at least k entries have key >= lo (and not many more) and
  * fewer than k have key >= hi. One streaming pass (SIMD compare, left-packed stores) collects
- * the entries with key >= lo, in index order, into per-thread regions. The exact k-th key T is
- * then found by a radix select over the few "middle" keys (lo <= key < hi) only, and a last pass
- * over the candidates writes the output: key > T, plus the first (k - #greater) entries equal
- * to T, which gives the lower-index tie rule and ascending indices for free.
+ * the entries with key >= lo, in index order, plus the keys below hi ("middle"). A one-thread
+ * run writes its first k candidates straight into the output and only the rest (about 5 % of
+ * them at CF 10) into the workspace; threads of a parallel run each fill a region of their
+ * own. The exact k-th key T is then found by a radix select over the few middle keys only (its
+ * digits taken from the narrow range [lo, hi), so the first one already spreads them), and the
+ * write step keeps key > T plus the first (k - #greater) entries equal to T, which gives the
+ * lower-index tie rule and ascending indices for free: in place in the output for the part that
+ * is there (every entry moves down or stays, so nothing is read after it is overwritten), a
+ * copying compaction for the rest.
  * Exact path (small n, large k, or when the sample missed): a histogram of the top 11 bits of
  * every key gives the bucket of the k-th key, then the same candidate machinery with that
  * bucket as [lo, hi); if the bucket is too heavy for the regions, a full three-digit radix
@@ -35,8 +40,10 @@ struct topk_hist {
 };
 
 struct topk_region {
-    size_t cnt;  /* candidates collected (cap + 1: overflow) */
-    size_t up;   /* candidates with key >= hi */
+    size_t nd;   /* candidates in the output itself, ahead of the region's (one-thread runs) */
+    size_t cnt;  /* candidates in the region */
+    int over;    /* the region (or its key segment) overflowed */
+    size_t up;   /* candidates with key >= hi, of nd + cnt */
     size_t len;  /* keys in this region's segment of ws->keys */
     size_t gt;   /* entries with key > T */
     size_t eq;   /* entries with key == T */
@@ -155,24 +162,55 @@ void gv_topk_ws_destroy(struct gv_topk_ws *ws)
 
 /* ---------------------------------------------------------------- radix select machinery */
 
-static inline uint32_t digit(uint32_t key, int pass)
+/* Digits of a radix select over keys in [base, base + 2^w): from the top, up to three digits of
+ * at most 11 bits. Over all keys (base 0, w 31) they are 11, 11 and 9 bits; over the boundary
+ * of the sampled path, a narrow key range, the first digit already spreads the keys over up to
+ * 2048 buckets (the top bits of the keys themselves would be nearly all equal there). */
+struct digits {
+    uint32_t base;
+    int npass;
+    uint32_t shift[3];
+    uint32_t nbuck[3];
+};
+
+/* The digits for keys in [lo, end), end > lo. */
+static void digits_plan(struct digits *d, uint32_t lo, uint32_t end)
 {
-    return pass == 0 ? key >> 20 : pass == 1 ? (key >> 9) & 0x7FFu : key & 0x1FFu;
+    uint32_t span = end - lo - 1; /* the largest key - base */
+    int w = span == 0 ? 0 : 32 - __builtin_clz(span);
+    d->base = lo;
+    d->npass = 0;
+    while (w > 0) {
+        int bits = GV_MIN(w, 11);
+        w -= bits;
+        d->shift[d->npass] = (uint32_t)w;
+        d->nbuck[d->npass] = 1u << bits;
+        d->npass++;
+    }
 }
 
-static inline uint32_t nbuckets(int pass)
+static const struct digits full_digits = {0, 3, {20, 9, 0}, {NB, NB, 512}};
+
+static inline uint32_t digit_of(const struct digits *d, uint32_t key, int pass)
 {
-    return pass == 2 ? 512u : NB;
+    return ((key - d->base) >> d->shift[pass]) & (d->nbuck[pass] - 1);
+}
+
+/* The part of key above digit `pass` (pass >= 1): equal to the k-th key's for the keys still
+ * in the running after pass - 1. */
+static inline uint32_t prefix_of(const struct digits *d, uint32_t key, int pass)
+{
+    return (key - d->base) >> d->shift[pass - 1];
 }
 
 /* After pass `pass` over nseg sources: the bucket holding the rank-th largest key (rank is
  * 1-based and becomes the rank within that bucket); adds each source's count above the bucket
  * to its gt. */
 static uint32_t sel_combine(struct topk_hist *hist, struct topk_region *reg, int nseg, int pass,
-                            size_t *rank)
+                            uint32_t nbuck, size_t *rank)
 {
     size_t cum = 0;
-    uint32_t b = nbuckets(pass);
+    uint32_t b = nbuck;
     while (b > 0) {
         b--;
         size_t c = 0;
@@ -184,7 +222,7 @@ static uint32_t sel_combine(struct topk_hist *hist, struct topk_region *reg, int
     }
     for (int t = 0; t < nseg; t++) {
         size_t above = 0;
-        for (uint32_t j = b + 1; j < nbuckets(pass); j++)
+        for (uint32_t j = b + 1; j < nbuck; j++)
             above += hist[t].h[pass][j];
         reg[t].gt += above;
     }
@@ -212,30 +250,32 @@ static size_t sel_layout(struct topk_region *reg, int nseg, size_t k)
 }
 
 /* Radix select in a plain key array (the sample); destroys it. rank 1-based from the top.
- * *gt_p (if not NULL) gets how many keys are larger than the one returned. */
+ * *gt_p (if not NULL) gets how many keys are larger than the one returned, *eq_p how many equal
+ * it. */
 static uint32_t select_array(uint32_t *keys, size_t m, size_t rank, struct topk_hist *hist,
                              size_t *gt_p, size_t *eq_p)
 {
+    const struct digits *d = &full_digits;
     struct topk_region reg = {0};
-    uint32_t t = 0;
-    for (int pass = 0; pass < 3; pass++) {
-        memset(hist->h[pass], 0, sizeof(hist->h[pass]));
+    uint32_t t = 0, b = 0;
+    for (int pass = 0; pass < d->npass; pass++) {
+        memset(hist->h[pass], 0, d->nbuck[pass] * sizeof(uint32_t));
         size_t j = 0;
         for (size_t i = 0; i < m; i++) {
             uint32_t key = keys[i];
-            if (pass > 0 && digit(key, pass - 1) != digit(t, pass - 1))
+            if (pass > 0 && prefix_of(d, key, pass) != prefix_of(d, t, pass))
                 continue;
             keys[j++] = key;
-            hist->h[pass][digit(key, pass)]++;
+            hist->h[pass][digit_of(d, key, pass)]++;
         }
         m = j;
-        uint32_t b = sel_combine(hist, &reg, 1, pass, &rank);
-        t |= pass == 0 ? b << 20 : pass == 1 ? b << 9 : b;
+        b = sel_combine(hist, &reg, 1, pass, d->nbuck[pass], &rank);
+        t |= b << d->shift[pass];
     }
     if (gt_p != NULL)
         *gt_p = reg.gt;
     if (eq_p != NULL)
-        *eq_p = hist->h[2][t & 0x1FFu];
+        *eq_p = hist->h[d->npass - 1][b];
     return t;
 }
 
@@ -256,6 +296,7 @@ struct topk_job {
     const uint32_t *map;
     struct gv_sparse *out;
     uint32_t lo, hi;      /* thresholds of the candidate scan */
+    struct digits dg;     /* digits of the radix select over the regions' keys */
     uint32_t t;           /* the k-th key once known; during the passes, the digits so far */
     int pass;
 };
@@ -268,43 +309,68 @@ static void chunk_of(uint32_t n, int tid, int nth, size_t *b_p, size_t *e_p)
     *e_p = GV_MIN(b + chunk, (size_t)n);
 }
 
+/* The candidate scan of one thread's chunk. A one-thread run (the tensor's only chunk) sends
+ * its first candidates straight to the output, up to k of them (and no more middle keys than
+ * the segment holds), and goes on in its region after the last one. */
 static void job_scan(void *arg, int tid, int nth)
 {
     struct topk_job *j = arg;
     struct topk_set *set = j->set;
+    const gv_scan_split_fn split = j->ws->kern.split;
     size_t b, e;
     chunk_of(j->n, tid, nth, &b, &e);
-    size_t base = (size_t)tid * set->cap, mid = 0;
+    const size_t base = (size_t)tid * set->cap;
+    uint32_t *keys = set->keys + base;
     struct topk_region *r = &set->reg[tid];
-    r->cnt = j->ws->kern.split(j->x + b, e - b, j->lo, j->hi, (uint32_t)b, set->ci + base,
-                         set->cv + base, set->keys + base, &mid, set->cap);
-    r->len = mid;
-    r->up = r->cnt <= set->cap ? r->cnt - mid : 0;
+    size_t start = b, nd = 0, dmid = 0, mid = 0;
+    if (nth == 1) {
+        const size_t dcap = GV_MIN((size_t)j->k, set->cap);
+        size_t c = split(j->x + b, e - b, j->lo, j->hi, (uint32_t)b, j->out->idx, j->out->val,
+                         keys, &dmid, dcap);
+        nd = GV_MIN(c, dcap);
+        start = c <= dcap ? e : (size_t)j->out->idx[dcap - 1] + 1; /* after the last written */
+    }
+    const size_t rcap = set->cap - dmid; /* what is left of the key segment bounds the region */
+    size_t c = start < e ? split(j->x + start, e - start, j->lo, j->hi, (uint32_t)start,
+                                 set->ci + base, set->cv + base, keys + dmid, &mid, rcap)
+                         : 0;
+    r->nd = nd;
+    r->over = c > rcap;
+    r->cnt = r->over ? 0 : c;
+    r->len = dmid + mid;
+    r->up = nd + r->cnt - r->len;
     memset(&set->hist[tid], 0, sizeof(set->hist[tid]));
 }
 
 /* When k or more candidates have key >= hi: the segment gets those keys instead of the
- * middle ones (the scan wrote the middle ones). */
+ * middle ones (the scan wrote the middle ones); over when they do not fit it. */
 static void job_split_up(void *arg, int tid, int nth)
 {
     (void)nth;
     struct topk_job *j = arg;
     struct topk_set *set = j->set;
     struct topk_region *r = &set->reg[tid];
-    const float *v = set->cv + (size_t)tid * set->cap;
     uint32_t *seg = set->keys + (size_t)tid * set->cap;
     const uint32_t hi = j->hi;
+    memset(&set->hist[tid], 0, sizeof(set->hist[tid]));
+    if (r->up > set->cap) {
+        r->over = 1;
+        return;
+    }
     size_t m = 0;
-    for (size_t i = 0; i < r->cnt; i++) {
-        uint32_t key = gv_key(v[i]);
-        seg[m] = key;
-        m += key >= hi;
+    for (int part = 0; part < 2; part++) {
+        const float *v = part == 0 ? j->out->val : set->cv + (size_t)tid * set->cap;
+        const size_t cnt = part == 0 ? r->nd : r->cnt;
+        for (size_t i = 0; i < cnt; i++) {
+            uint32_t key = gv_key(v[i]);
+            seg[m] = key;
+            m += key >= hi;
+        }
     }
     r->len = m;
-    memset(&set->hist[tid], 0, sizeof(set->hist[tid]));
 }
 
-/* One radix pass over a region's key segment: filter by the previous digit, histogram. */
+/* One radix pass over a region's key segment: filter by the digits so far, histogram. */
 static void job_seg_pass(void *arg, int tid, int nth)
 {
     (void)nth;
@@ -313,22 +379,46 @@ static void job_seg_pass(void *arg, int tid, int nth)
     struct topk_region *r = &set->reg[tid];
     uint32_t *seg = set->keys + (size_t)tid * set->cap;
     uint32_t *h = set->hist[tid].h[j->pass];
+    const struct digits *d = &j->dg;
     const int pass = j->pass;
     size_t m = 0;
     if (pass == 0) {
         for (size_t i = 0; i < r->len; i++)
-            h[digit(seg[i], 0)]++;
+            h[digit_of(d, seg[i], 0)]++;
         return;
     }
-    const uint32_t want = digit(j->t, pass - 1);
+    const uint32_t want = prefix_of(d, j->t, pass);
     for (size_t i = 0; i < r->len; i++) {
         uint32_t key = seg[i];
-        if (digit(key, pass - 1) != want)
+        if (prefix_of(d, key, pass) != want)
             continue;
         seg[m++] = key;
-        h[digit(key, pass)]++;
+        h[digit_of(d, key, pass)]++;
     }
     r->len = m;
+}
+
+/* Keeps, in order, the candidates (ci, cv)[0..cnt) with key > t and the first (take - *taken)
+ * equal to t, writing them from (oi, ov)[o] on and stopping at `want`; returns the new o. May
+ * run in place (oi == ci, then o <= i throughout). */
+static size_t keep_ties(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
+                        size_t take, size_t *taken_p, uint32_t *oi, float *ov, size_t o,
+                        size_t want)
+{
+    size_t taken = *taken_p;
+    /* branch-free: every candidate is written at o (< want) and o advances for the kept */
+    for (size_t i = 0; i < cnt && o < want; i++) {
+        uint32_t key = gv_key(cv[i]);
+        size_t eq = key == t, sel = (key > t) | (eq & (taken < take));
+        taken += eq & sel;
+        uint32_t id = ci[i];
+        float v = cv[i];
+        oi[o] = id;
+        ov[o] = v;
+        o += sel;
+    }
+    *taken_p = taken;
+    return o;
 }
 
 static void job_region_write(void *arg, int tid, int nth)
@@ -336,6 +426,7 @@ static void job_region_write(void *arg, int tid, int nth)
     (void)nth;
     struct topk_job *j = arg;
     struct topk_set *set = j->set;
+    const struct gv_scan_kernels *kern = &j->ws->kern;
     struct topk_region *r = &set->reg[tid];
     const uint32_t *ci = set->ci + (size_t)tid * set->cap;
     const float *cv = set->cv + (size_t)tid * set->cap;
@@ -344,21 +435,18 @@ static void job_region_write(void *arg, int tid, int nth)
     const uint32_t t = j->t;
     const size_t want = r->gt + r->take, take = r->take;
     size_t o = 0, taken = 0;
-    /* branch-free: every candidate is written at o (< want, so inside this region's part of
-     * the output) and o advances only for the selected ones */
+    /* the part in the output first (off is 0 there: a one-thread run), in place */
     if (take == r->eq) { /* no tie to split here: a plain threshold (SIMD packing) */
-        o = j->ws->kern.compact(ci, cv, r->cnt, t, oi, ov, want);
+        if (r->nd > 0)
+            o = kern->compact(oi, ov, r->nd, t, oi, ov, want);
+        o += kern->compact(ci, cv, r->cnt, t, oi + o, ov + o, want - o);
     } else {
-        for (size_t i = 0; i < r->cnt && o < want; i++) {
-            uint32_t key = gv_key(cv[i]);
-            size_t eq = key == t, sel = (key > t) | (eq & (taken < take));
-            taken += eq & sel;
-            oi[o] = ci[i];
-            ov[o] = cv[i];
-            o += sel;
-        }
+        if (r->nd > 0)
+            o = keep_ties(oi, ov, r->nd, t, take, &taken, oi, ov, 0, want);
+        o = keep_ties(ci, cv, r->cnt, t, take, &taken, oi, ov, o, want);
     }
-    /* map in a loop of its own: independent loads overlap, where inside the loop above each
+    GV_ASSERT(o == want);
+    /* map in a loop of its own: independent loads overlap, where inside the loops above each
      * miss would wait behind the selection logic */
     if (j->map != NULL)
         for (size_t i = 0; i < o; i++)
@@ -393,13 +481,14 @@ static void job_x_pass(void *arg, int tid, int nth)
         for (; i + 4 <= e; i += 4) {
             for (int q = 0; q < 4; q++) {
                 uint32_t key = gv_key(x[i + (size_t)q]);
-                uint32_t bin = (key >> shift) == want ? digit(key, pass) : NB + (uint32_t)q;
+                uint32_t bin =
+                    (key >> shift) == want ? digit_of(&full_digits, key, pass) : NB + (uint32_t)q;
                 h[q][bin]++;
             }
         }
         for (; i < e; i++) {
             uint32_t key = gv_key(x[i]);
-            h[0][(key >> shift) == want ? digit(key, pass) : NB]++;
+            h[0][(key >> shift) == want ? digit_of(&full_digits, key, pass) : NB]++;
         }
     }
     for (uint32_t q = 0; q < NB; q++)
@@ -430,19 +519,19 @@ static void job_x_write(void *arg, int tid, int nth)
 
 /* ---------------------------------------------------------------- the paths */
 
-/* Selection and write once a level's regions hold its candidates (cnt, len, up): the k-th
+/* Selection and write once a level's regions hold its candidates (nd, cnt, len, up): the k-th
  * key among the middle keys (or among the keys >= hi when k or more are there), the layout,
- * the write. Returns 0, having written nothing, when a region overflowed or fewer than k
- * entries passed lo. */
+ * the write. Returns 0, having left the output unspecified, when a region overflowed or fewer
+ * than k entries passed lo. */
 static int topk_finish_regions(struct topk_job *j, struct gv_pool *pool, int nth)
 {
     struct topk_set *set = j->set;
     const uint32_t k = j->k;
     size_t total = 0, up = 0;
     for (int t = 0; t < nth; t++) {
-        if (set->reg[t].cnt > set->cap)
+        if (set->reg[t].over)
             return 0;
-        total += set->reg[t].cnt;
+        total += set->reg[t].nd + set->reg[t].cnt;
         up += set->reg[t].up;
     }
     if (total < k)
@@ -451,19 +540,28 @@ static int topk_finish_regions(struct topk_job *j, struct gv_pool *pool, int nth
     int in_up = up >= k;
     if (in_up) { /* T is among the keys >= hi (rare: the sample's upper bound was low) */
         gv_pool_run(pool, nth, job_split_up, j);
+        for (int t = 0; t < nth; t++)
+            if (set->reg[t].over)
+                return 0;
         rank = k;
+        digits_plan(&j->dg, j->hi, GV_KEY_NAN + 1u);
+    } else { /* then some keys are middle ones, so lo < hi */
+        digits_plan(&j->dg, j->lo, GV_MIN(j->hi, GV_KEY_NAN + 1u));
     }
     for (int t = 0; t < nth; t++)
         set->reg[t].gt = in_up ? 0 : set->reg[t].up;
-    j->t = 0;
-    for (int pass = 0; pass < 3; pass++) {
+    uint32_t b = 0, rel = 0;
+    j->t = j->dg.base; /* a single key value in range: no pass */
+    for (int pass = 0; pass < j->dg.npass; pass++) {
         j->pass = pass;
         gv_pool_run(pool, nth, job_seg_pass, j);
-        uint32_t b = sel_combine(set->hist, set->reg, nth, pass, &rank);
-        j->t |= pass == 0 ? b << 20 : pass == 1 ? b << 9 : b;
+        b = sel_combine(set->hist, set->reg, nth, pass, j->dg.nbuck[pass], &rank);
+        rel |= b << j->dg.shift[pass];
+        j->t = j->dg.base + rel;
     }
     for (int t = 0; t < nth; t++)
-        set->reg[t].eq = set->hist[t].h[2][j->t & 0x1FFu];
+        set->reg[t].eq = j->dg.npass == 0 ? set->reg[t].len
+                                          : set->hist[t].h[j->dg.npass - 1][b];
     size_t emitted = sel_layout(set->reg, nth, k);
     GV_ASSERT(emitted == k);
     gv_pool_run(pool, nth, job_region_write, j);
@@ -476,17 +574,28 @@ static int topk_regions(struct topk_job *j, struct gv_pool *pool, int nth)
     return topk_finish_regions(j, pool, nth);
 }
 
-/* Draws the sample of random cache lines (s keys into ws->samp). */
+/* Draws the sample of random cache lines (s keys into ws->samp). The line positions are drawn
+ * first, so that the loads can be prefetched a few lines ahead (they are misses to memory, and
+ * one at a time they cost about 0.5 ms for 4096 lines). */
+#define SAMPLE_PREFETCH 16u
+
 static uint32_t draw_sample(struct topk_job *j, uint64_t seed)
 {
     const uint32_t n = j->n;
-    uint32_t s = sample_len(n), *smp = j->ws->samp;
+    const float *x = j->x;
+    uint32_t s = sample_len(n), lines = s / 16, *smp = j->ws->samp;
+    uint32_t *pos = j->ws->samp + 2 * SAMPLE_MAX; /* free until thresholds() */
     struct gv_rng rng;
     gv_rng_seed(&rng, gv_seed_mix(seed, n, j->k, 0, GV_SEED_TOPK));
-    for (uint32_t l = 0; l < s / 16; l++) {
-        size_t start = (size_t)gv_rng_below(&rng, n / 16) * 16;
-        for (int q = 0; q < 16; q++)
-            smp[l * 16 + (uint32_t)q] = gv_key(j->x[start + (size_t)q]);
+    for (uint32_t l = 0; l < lines; l++)
+        pos[l] = gv_rng_below(&rng, n / 16) * 16;
+    for (uint32_t l = 0; l < lines; l++) {
+        if (l + SAMPLE_PREFETCH < lines) {
+            __builtin_prefetch(x + pos[l + SAMPLE_PREFETCH]);
+            __builtin_prefetch(x + pos[l + SAMPLE_PREFETCH] + 15); /* x may be unaligned */
+        }
+        for (uint32_t q = 0; q < 16; q++)
+            smp[l * 16 + q] = gv_key(x[pos[l] + q]);
     }
     return s;
 }
@@ -556,7 +665,7 @@ static void topk_exact(struct topk_job *j, struct gv_pool *pool, int nth)
     j->t = 0;
     j->pass = 0;
     gv_pool_run(pool, nth, job_x_pass, j);
-    uint32_t b0 = sel_combine(set->hist, set->reg, nth, 0, &rank);
+    uint32_t b0 = sel_combine(set->hist, set->reg, nth, 0, NB, &rank);
     int fits = set->cap > 0;
     for (int t = 0; t < nth && fits; t++) {
         size_t c = 0;
@@ -577,8 +686,8 @@ static void topk_exact(struct topk_job *j, struct gv_pool *pool, int nth)
         for (int t = 0; t < nth; t++)
             memset(set->hist[t].h[pass], 0, sizeof(set->hist[t].h[pass]));
         gv_pool_run(pool, nth, job_x_pass, j);
-        uint32_t b = sel_combine(set->hist, set->reg, nth, pass, &rank);
-        j->t |= pass == 1 ? b << 9 : b;
+        uint32_t b = sel_combine(set->hist, set->reg, nth, pass, full_digits.nbuck[pass], &rank);
+        j->t |= b << full_digits.shift[pass];
     }
     for (int t = 0; t < nth; t++)
         set->reg[t].eq = set->hist[t].h[2][j->t & 0x1FFu];
