@@ -255,13 +255,49 @@ static gv_status_t level2(struct gv_cmp *c, const struct gv_sparse *in, double c
     return status;
 }
 
-/* Both levels, unrounded: level 1 from x, level 2 over level 1's entries. (A variant that
- * collected level 2 while writing level 1 measured no faster than this second pass, which
- * reads level 1 from cache; see docs/compress.md.) */
+/* Both levels of top-k at once where the backend has it: the same checks, logs and results
+ * as level1 then level2 (level 2 is top-k2 of x, k2 capped at k1). */
+static gv_status_t levels_topk2(struct gv_cmp *c, const float *x, uint32_t n, double cf_min,
+                                double cf_cand, struct gv_sparse *lvl_min,
+                                struct gv_sparse *lvl_cand)
+{
+    uint32_t k1 = cmp_k(c, n, cf_min), k2 = cmp_k(c, n, cf_cand);
+    if (x == NULL || k1 == 0) {
+        gv_log(GV_LOG_ERROR, "compress: cannot select %u entries at cf %g (max_numel %llu, "
+               "min_cf %g)", n, cf_min, (unsigned long long)c->cfg.max_numel, c->cfg.min_cf);
+        return GV_ERR_INVAL;
+    }
+    if (k2 == 0) {
+        gv_log(GV_LOG_ERROR, "compress: second level at cf %g is invalid for %u entries",
+               cf_cand, n);
+        return GV_ERR_INVAL;
+    }
+    gv_status_t status = out_check(c, lvl_min, gv_cmp_bound(c, n, cf_min), "first-level");
+    if (status == GV_OK)
+        status = out_check(c, lvl_cand, gv_cmp_bound(c, n, cf_cand), "second-level");
+    if (status != GV_OK)
+        return status;
+    struct gv_sparse *outs[2] = {lvl_min, lvl_cand};
+    for (int l = 0; l < 2; l++) {
+        outs[l]->dense = 0;
+        outs[l]->count = 0;
+        outs[l]->sumsq = 0;
+    }
+    status = c->ops->topk2(c, x, n, k1, GV_MIN(k2, k1), lvl_min, lvl_cand);
+    lvl_min->n = n;
+    lvl_cand->n = n;
+    return status;
+}
+
+/* Both levels, unrounded: level 1 from x, level 2 over level 1's entries. For top-k the CPU
+ * backend does both in one call, whose first-level write step captures the second level's
+ * candidates (see topk_cpu.c); the other compressors and backends run the two levels. */
 static gv_status_t levels(struct gv_cmp *c, const float *x, uint32_t n, double cf_min,
                           double cf_cand, uint64_t iter, uint32_t tensor_id,
                           struct gv_sparse *lvl_min, struct gv_sparse *lvl_cand)
 {
+    if (c->cfg.kind == GV_CMP_TOPK && c->ops->topk2 != NULL)
+        return levels_topk2(c, x, n, cf_min, cf_cand, lvl_min, lvl_cand);
     gv_status_t status = level1(c, x, n, cf_min, iter, tensor_id, lvl_min);
     return status == GV_OK ? level2(c, lvl_min, cf_cand, iter, tensor_id, lvl_cand) : status;
 }

@@ -133,3 +133,26 @@ size_t gv_compact_generic(const uint32_t *ci, const float *cv, size_t cnt, uint3
     }
     return o;
 }
+
+size_t gv_compact2_generic(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
+                           uint32_t *oi, float *ov, size_t want, uint32_t t2, uint32_t *c2i,
+                           float *c2v, size_t cap2, size_t *n2_p)
+{
+    size_t o = 0, n2 = *n2_p;
+    for (size_t i = 0; i < cnt && o < want; i++) {
+        uint32_t key = gv_key(cv[i]), id = ci[i];
+        float v = cv[i];
+        oi[o] = id;
+        ov[o] = v;
+        o += key >= t;
+        if (key >= t && key >= t2 && n2 <= cap2) {
+            if (n2 < cap2) {
+                c2i[n2] = id;
+                c2v[n2] = v;
+            }
+            n2++; /* cap2 + 1: overflow, and no more captures */
+        }
+    }
+    *n2_p = n2;
+    return o;
+}

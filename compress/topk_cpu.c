@@ -49,6 +49,7 @@ struct topk_region {
     size_t eq;   /* entries with key == T */
     size_t take; /* of those, how many this region emits */
     size_t off;  /* first output position of this region */
+    size_t n2;   /* second-level captures (cap + 1: overflow) */
 };
 
 /* Candidate regions: per thread, the candidates (index, value) in index order, and the
@@ -58,6 +59,8 @@ struct topk_set {
     uint32_t *ci;             /* [nthreads][cap] */
     float *cv;                /* [nthreads][cap] */
     uint32_t *keys;           /* [nthreads][cap] */
+    uint32_t *c2i;            /* [nthreads][cap]: second-level captures of a two-level run */
+    float *c2v;               /* [nthreads][cap] */
     struct topk_region *reg;  /* [nthreads] */
     struct topk_hist *hist;   /* [nthreads] */
 };
@@ -108,9 +111,11 @@ static int set_alloc(struct topk_set *set, size_t cap, int nthreads)
     set->ci = gv_aligned_alloc(64, total * sizeof(uint32_t) + 64);
     set->cv = gv_aligned_alloc(64, total * sizeof(float) + 64);
     set->keys = gv_aligned_alloc(64, total * sizeof(uint32_t) + 64);
+    set->c2i = gv_aligned_alloc(64, total * sizeof(uint32_t) + 64);
+    set->c2v = gv_aligned_alloc(64, total * sizeof(float) + 64);
     set->hist = gv_aligned_alloc(64, (size_t)nthreads * sizeof(struct topk_hist));
     set->reg = gv_calloc((size_t)nthreads, sizeof(struct topk_region));
-    return set->ci && set->cv && set->keys && set->hist && set->reg;
+    return set->ci && set->cv && set->keys && set->c2i && set->c2v && set->hist && set->reg;
 }
 
 static void set_free(struct topk_set *set)
@@ -118,6 +123,8 @@ static void set_free(struct topk_set *set)
     gv_free(set->ci);
     gv_free(set->cv);
     gv_free(set->keys);
+    gv_free(set->c2i);
+    gv_free(set->c2v);
     gv_free(set->hist);
     gv_free(set->reg);
 }
@@ -296,6 +303,9 @@ struct topk_job {
     const uint32_t *map;
     struct gv_sparse *out;
     uint32_t lo, hi;      /* thresholds of the candidate scan */
+    uint32_t lo2;         /* two-level run: a key at least k2 entries reach (UINT32_MAX: none) */
+    uint32_t t2;          /* the write step captures kept entries with key >= t2 (or none) */
+    uint32_t k2;
     struct digits dg;     /* digits of the radix select over the regions' keys */
     uint32_t t;           /* the k-th key once known; during the passes, the digits so far */
     int pass;
@@ -421,6 +431,24 @@ static size_t keep_ties(const uint32_t *ci, const float *cv, size_t cnt, uint32_
     return o;
 }
 
+/* The second level's captures from a region's finished output (the rare path with a split
+ * tie): entries with key >= t2, in order; cap + 1 when more than cap. */
+static size_t capture_scan(const uint32_t *oi, const float *ov, size_t cnt, uint32_t t2,
+                           uint32_t *c2i, float *c2v, size_t cap)
+{
+    size_t n2 = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        if (gv_key(ov[i]) < t2)
+            continue;
+        if (n2 == cap)
+            return cap + 1;
+        c2i[n2] = oi[i];
+        c2v[n2] = ov[i];
+        n2++;
+    }
+    return n2;
+}
+
 static void job_region_write(void *arg, int tid, int nth)
 {
     (void)nth;
@@ -432,18 +460,29 @@ static void job_region_write(void *arg, int tid, int nth)
     const float *cv = set->cv + (size_t)tid * set->cap;
     uint32_t *oi = j->out->idx + r->off;
     float *ov = j->out->val + r->off;
-    const uint32_t t = j->t;
+    const uint32_t t = j->t, t2 = j->t2;
     const size_t want = r->gt + r->take, take = r->take;
     size_t o = 0, taken = 0;
+    r->n2 = 0;
     /* the part in the output first (off is 0 there: a one-thread run), in place */
-    if (take == r->eq) { /* no tie to split here: a plain threshold (SIMD packing) */
+    if (take == r->eq && t2 == UINT32_MAX) { /* a plain threshold (SIMD packing) */
         if (r->nd > 0)
             o = kern->compact(oi, ov, r->nd, t, oi, ov, want);
         o += kern->compact(ci, cv, r->cnt, t, oi + o, ov + o, want - o);
+    } else if (take == r->eq) { /* the same, capturing the second level's candidates */
+        uint32_t *c2i = set->c2i + (size_t)tid * set->cap;
+        float *c2v = set->c2v + (size_t)tid * set->cap;
+        if (r->nd > 0)
+            o = kern->compact2(oi, ov, r->nd, t, oi, ov, want, t2, c2i, c2v, set->cap, &r->n2);
+        o += kern->compact2(ci, cv, r->cnt, t, oi + o, ov + o, want - o, t2, c2i, c2v, set->cap,
+                            &r->n2);
     } else {
         if (r->nd > 0)
             o = keep_ties(oi, ov, r->nd, t, take, &taken, oi, ov, 0, want);
         o = keep_ties(ci, cv, r->cnt, t, take, &taken, oi, ov, o, want);
+        if (t2 != UINT32_MAX) /* a split tie: T < t2, so the captures are whole (rare) */
+            r->n2 = capture_scan(oi, ov, o, t2, set->c2i + (size_t)tid * set->cap,
+                                 set->c2v + (size_t)tid * set->cap, set->cap);
     }
     GV_ASSERT(o == want);
     /* map in a loop of its own: independent loads overlap, where inside the loops above each
@@ -545,6 +584,7 @@ static int topk_finish_regions(struct topk_job *j, struct gv_pool *pool, int nth
                 return 0;
         rank = k;
         digits_plan(&j->dg, j->hi, GV_KEY_NAN + 1u);
+        j->ws->stats.upper++;
     } else { /* then some keys are middle ones, so lo < hi */
         digits_plan(&j->dg, j->lo, GV_MIN(j->hi, GV_KEY_NAN + 1u));
     }
@@ -564,6 +604,9 @@ static int topk_finish_regions(struct topk_job *j, struct gv_pool *pool, int nth
                                           : set->hist[t].h[j->dg.npass - 1][b];
     size_t emitted = sel_layout(set->reg, nth, k);
     GV_ASSERT(emitted == k);
+    /* a two-level run captures its second level on the way when that is a small part of
+     * this one (lo2 > T) */
+    j->t2 = j->lo2 != UINT32_MAX && j->lo2 > j->t ? j->lo2 : UINT32_MAX;
     gv_pool_run(pool, nth, job_region_write, j);
     return 1;
 }
@@ -579,16 +622,21 @@ static int topk_regions(struct topk_job *j, struct gv_pool *pool, int nth)
  * one at a time they cost about 0.5 ms for 4096 lines). */
 #define SAMPLE_PREFETCH 16u
 
-static uint32_t draw_sample(struct topk_job *j, uint64_t seed)
+uint32_t gv_topk_sample_lines(uint32_t n, uint32_t k, uint64_t seed, uint32_t *pos)
 {
-    const uint32_t n = j->n;
-    const float *x = j->x;
-    uint32_t s = sample_len(n), lines = s / 16, *smp = j->ws->samp;
-    uint32_t *pos = j->ws->samp + 2 * SAMPLE_MAX; /* free until thresholds() */
+    uint32_t lines = sample_len(n) / 16;
     struct gv_rng rng;
-    gv_rng_seed(&rng, gv_seed_mix(seed, n, j->k, 0, GV_SEED_TOPK));
+    gv_rng_seed(&rng, gv_seed_mix(seed, n, k, 0, GV_SEED_TOPK));
     for (uint32_t l = 0; l < lines; l++)
         pos[l] = gv_rng_below(&rng, n / 16) * 16;
+    return lines;
+}
+
+static uint32_t draw_sample(struct topk_job *j, uint64_t seed)
+{
+    const float *x = j->x;
+    uint32_t *smp = j->ws->samp, *pos = j->ws->samp + 2 * SAMPLE_MAX; /* free until thresholds() */
+    uint32_t lines = gv_topk_sample_lines(j->n, j->k, seed, pos);
     for (uint32_t l = 0; l < lines; l++) {
         if (l + SAMPLE_PREFETCH < lines) {
             __builtin_prefetch(x + pos[l + SAMPLE_PREFETCH]);
@@ -597,7 +645,7 @@ static uint32_t draw_sample(struct topk_job *j, uint64_t seed)
         for (uint32_t q = 0; q < 16; q++)
             smp[l * 16 + q] = gv_key(x[pos[l] + q]);
     }
-    return s;
+    return lines * 16;
 }
 
 /* Thresholds lo < hi for k of n from the sample (which it leaves intact, so that other ranks
@@ -616,6 +664,20 @@ static double thresholds(struct gv_topk_ws *ws, uint32_t s, uint32_t n, uint32_t
     if (*hi_p <= *lo_p)
         *hi_p = UINT32_MAX; /* heavy ties at the sample quantile: everything is "middle" */
     return (double)n * rlo / s;
+}
+
+/* For a two-level run, from the same sample: a key that at least k2 entries reach with high
+ * probability (as lo for k), so that the first level's write step can capture the second
+ * level's candidates; UINT32_MAX when more of them are expected than a region holds. */
+static uint32_t level2_threshold(struct gv_topk_ws *ws, uint32_t s, uint32_t n, uint32_t k2,
+                                 int nth)
+{
+    double r = rank_lo((double)s * k2 / n);
+    if (r > s || (double)n * r / s > 0.5 * (double)ws->s1.cap * nth)
+        return UINT32_MAX;
+    uint32_t *w1 = ws->samp + SAMPLE_MAX;
+    memcpy(w1, ws->samp, (size_t)s * sizeof(uint32_t));
+    return select_array(w1, s, (size_t)r, &ws->s1.hist[0], NULL, NULL);
 }
 
 /* Small tensors (n <= 2 * SAMPLE_MAX): the keys fit the sample buffers, so the radix select
@@ -707,8 +769,10 @@ static void topk_level(struct topk_job *j, struct gv_pool *pool, int nth, uint64
     struct gv_topk_ws *ws = j->ws;
     if (sampled_ok(ws, j->n, j->k)) {
         uint32_t s = draw_sample(j, seed);
-        if (thresholds(ws, s, j->n, j->k, &j->lo, &j->hi) <= (double)ws->s1.cap * nth &&
-            topk_regions(j, pool, nth)) {
+        double expect = thresholds(ws, s, j->n, j->k, &j->lo, &j->hi);
+        if (j->k2 > 0)
+            j->lo2 = level2_threshold(ws, s, j->n, j->k2, nth);
+        if (expect <= (double)ws->s1.cap * nth && topk_regions(j, pool, nth)) {
             ws->stats.sampled++;
             return;
         }
@@ -747,7 +811,48 @@ gv_status_t gv_topk_cpu(struct gv_topk_ws *ws, struct gv_pool *pool, int nthread
         return GV_OK;
     int nth = n >= PAR_MIN_N ? GV_MIN(nthreads, ws->nthreads) : 1;
     struct topk_job j = {.ws = ws, .set = &ws->s1, .x = x, .n = n, .k = k, .map = map,
-                         .out = out};
+                         .out = out, .lo2 = UINT32_MAX, .t2 = UINT32_MAX};
     topk_level(&j, pool, nth, seed);
     return GV_OK;
+}
+
+gv_status_t gv_topk_cpu2(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads,
+                         uint64_t seed, const float *x, uint32_t n, uint32_t k1, uint32_t k2,
+                         struct gv_sparse *out1, struct gv_sparse *out2)
+{
+    if (k1 > n || k2 > k1 || k1 > out1->cap || k2 > out2->cap ||
+        (k1 > 0 && (out1->idx == NULL || out1->val == NULL)) ||
+        (k2 > 0 && (out2->idx == NULL || out2->val == NULL)))
+        return GV_ERR_INVAL;
+    struct topk_set *set = &ws->s1;
+    int nth = n >= PAR_MIN_N ? GV_MIN(nthreads, ws->nthreads) : 1;
+    struct topk_job j = {.ws = ws, .set = set, .x = x, .n = n, .k = k1, .out = out1,
+                         .lo2 = UINT32_MAX, .t2 = UINT32_MAX, .k2 = k2};
+    if (!topk_trivial(n, k1, x, NULL, out1))
+        topk_level(&j, pool, nth, seed);
+    if (j.t2 != UINT32_MAX) {
+        /* the write step captured the entries of level 1 with key >= t2, in index order per
+         * thread: when they are k2 or more (and fitted), level 2 is their top-k2 */
+        size_t total = 0;
+        int ok = 1;
+        for (int t = 0; t < nth; t++) {
+            ok &= set->reg[t].n2 <= set->cap;
+            total += set->reg[t].n2;
+        }
+        if (ok && total >= k2 && total <= set->cap) {
+            for (int t = 1; t < nth; t++) { /* concatenated in thread 0's part */
+                size_t at = 0;
+                for (int q = 0; q < t; q++)
+                    at += set->reg[q].n2;
+                memmove(set->c2i + at, set->c2i + (size_t)t * set->cap,
+                        set->reg[t].n2 * sizeof(uint32_t));
+                memmove(set->c2v + at, set->c2v + (size_t)t * set->cap,
+                        set->reg[t].n2 * sizeof(float));
+            }
+            ws->stats.captured++;
+            return gv_topk_cpu(ws, pool, nthreads, seed, set->c2v, (uint32_t)total, k2,
+                               set->c2i, out2);
+        }
+    }
+    return gv_topk_cpu(ws, pool, nthreads, seed, out1->val, k1, k2, out1->idx, out2);
 }
