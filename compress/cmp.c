@@ -185,13 +185,15 @@ static gv_status_t level_select(struct gv_cmp *c, const float *x, uint32_t n, ui
     return GV_ERR_INVAL;
 }
 
-/* fp16 rounding of what is sent, then its squared norm. */
+/* fp16 rounding of what is sent, then its squared norm (which a backend's top-k may have
+ * computed already, for f32 values). */
 static gv_status_t finish(struct gv_cmp *c, struct gv_sparse *out)
 {
     gv_status_t status = GV_OK;
     if (c->cfg.val_type == GV_VAL_F16)
         status = c->ops->round_f16(c, out->val, out->count);
-    if (status == GV_OK)
+    int have = c->cfg.kind == GV_CMP_TOPK && c->ops->topk_sumsq && c->cfg.val_type == GV_VAL_F32;
+    if (status == GV_OK && !have)
         status = c->ops->sumsq(c, out->val, out->count, &out->sumsq);
     return status;
 }
@@ -247,6 +249,7 @@ static gv_status_t level2(struct gv_cmp *c, const struct gv_sparse *in, double c
         if (k == 0) { /* an empty first level (a threshold selected nothing) */
             out->dense = 0;
             out->count = 0;
+            out->sumsq = 0;
         } else {
             status = level_select(c, in->val, in->count, k, in->idx, iter, tensor_id, 2, out);
         }

@@ -116,11 +116,12 @@ struct gv_cmp_ops {
     /* r[idx[i]] = r[idx[i]] - val[i], non-finite results -> 0 (idx NULL: dense, i < count) */
     gv_status_t (*ef_apply)(struct gv_cmp *c, float *r, const uint32_t *idx, const float *val,
                             uint32_t count);
-    /* exact top-k (ordering of gv_compress.h), k <= n, out->cap >= k: fills idx, val, count */
+    /* exact top-k (ordering of gv_compress.h), k <= n, out->cap >= k: fills idx, val, count,
+     * and sumsq too where topk_sumsq is set */
     gv_status_t (*topk)(struct gv_cmp *c, const float *x, uint32_t n, uint32_t k,
                         const uint32_t *map, struct gv_sparse *out);
     /* optional (NULL: two topk calls): out1 = top-k1 of x and out2 = top-k2 of x, k2 <= k1,
-     * both with x's indices, at once */
+     * both with x's indices, at once (as topk fills them) */
     gv_status_t (*topk2)(struct gv_cmp *c, const float *x, uint32_t n, uint32_t k1, uint32_t k2,
                          struct gv_sparse *out1, struct gv_sparse *out2);
     /* number of entries with key >= key_min (key_min <= GV_KEY_NAN) */
@@ -144,6 +145,9 @@ struct gv_cmp_ops {
     gv_status_t (*sumsq)(struct gv_cmp *c, const float *x, uint32_t n, double *sumsq_p);
     gv_status_t (*scatter_add)(struct gv_cmp *c, float *dense, uint32_t n, const uint32_t *idx,
                                const float *val, uint32_t count);
+    /* topk and topk2 fill out->sumsq as the sumsq op would over the values they wrote (the CPU
+     * sums each finished output block in its write step, while the block is in the cache) */
+    int topk_sumsq;
 };
 
 extern const struct gv_cmp_ops gv_cmp_cpu_ops;

@@ -381,6 +381,7 @@ const struct gv_cmp_ops gv_cmp_cpu_ops = {
     .ef_apply = cpu_ef_apply,
     .topk = cpu_topk,
     .topk2 = cpu_topk2,
+    .topk_sumsq = 1,
     .count_ge = cpu_count_ge,
     .select_ge = cpu_select_ge,
     .gather = cpu_gather,

@@ -70,6 +70,8 @@ struct gv_topk_ws {
     struct gv_scan_kernels kern;
     struct topk_set s1;       /* candidate regions */
     uint32_t *samp;           /* [3][SAMPLE_MAX]: the sample, and two copies to select in */
+    double *bsum;             /* per GV_SUMSQ_BLOCK-entry block of an output: sum of squares */
+    size_t nbsum;
     struct gv_topk_stats stats;
 };
 
@@ -148,7 +150,9 @@ gv_status_t gv_topk_ws_create(uint64_t max_n, uint32_t max_k, int nthreads,
     }
     int ok = set_alloc(&ws->s1, cap, nthreads);
     ws->samp = gv_aligned_alloc(64, 3 * SAMPLE_MAX * sizeof(uint32_t));
-    if (!ok || ws->samp == NULL) {
+    ws->nbsum = (size_t)(max_n / GV_SUMSQ_BLOCK) + 2;
+    ws->bsum = gv_malloc(ws->nbsum * sizeof(double));
+    if (!ok || ws->samp == NULL || ws->bsum == NULL) {
         gv_log(GV_LOG_ERROR, "compress: cannot allocate the top-k workspace (%zu candidates)",
                cap * (size_t)nthreads);
         gv_topk_ws_destroy(ws);
@@ -164,6 +168,7 @@ void gv_topk_ws_destroy(struct gv_topk_ws *ws)
         return;
     set_free(&ws->s1);
     gv_free(ws->samp);
+    gv_free(ws->bsum);
     gv_free(ws);
 }
 
@@ -309,6 +314,7 @@ struct topk_job {
     struct digits dg;     /* digits of the radix select over the regions' keys */
     uint32_t t;           /* the k-th key once known; during the passes, the digits so far */
     int pass;
+    int summed;           /* the write step filled ws->bsum for the blocks inside a region */
 };
 
 static void chunk_of(uint32_t n, int tid, int nth, size_t *b_p, size_t *e_p)
@@ -449,42 +455,67 @@ static size_t capture_scan(const uint32_t *oi, const float *ov, size_t cnt, uint
     return n2;
 }
 
+/* Sums of squares of the output's GV_SUMSQ_BLOCK-entry blocks from *next_p on that end at or
+ * before position `done` (the blocks lie inside the calling region: next starts there). */
+static void block_sums(struct topk_job *j, size_t done, size_t *next_p)
+{
+    const size_t bl = GV_SUMSQ_BLOCK, k = j->k;
+    size_t b = *next_p;
+    for (; b * bl < k && GV_MIN(b * bl + bl, k) <= done; b++)
+        j->ws->bsum[b] = gv_sumsq_block(j->out->val + b * bl, GV_MIN(bl, k - b * bl));
+    *next_p = b;
+}
+
+/* One piece of a region's candidates (ci, cv)[0..cnt), kept ones appended at o. */
+static size_t write_piece(struct topk_job *j, struct topk_region *r, int tid,
+                          const uint32_t *ci, const float *cv, size_t cnt, uint32_t *oi,
+                          float *ov, size_t o, size_t want, size_t *taken_p)
+{
+    const struct gv_scan_kernels *kern = &j->ws->kern;
+    struct topk_set *set = j->set;
+    const uint32_t t = j->t, t2 = j->t2;
+    if (r->take != r->eq)
+        return keep_ties(ci, cv, cnt, t, r->take, taken_p, oi, ov, o, want);
+    if (t2 == UINT32_MAX) /* a plain threshold (SIMD packing) */
+        return o + kern->compact(ci, cv, cnt, t, oi + o, ov + o, want - o);
+    /* the same, capturing the second level's candidates */
+    return o + kern->compact2(ci, cv, cnt, t, oi + o, ov + o, want - o, t2,
+                              set->c2i + (size_t)tid * set->cap,
+                              set->c2v + (size_t)tid * set->cap, set->cap, &r->n2);
+}
+
+/* The write step of a region: the part already in the output first (off is 0 there: a
+ * one-thread run), in place, then the region. It goes in pieces of WRITE_PIECE candidates, and
+ * after each piece the output blocks it completed get their sums of squares while they are
+ * still in the cache (the same fixed-order block sums as gv_sumsq_f32, which read the whole
+ * output again from memory). */
+#define WRITE_PIECE 8192u
+
 static void job_region_write(void *arg, int tid, int nth)
 {
     (void)nth;
     struct topk_job *j = arg;
     struct topk_set *set = j->set;
-    const struct gv_scan_kernels *kern = &j->ws->kern;
     struct topk_region *r = &set->reg[tid];
-    const uint32_t *ci = set->ci + (size_t)tid * set->cap;
-    const float *cv = set->cv + (size_t)tid * set->cap;
     uint32_t *oi = j->out->idx + r->off;
     float *ov = j->out->val + r->off;
-    const uint32_t t = j->t, t2 = j->t2;
-    const size_t want = r->gt + r->take, take = r->take;
-    size_t o = 0, taken = 0;
+    const size_t want = r->gt + r->take, bl = GV_SUMSQ_BLOCK;
+    size_t o = 0, taken = 0, next = (r->off + bl - 1) / bl;
     r->n2 = 0;
-    /* the part in the output first (off is 0 there: a one-thread run), in place */
-    if (take == r->eq && t2 == UINT32_MAX) { /* a plain threshold (SIMD packing) */
-        if (r->nd > 0)
-            o = kern->compact(oi, ov, r->nd, t, oi, ov, want);
-        o += kern->compact(ci, cv, r->cnt, t, oi + o, ov + o, want - o);
-    } else if (take == r->eq) { /* the same, capturing the second level's candidates */
-        uint32_t *c2i = set->c2i + (size_t)tid * set->cap;
-        float *c2v = set->c2v + (size_t)tid * set->cap;
-        if (r->nd > 0)
-            o = kern->compact2(oi, ov, r->nd, t, oi, ov, want, t2, c2i, c2v, set->cap, &r->n2);
-        o += kern->compact2(ci, cv, r->cnt, t, oi + o, ov + o, want - o, t2, c2i, c2v, set->cap,
-                            &r->n2);
-    } else {
-        if (r->nd > 0)
-            o = keep_ties(oi, ov, r->nd, t, take, &taken, oi, ov, 0, want);
-        o = keep_ties(ci, cv, r->cnt, t, take, &taken, oi, ov, o, want);
-        if (t2 != UINT32_MAX) /* a split tie: T < t2, so the captures are whole (rare) */
-            r->n2 = capture_scan(oi, ov, o, t2, set->c2i + (size_t)tid * set->cap,
-                                 set->c2v + (size_t)tid * set->cap, set->cap);
+    for (int part = 0; part < 2; part++) {
+        const uint32_t *ci = part == 0 ? oi : set->ci + (size_t)tid * set->cap;
+        const float *cv = part == 0 ? ov : set->cv + (size_t)tid * set->cap;
+        const size_t cnt = part == 0 ? r->nd : r->cnt;
+        for (size_t i = 0; i < cnt && o < want; i += WRITE_PIECE) {
+            o = write_piece(j, r, tid, ci + i, cv + i, GV_MIN((size_t)WRITE_PIECE, cnt - i), oi,
+                            ov, o, want, &taken);
+            block_sums(j, r->off + o, &next);
+        }
     }
     GV_ASSERT(o == want);
+    if (r->take != r->eq && j->t2 != UINT32_MAX) /* a split tie: T < t2 (rare) */
+        r->n2 = capture_scan(oi, ov, o, j->t2, set->c2i + (size_t)tid * set->cap,
+                             set->c2v + (size_t)tid * set->cap, set->cap);
     /* map in a loop of its own: independent loads overlap, where inside the loops above each
      * miss would wait behind the selection logic */
     if (j->map != NULL)
@@ -608,6 +639,17 @@ static int topk_finish_regions(struct topk_job *j, struct gv_pool *pool, int nth
      * this one (lo2 > T) */
     j->t2 = j->lo2 != UINT32_MAX && j->lo2 > j->t ? j->lo2 : UINT32_MAX;
     gv_pool_run(pool, nth, job_region_write, j);
+    /* the blocks that straddle two regions' outputs */
+    const size_t bl = GV_SUMSQ_BLOCK;
+    size_t last = SIZE_MAX;
+    for (int t = 1; t < nth; t++) {
+        size_t at = set->reg[t].off, blk = at / bl;
+        if (at % bl != 0 && at < k && blk != last) {
+            j->ws->bsum[blk] = gv_sumsq_block(j->out->val + blk * bl, GV_MIN(bl, k - blk * bl));
+            last = blk;
+        }
+    }
+    j->summed = 1;
     return 1;
 }
 
@@ -787,6 +829,27 @@ static void topk_level(struct topk_job *j, struct gv_pool *pool, int nth, uint64
         topk_exact(j, pool, nth);
 }
 
+static void job_all_sums(void *arg, int tid, int nth)
+{
+    struct topk_job *j = arg;
+    const size_t bl = GV_SUMSQ_BLOCK, k = j->k, nb = (k + bl - 1) / bl;
+    for (size_t b = nb * (size_t)tid / (size_t)nth; b < nb * ((size_t)tid + 1) / (size_t)nth; b++)
+        j->ws->bsum[b] = gv_sumsq_block(j->out->val + b * bl, GV_MIN(bl, k - b * bl));
+}
+
+/* out->sumsq: the block sums (from the write step, or computed here where another path wrote
+ * the output), added in order: gv_sumsq_f32 of the output, bit for bit. */
+static void topk_sums(struct topk_job *j, struct gv_pool *pool, int nth)
+{
+    const size_t bl = GV_SUMSQ_BLOCK, nb = ((size_t)j->k + bl - 1) / bl;
+    if (!j->summed)
+        gv_pool_run(pool, nb >= 64 ? nth : 1, job_all_sums, j);
+    double sum = 0;
+    for (size_t b = 0; b < nb; b++)
+        sum += j->ws->bsum[b];
+    j->out->sumsq = sum;
+}
+
 /* k == 0 and k == n need no selection. Returns 1 when handled. */
 static int topk_trivial(uint32_t n, uint32_t k, const float *x, const uint32_t *map,
                         struct gv_sparse *out)
@@ -807,12 +870,12 @@ gv_status_t gv_topk_cpu(struct gv_topk_ws *ws, struct gv_pool *pool, int nthread
 {
     if (k > n || k > out->cap || (k > 0 && (out->idx == NULL || out->val == NULL)))
         return GV_ERR_INVAL;
-    if (topk_trivial(n, k, x, map, out))
-        return GV_OK;
     int nth = n >= PAR_MIN_N ? GV_MIN(nthreads, ws->nthreads) : 1;
     struct topk_job j = {.ws = ws, .set = &ws->s1, .x = x, .n = n, .k = k, .map = map,
                          .out = out, .lo2 = UINT32_MAX, .t2 = UINT32_MAX};
-    topk_level(&j, pool, nth, seed);
+    if (!topk_trivial(n, k, x, map, out))
+        topk_level(&j, pool, nth, seed);
+    topk_sums(&j, pool, nth);
     return GV_OK;
 }
 
@@ -830,6 +893,7 @@ gv_status_t gv_topk_cpu2(struct gv_topk_ws *ws, struct gv_pool *pool, int nthrea
                          .lo2 = UINT32_MAX, .t2 = UINT32_MAX, .k2 = k2};
     if (!topk_trivial(n, k1, x, NULL, out1))
         topk_level(&j, pool, nth, seed);
+    topk_sums(&j, pool, nth); /* before level 2, which reuses the block sums */
     if (j.t2 != UINT32_MAX) {
         /* the write step captured the entries of level 1 with key >= t2, in index order per
          * thread: when they are k2 or more (and fitted), level 2 is their top-k2 */

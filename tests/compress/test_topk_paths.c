@@ -23,7 +23,15 @@ static struct gv_topk_stats stats_of(int t)
     return st;
 }
 
-/* Top-k at cf with compressor t against the oracle: indices, values, count. */
+/* The norm the write step summed block by block equals gv_sumsq_f32 of the output, bit for
+ * bit (the order is fixed, whatever the thread count and the path). */
+static int sumsq_ok(const struct gv_sparse *sp)
+{
+    double want = gv_sumsq_f32(sp->val, sp->count);
+    return sp->sumsq == want || (isnan(want) && isnan(sp->sumsq));
+}
+
+/* Top-k at cf with compressor t against the oracle: indices, values, count, norm. */
 static int topk_ok(int t, const float *x, uint32_t n, double cf, const char *what)
 {
     uint32_t k;
@@ -35,6 +43,8 @@ static int topk_ok(int t, const float *x, uint32_t n, double cf, const char *wha
         vals = tu_bits_eq(out.val[i], x[out.idx[i]]);
     int ok = out.count == k && tu_u32_eq(out.idx, oracle_idx, k) && vals;
     GV_CHECK_MSG(ok, "%s: threads %d cf %g differs from the oracle", what, t, cf);
+    GV_CHECK_MSG(sumsq_ok(&out), "%s: threads %d cf %g: sumsq %.17g vs %.17g", what, t, cf,
+                 out.sumsq, gv_sumsq_f32(out.val, out.count));
     return ok;
 }
 
@@ -54,6 +64,8 @@ static void two_levels_ok(int t, const float *x, uint32_t n, double cf1, double 
     GV_CHECK_MSG(out.count == k1 && tu_u32_eq(out.idx, oracle_idx, k1) && out2.count == k2 &&
                      tu_u32_eq(out2.idx, oracle2_idx, k2) && vals,
                  "%s: threads %d cf %g/%g differs from the oracle", what, t, cf1, cf2);
+    GV_CHECK_MSG(sumsq_ok(&out) && sumsq_ok(&out2), "%s: threads %d cf %g/%g: norms", what, t,
+                 cf1, cf2);
 }
 
 /* Marks the entries of x the sampled path reads for (n, k). */
@@ -204,6 +216,48 @@ static void test_capture(float *x, uint8_t *in)
     }
 }
 
+/* Norms summed in the write step against gv_sumsq_f32 of the output and against each other
+ * across thread counts (1-3, so block boundaries fall inside and between the threads' parts),
+ * on every path: sampled, exact with regions, exact with full passes (a heavy bucket), small,
+ * k = n, both levels, with NaN and Inf, and in fp16 mode (summed after the rounding). */
+static void test_norms(float *x)
+{
+    static const double cfs[] = {1, 1.7, 3, 10, 77.7, 1000};
+    static const uint32_t sizes[] = {1000, 70001, N};
+    for (int data = 0; data < 3; data++) {
+        for (size_t z = 0; z < GV_ARRAY_LEN(sizes); z++) {
+            const uint32_t n = sizes[z];
+            if (data == 0)
+                tu_fill_normal(x, n, 101 + z);
+            else if (data == 1)
+                tu_fill_ties(x, n, 102 + z, 4); /* heavy buckets: the exact path's full passes */
+            else
+                for (uint32_t i = 0; i < n; i++)
+                    x[i] = i % 97 == 0 ? (i % 2 ? NAN : -INFINITY) : (float)(i % 1013) * 0.5f;
+            for (size_t c = 0; c < GV_ARRAY_LEN(cfs); c++) {
+                double first = 0;
+                for (int t = 1; t <= 3; t++) {
+                    topk_ok(t, x, n, cfs[c], "norms");
+                    if (t == 1)
+                        first = out.sumsq;
+                    GV_CHECK(out.sumsq == first || (isnan(first) && isnan(out.sumsq)));
+                }
+            }
+            for (int t = 1; t <= 3; t++)
+                two_levels_ok(t, x, n, 3, 30, "norms");
+        }
+    }
+    struct gv_cmp *h = tu_cmp(GV_CMP_TOPK, N, 1.0, 2, GV_VAL_F16, SEED);
+    tu_fill_normal(x, N, 103);
+    for (uint32_t i = 0; i < N; i += 1000)
+        x[i] *= 1e5f; /* saturated in fp16 */
+    GV_CHECK_OK(gv_cmp_select2(h, x, N, 10, 1000, 0, 0, &out, &out2));
+    for (uint32_t i = 0; i < out.count; i++)
+        GV_CHECK(tu_bits_eq(out.val[i], gv_f16_round_sat(x[out.idx[i]])));
+    GV_CHECK(sumsq_ok(&out) && sumsq_ok(&out2));
+    gv_cmp_destroy(h);
+}
+
 /* 1..100 one by one, then in steps of 97, then the last 40 one by one. */
 static size_t next_cap(size_t cap, size_t total)
 {
@@ -327,6 +381,7 @@ int main(void)
     test_lo_too_high(x, in);
     test_ties_split(x);
     test_capture(x, in);
+    test_norms(x);
     test_split_cap(x);
     test_compact2(x);
     tu_sparse_free(&out);
