@@ -12,7 +12,11 @@
  * write step keeps key > T plus the first (k - #greater) entries equal to T, which gives the
  * lower-index tie rule and ascending indices for free: in place in the output for the part that
  * is there (every entry moves down or stays, so nothing is read after it is overwritten), a
- * copying compaction for the rest.
+ * copying compaction for the rest. It goes in pieces and sums the squares of each finished
+ * 4096-entry output block while the block is in the cache (the output's norm). When k or more
+ * entries are at or above hi (the sample's hi was low), T is selected among those keys instead.
+ * Two levels at once (k2 <= k): the same sample gives lo2, and when lo2 > T the write step also
+ * captures the kept entries with key >= lo2; level 2 is the top-k2 of those few.
  * Exact path (small n, large k, or when the sample missed): a histogram of the top 11 bits of
  * every key gives the bucket of the k-th key, then the same candidate machinery with that
  * bucket as [lo, hi); if the bucket is too heavy for the regions, a full three-digit radix
@@ -71,7 +75,7 @@ struct gv_topk_ws {
     struct topk_set s1;       /* candidate regions */
     uint32_t *samp;           /* [3][SAMPLE_MAX]: the sample, and two copies to select in */
     double *bsum;             /* per GV_SUMSQ_BLOCK-entry block of an output: sum of squares */
-    size_t nbsum;
+    size_t nbsum;             /* blocks it holds: those of any k <= max_n */
     struct gv_topk_stats stats;
 };
 
@@ -461,6 +465,8 @@ static void block_sums(struct topk_job *j, size_t done, size_t *next_p)
 {
     const size_t bl = GV_SUMSQ_BLOCK, k = j->k;
     size_t b = *next_p;
+    if (k > j->ws->nbsum * bl) /* more than the workspace was sized for: topk_sums does it */
+        return;
     for (; b * bl < k && GV_MIN(b * bl + bl, k) <= done; b++)
         j->ws->bsum[b] = gv_sumsq_block(j->out->val + b * bl, GV_MIN(bl, k - b * bl));
     *next_p = b;
@@ -642,14 +648,14 @@ static int topk_finish_regions(struct topk_job *j, struct gv_pool *pool, int nth
     /* the blocks that straddle two regions' outputs */
     const size_t bl = GV_SUMSQ_BLOCK;
     size_t last = SIZE_MAX;
-    for (int t = 1; t < nth; t++) {
+    for (int t = 1; t < nth && k <= j->ws->nbsum * bl; t++) {
         size_t at = set->reg[t].off, blk = at / bl;
         if (at % bl != 0 && at < k && blk != last) {
             j->ws->bsum[blk] = gv_sumsq_block(j->out->val + blk * bl, GV_MIN(bl, k - blk * bl));
             last = blk;
         }
     }
-    j->summed = 1;
+    j->summed = k <= j->ws->nbsum * bl;
     return 1;
 }
 
@@ -842,6 +848,10 @@ static void job_all_sums(void *arg, int tid, int nth)
 static void topk_sums(struct topk_job *j, struct gv_pool *pool, int nth)
 {
     const size_t bl = GV_SUMSQ_BLOCK, nb = ((size_t)j->k + bl - 1) / bl;
+    if (nb > j->ws->nbsum) { /* an output larger than max_numel (a malformed dense input) */
+        j->out->sumsq = gv_sumsq_f32(j->out->val, j->k);
+        return;
+    }
     if (!j->summed)
         gv_pool_run(pool, nb >= 64 ? nth : 1, job_all_sums, j);
     double sum = 0;

@@ -256,6 +256,14 @@ static void test_norms(float *x)
         GV_CHECK(tu_bits_eq(out.val[i], gv_f16_round_sat(x[out.idx[i]])));
     GV_CHECK(sumsq_ok(&out) && sumsq_ok(&out2));
     gv_cmp_destroy(h);
+    /* a dense first level claiming more entries than the compressor was sized for: the norm
+     * of that many values still comes out right (and within the workspace) */
+    struct gv_cmp *small = tu_cmp(GV_CMP_TOPK, 5000, 1.0, 1, GV_VAL_F32, SEED);
+    tu_fill_normal(x, 20000, 104);
+    struct gv_sparse in = {.val = x, .count = 20000, .n = 5000, .dense = 1};
+    GV_CHECK_OK(gv_cmp_select_sub(small, &in, 1.0, 0, 0, &out));
+    GV_CHECK(out.count == 20000 && sumsq_ok(&out));
+    gv_cmp_destroy(small);
 }
 
 /* 1..100 one by one, then in steps of 97, then the last 40 one by one. */
