@@ -71,7 +71,8 @@ struct gv_tp_handler {
 struct gv_tp_config {
     uint32_t max_hdr_len;           /* prefix+header larger than this is refused (64 KiB) */
     uint64_t max_payload_len;       /* payload larger than this is refused (2 GiB) */
-    int sock_buf_bytes;             /* SO_SNDBUF/SO_RCVBUF request (4 MiB) */
+    int sock_buf_bytes;             /* SO_SNDBUF/SO_RCVBUF request (4 MiB); 0 keeps the
+                                       kernel's autotuning */
     int connect_timeout_ms;         /* gv_tp_connect retries until this deadline (10000) */
     int io_timeout_ms;              /* a conn with a partial message or pending sends and no
                                        progress for this long is closed GV_ERR_TIMEOUT (10000) */
@@ -161,8 +162,10 @@ static inline void gv_tp_listener_close(struct gv_tp *tp, struct gv_listener *l)
 }
 
 /* Connects to host:port (IPv4, IPv6 or a name), retrying refused/unreachable attempts until
- * cfg.connect_timeout_ms has passed (peers may start later than us). Blocks; returns an
- * established connection or GV_ERR_TIMEOUT / GV_ERR_IO / GV_ERR_INVAL. */
+ * cfg.connect_timeout_ms has passed (peers may start later than us). Blocks (no callbacks run
+ * and no other connection of tp progresses meanwhile); returns an established connection or
+ * GV_ERR_TIMEOUT / GV_ERR_IO / GV_ERR_INVAL. Several connections to the same peer are
+ * independent streams. */
 static inline gv_status_t gv_tp_connect(struct gv_tp *tp, const char *host, uint16_t port,
                                         struct gv_conn **c_p)
 {
@@ -170,7 +173,9 @@ static inline gv_status_t gv_tp_connect(struct gv_tp *tp, const char *host, uint
 }
 
 /* Sends one message: iov[0] is the prefix+header, iov[1..iovcnt) the payload segments
- * (1 <= iovcnt <= GV_TP_MAX_SEND_IOV). Contract:
+ * (1 <= iovcnt <= GV_TP_MAX_SEND_IOV). The iov array itself is copied; the bytes it points to
+ * are borrowed until completion. cb may be NULL when the caller needs no completion (buffers
+ * that never change, e.g. a constant payload). Contract:
  *   GV_OK          sent (handed to the kernel / NIC); buffers reusable now; cb is NOT called.
  *   GV_INPROGRESS  queued; cb fires later from progress() (or with an error when the conn
  *                  closes); the caller must not touch the buffers until then.
@@ -187,8 +192,10 @@ static inline gv_status_t gv_tp_send(struct gv_conn *c, const struct gv_iov *iov
 }
 
 /* Runs the event loop once: waits up to timeout_ms (0 = poll, -1 = forever) for I/O, makes
- * progress on every connection, fires callbacks, enforces io_timeout_ms. Returns the number of
- * events handled (>= 0) or a negative status on a fatal transport error. */
+ * progress on every connection, fires callbacks, enforces io_timeout_ms (it never sleeps past
+ * the next possible expiry, so a dead peer is reported even under timeout_ms = -1). Returns the
+ * number of events handled (>= 0) or a negative status on a fatal transport error. Must not be
+ * called from inside a callback. */
 static inline int gv_tp_progress(struct gv_tp *tp, int timeout_ms)
 {
     return tp->ops->progress(tp, timeout_ms);
@@ -213,6 +220,20 @@ static inline void gv_tp_mem_dereg(struct gv_tp *tp, struct gv_buf *buf)
 {
     tp->ops->mem_dereg(tp, buf);
 }
+
+/* ---- addresses ---- */
+
+/* Splits "host:port", "[v6addr]:port" or "name:port" into host (NUL-terminated, brackets
+ * removed) and port (1..65535). GV_ERR_INVAL for anything else or a host that does not fit. */
+gv_status_t gv_tp_addr_split(const char *addr, char *host, size_t host_len, uint16_t *port_p);
+
+/* The address peers should be told to connect to, for a listener bound to bind_host and port:
+ * advertise_host when given (the explicit advertise address: wildcard binds, NAT, several
+ * interfaces), else bind_host when it names one address, else this machine's host name.
+ * Written as "host:port" ("[v6addr]:port") into out[0..out_len); GV_ERR_INVAL if it does
+ * not fit. */
+gv_status_t gv_tp_addr_advertise(const char *bind_host, const char *advertise_host,
+                                 uint16_t port, char *out, size_t out_len);
 
 #ifdef __cplusplus
 }

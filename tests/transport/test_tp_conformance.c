@@ -1,0 +1,483 @@
+/* test_tp_conformance.c: the transport contract, checked with the same test bodies against
+ * every backend name the project knows ("tcp", "rdma"). A backend whose create says
+ * GV_ERR_UNSUPPORTED or GV_ERR_NODEV is reported as skipped for that backend; if none ran at
+ * all the test exits 77. Backend-specific behaviour (socket options, timeouts, retries) is
+ * tested in test_tcp.c and test_rdma.c. */
+#include "check.h"
+#include "tt.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TIMEOUT_MS 10000
+
+static const char *backend;
+
+static struct gv_tp_config small_cfg(void)
+{
+    struct gv_tp_config cfg;
+    gv_tp_config_default(&cfg);
+    cfg.io_timeout_ms = 5000;
+    cfg.connect_timeout_ms = 5000;
+    return cfg;
+}
+
+/* A connected pair: server s (listening on loopback), client k with conn *c_p. */
+static int pair_up(struct tt_side *s, struct tt_side *k, const struct gv_tp_config *cfg,
+                   size_t rx_cap, struct gv_conn **c_p)
+{
+    memset(s, 0, sizeof(*s));
+    memset(k, 0, sizeof(*k));
+    s->rx_cap = k->rx_cap = rx_cap;
+    if (tt_side_init(s, backend, cfg, "127.0.0.1") != GV_OK)
+        return -1;
+    if (tt_side_init(k, backend, cfg, NULL) != GV_OK)
+        return -1;
+    if (gv_tp_connect(k->tp, "127.0.0.1", s->port, c_p) != GV_OK)
+        return -1;
+    tt_track(k, *c_p);
+    return 0;
+}
+
+struct want_msgs {
+    struct tt_side *s;
+    uint64_t n;
+};
+static int have_msgs(void *arg)
+{
+    struct want_msgs *w = arg;
+    return w->s->msgs >= w->n;
+}
+
+struct want_closed {
+    struct tt_side *s;
+    int n; /* conn records that have seen on_close */
+};
+static int have_closed(void *arg)
+{
+    struct want_closed *w = arg;
+    int n = 0;
+    for (int i = 0; i < w->s->n_conns; i++)
+        n += w->s->conns[i].closes > 0;
+    return n >= w->n;
+}
+
+static int msg_done(void *arg)
+{
+    return ((struct tt_msg *)arg)->done;
+}
+
+/* Messages both ways, with and without payload, several segments each way; the send
+ * contract (GV_OK: no callback; GV_INPROGRESS: exactly one); on_accept; byte counters. */
+static void test_exchange(void)
+{
+    struct tt_side s, k;
+    struct gv_conn *c;
+    struct gv_tp_config cfg = small_cfg();
+    enum { N = 200 };
+    static struct tt_msg ms[N], back[N];
+    uint8_t *buf = malloc(70000);
+
+    GV_CHECK(buf != NULL);
+    if (pair_up(&s, &k, &cfg, 70000, &c) != 0) {
+        GV_CHECK_MSG(0, "%s: pair_up failed", backend);
+        goto out;
+    }
+    s.rx_segs = 3;
+    for (int i = 0; i < N; i++) {
+        size_t len = (size_t)(i % 7 == 0 ? 0 : (i * 331) % 70000);
+        tt_fill(buf, len, (uint64_t)i); /* every message's payload differs */
+        gv_status_t st = tt_send(c, &ms[i], (uint64_t)i, 0, buf, len, 1 + i % 4);
+        GV_CHECK(st == GV_OK || st == GV_INPROGRESS);
+        struct tt_side *both[] = {&s, &k, NULL};
+        /* buf is reused: wait for this send to complete before refilling it */
+        GV_CHECK(tt_run(both, msg_done, &ms[i], TIMEOUT_MS));
+        (void)both;
+    }
+    struct want_msgs w = {&s, N};
+    struct tt_side *sides[] = {&s, &k, NULL};
+    GV_CHECK(tt_run(sides, have_msgs, &w, TIMEOUT_MS));
+    GV_CHECK_EQ(s.msgs, N);
+    GV_CHECK_EQ(s.bad_payload, 0);
+    GV_CHECK_EQ(s.bad_order, 0);
+    GV_CHECK_EQ(s.accepts, 1);
+    for (int i = 0; i < N; i++) {
+        if (ms[i].ret == GV_OK)
+            GV_CHECK_EQ(ms[i].cbs, 0);
+        else
+            GV_CHECK(ms[i].ret == GV_INPROGRESS && ms[i].cbs == 1 && ms[i].status == GV_OK);
+    }
+
+    /* and back: the server answers on the accepted connection */
+    struct gv_conn *sc = s.conns[0].c;
+    GV_CHECK(sc != NULL);
+    tt_fill(buf, 5000, 77);
+    k.verify = 0; /* every reply carries seq 77's pattern: checked here instead */
+    for (int i = 0; sc != NULL && i < N; i++) {
+        gv_status_t st = tt_send(sc, &back[i], (uint64_t)i, 0, buf, 5000, 2);
+        if (st != GV_OK && st != GV_INPROGRESS)
+            GV_CHECK_MSG(0, "send back %d: %s", i, gv_status_str(st));
+        struct want_msgs wk = {&k, (uint64_t)i + 1};
+        GV_CHECK(tt_run(sides, have_msgs, &wk, TIMEOUT_MS));
+        GV_CHECK(tt_check(k.conns[0].rx, 5000, 77) < 0);
+    }
+    GV_CHECK_EQ(k.bad_order, 0);
+    GV_CHECK_EQ(k.msgs, N);
+    uint64_t sent_bytes = 0;
+    for (int i = 0; i < N; i++)
+        sent_bytes += TT_HDR_LEN + (uint64_t)(i % 7 == 0 ? 0 : (i * 331) % 70000);
+    GV_CHECK_EQ(c->bytes_sent, sent_bytes);
+    GV_CHECK_EQ(sc ? sc->bytes_recv : 0, sent_bytes);
+    GV_CHECK_EQ(c->bytes_recv, (uint64_t)N * (TT_HDR_LEN + 5000));
+out:
+    tt_side_cleanup(&k);
+    tt_side_cleanup(&s);
+    free(buf);
+}
+
+/* Closing: on_close exactly once on each side, GV_OK locally, GV_ERR_CLOSED remotely; send
+ * on a closed conn is refused; destroy closes what is left. */
+static void test_close(void)
+{
+    struct tt_side s, k;
+    struct gv_conn *c, *c2;
+    struct gv_tp_config cfg = small_cfg();
+    struct tt_msg m;
+
+    if (pair_up(&s, &k, &cfg, 1024, &c) != 0) {
+        GV_CHECK_MSG(0, "%s: pair_up failed", backend);
+        goto out;
+    }
+    GV_CHECK_OK(gv_tp_connect(k.tp, "127.0.0.1", s.port, &c2));
+    tt_track(&k, c2);
+    GV_CHECK(tt_send(c, &m, 0, 0, NULL, 0, 0) == GV_OK || m.status == GV_INPROGRESS);
+    struct want_msgs w = {&s, 1};
+    struct tt_side *sides[] = {&s, &k, NULL};
+    GV_CHECK(tt_run(sides, have_msgs, &w, TIMEOUT_MS));
+    gv_tp_conn_close(c);
+    GV_CHECK_EQ(k.conns[0].closes, 1);
+    GV_CHECK_STATUS(k.conns[0].reason, GV_OK);
+    struct want_closed wc = {&s, 1};
+    GV_CHECK(tt_run(sides, have_closed, &wc, TIMEOUT_MS));
+    int closed_remote = 0;
+    for (int i = 0; i < s.n_conns; i++)
+        if (s.conns[i].closes == 1) {
+            closed_remote++;
+            GV_CHECK_STATUS(s.conns[i].reason, GV_ERR_CLOSED);
+        }
+    GV_CHECK_EQ(closed_remote, 1);
+    GV_CHECK_EQ(tt_open_conns(&k), 1);
+    /* the server's other conn is still usable */
+    GV_CHECK_EQ(s.accepts, 2);
+    /* destroy closes the rest, with one on_close each */
+    tt_side_cleanup(&k);
+    GV_CHECK_EQ(k.conns[1].closes, 1);
+    GV_CHECK_EQ(k.conns[0].closes, 1);
+    wc.n = 2;
+    struct tt_side *only_s[] = {&s, NULL};
+    GV_CHECK(tt_run(only_s, have_closed, &wc, TIMEOUT_MS));
+out:
+    tt_side_cleanup(&k);
+    tt_side_cleanup(&s);
+}
+
+/* A callback may close its own connection: from on_msg, then nothing more is delivered on it;
+ * on_close fires once; ASan checks nothing is used after free. */
+static void close_in_on_msg(struct tt_side *s, struct tt_conn_rec *r, struct gv_conn *c,
+                            const struct tt_hdr *h, uint64_t payload_len)
+{
+    (void)s;
+    (void)r;
+    (void)payload_len;
+    if (h->kind == 1) {
+        gv_tp_conn_close(c);
+        gv_tp_conn_close(c == NULL ? NULL : NULL); /* NULL is accepted */
+    }
+}
+
+static void test_close_in_callback(void)
+{
+    struct tt_side s, k;
+    struct gv_conn *c;
+    struct gv_tp_config cfg = small_cfg();
+    static struct tt_msg ms[8];
+    static uint8_t buf[3000];
+
+    if (pair_up(&s, &k, &cfg, sizeof(buf), &c) != 0) {
+        GV_CHECK_MSG(0, "%s: pair_up failed", backend);
+        goto out;
+    }
+    s.hook = close_in_on_msg;
+    tt_fill(buf, sizeof(buf), 0);
+    s.verify = 0;
+    /* three messages in one burst; the second makes the server close: the third is never
+     * delivered although it may already sit in the server's buffer */
+    for (int i = 0; i < 3; i++)
+        tt_send(c, &ms[i], (uint64_t)i, i == 1 ? 1 : 0, buf, sizeof(buf), 1);
+    struct want_closed wc = {&s, 1};
+    struct tt_side *sides[] = {&s, &k, NULL};
+    GV_CHECK(tt_run(sides, have_closed, &wc, TIMEOUT_MS));
+    GV_CHECK_EQ(s.msgs, 2);
+    GV_CHECK_EQ(s.conns[0].closes, 1);
+    GV_CHECK_STATUS(s.conns[0].reason, GV_OK);
+    /* the client learns about it */
+    struct want_closed wk = {&k, 1};
+    GV_CHECK(tt_run(sides, have_closed, &wk, TIMEOUT_MS));
+    GV_CHECK_EQ(k.conns[0].closes, 1);
+    GV_CHECK(k.conns[0].reason != GV_OK);
+out:
+    tt_side_cleanup(&k);
+    tt_side_cleanup(&s);
+}
+
+/* Discard destinations keep the stream's framing: pieces with base NULL are skipped, the
+ * kept piece is intact, and the following messages arrive in order. */
+static void test_discard(void)
+{
+    struct tt_side s, k;
+    struct gv_conn *c;
+    struct gv_tp_config cfg = small_cfg();
+    static struct tt_msg ms[40];
+    static uint8_t bufs[40][20000];
+
+    if (pair_up(&s, &k, &cfg, 20000, &c) != 0) {
+        GV_CHECK_MSG(0, "%s: pair_up failed", backend);
+        goto out;
+    }
+    s.rx_segs = 4;
+    s.discard_from = 1; /* keep the first piece, discard the other three */
+    for (int i = 0; i < 40; i++) {
+        size_t len = 100 + (size_t)i * 490;
+        tt_fill(bufs[i], len, (uint64_t)i);
+        gv_status_t st = tt_send(c, &ms[i], (uint64_t)i, 0, bufs[i], len, 2);
+        GV_CHECK(st == GV_OK || st == GV_INPROGRESS);
+    }
+    struct want_msgs w = {&s, 40};
+    struct tt_side *sides[] = {&s, &k, NULL};
+    GV_CHECK(tt_run(sides, have_msgs, &w, TIMEOUT_MS));
+    GV_CHECK_EQ(s.bad_payload, 0);
+    GV_CHECK_EQ(s.bad_order, 0);
+    GV_CHECK_EQ(s.msgs, 40);
+out:
+    tt_side_cleanup(&k);
+    tt_side_cleanup(&s);
+}
+
+/* A stream the framing refuses (bad magic) is closed with GV_ERR_PROTO; so is a header above
+ * max_hdr_len and a payload above max_payload_len. Send refuses the same caps locally. */
+static void test_refusals(void)
+{
+    struct tt_side s, k;
+    struct gv_conn *c;
+    struct gv_tp_config cfg = small_cfg();
+    struct tt_msg m;
+    static uint8_t big[4096];
+
+    for (int which = 0; which < 3; which++) {
+        struct gv_tp_config scfg = cfg;
+        if (which == 1)
+            scfg.max_hdr_len = TT_HDR_LEN - 1; /* every header is above the server's cap */
+        if (which == 2)
+            scfg.max_payload_len = 1000;
+        memset(&s, 0, sizeof(s));
+        memset(&k, 0, sizeof(k));
+        s.rx_cap = k.rx_cap = sizeof(big);
+        if (tt_side_init(&s, backend, &scfg, "127.0.0.1") != GV_OK ||
+            tt_side_init(&k, backend, &cfg, NULL) != GV_OK ||
+            gv_tp_connect(k.tp, "127.0.0.1", s.port, &c) != GV_OK) {
+            GV_CHECK_MSG(0, "%s: setup failed", backend);
+            goto next;
+        }
+        tt_track(&k, c);
+        tt_send(c, &m, 0, 0, big, which == 2 ? 1001 : 10, 1);
+        if (which == 0) { /* a good message, then one whose prefix has a broken magic */
+            static uint8_t head[TT_HDR_LEN];
+            memcpy(head, m.head, sizeof(head));
+            memset(head, 0xee, 4);
+            struct gv_iov iov[1] = {{head, sizeof(head)}};
+            GV_CHECK(gv_tp_send(c, iov, 1, NULL, NULL) != GV_ERR_INVAL);
+        }
+        struct want_closed wc = {&s, 1};
+        struct tt_side *sides[] = {&s, &k, NULL};
+        GV_CHECK(tt_run(sides, have_closed, &wc, TIMEOUT_MS));
+        GV_CHECK_STATUS(s.conns[0].reason, GV_ERR_PROTO);
+        GV_CHECK_EQ(s.msgs, which == 0 ? 1 : 0);
+    next:
+        tt_side_cleanup(&k);
+        tt_side_cleanup(&s);
+    }
+    /* local refusals */
+    cfg.max_hdr_len = 100;
+    cfg.max_payload_len = 1000;
+    memset(&k, 0, sizeof(k));
+    memset(&s, 0, sizeof(s));
+    if (pair_up(&s, &k, &cfg, 16, &c) == 0) {
+        uint8_t head[101] = {0};
+        struct gv_iov iov[2] = {{head, 101}, {big, 10}};
+        GV_CHECK_STATUS(gv_tp_send(c, iov, 2, NULL, NULL), GV_ERR_INVAL);
+        iov[0].len = 32;
+        iov[1].len = 1001;
+        GV_CHECK_STATUS(gv_tp_send(c, iov, 2, NULL, NULL), GV_ERR_INVAL);
+        GV_CHECK_STATUS(gv_tp_send(c, iov, 0, NULL, NULL), GV_ERR_INVAL);
+        GV_CHECK_STATUS(gv_tp_send(c, iov, GV_TP_MAX_SEND_IOV + 1, NULL, NULL), GV_ERR_INVAL);
+    } else {
+        GV_CHECK_MSG(0, "%s: pair_up failed", backend);
+    }
+    tt_side_cleanup(&k);
+    tt_side_cleanup(&s);
+}
+
+/* Several connections between the same two transports carry independent ordered streams. */
+static void test_many_conns(void)
+{
+    struct tt_side s, k;
+    struct gv_conn *c[4];
+    struct gv_tp_config cfg = small_cfg();
+    static struct tt_msg ms[4][50];
+    static uint8_t buf[4][8192];
+
+    if (pair_up(&s, &k, &cfg, sizeof(buf[0]), &c[0]) != 0) {
+        GV_CHECK_MSG(0, "%s: pair_up failed", backend);
+        goto out;
+    }
+    for (int j = 1; j < 4; j++) {
+        GV_CHECK_OK(gv_tp_connect(k.tp, "127.0.0.1", s.port, &c[j]));
+        tt_track(&k, c[j]);
+    }
+    s.verify = 0; /* each conn's buffer is reused; order and counts are what matter here */
+    for (int i = 0; i < 50; i++)
+        for (int j = 0; j < 4; j++)
+            tt_send(c[j], &ms[j][i], (uint64_t)i, 0, buf[j], 1000 + (size_t)j * 2000, 1);
+    struct want_msgs w = {&s, 200};
+    struct tt_side *sides[] = {&s, &k, NULL};
+    GV_CHECK(tt_run(sides, have_msgs, &w, TIMEOUT_MS));
+    GV_CHECK_EQ(s.accepts, 4);
+    GV_CHECK_EQ(s.bad_order, 0);
+    for (int j = 0; j < s.n_conns; j++) {
+        GV_CHECK_EQ(s.conns[j].msgs, 50);
+        for (int i = j + 1; i < s.n_conns; i++)
+            GV_CHECK(s.conns[j].id != s.conns[i].id);
+    }
+out:
+    tt_side_cleanup(&k);
+    tt_side_cleanup(&s);
+}
+
+/* Every allocation in create, listen, connect and accept may fail: the call returns an error
+ * (or the accept is dropped) and frees what it built; ASan checks the leaks. */
+static void test_alloc_failures(void)
+{
+    int failed_runs = 0;
+    for (uint64_t n = 1; n < 40; n++) {
+        struct tt_side s, k;
+        struct gv_conn *c = NULL;
+        memset(&s, 0, sizeof(s));
+        memset(&k, 0, sizeof(k));
+        gv_alloc_fail_nth(n);
+        gv_status_t st = tt_side_init(&s, backend, NULL, "127.0.0.1");
+        if (st == GV_OK)
+            st = tt_side_init(&k, backend, NULL, NULL);
+        if (st == GV_OK)
+            st = gv_tp_connect(k.tp, "127.0.0.1", s.port, &c);
+        if (st == GV_OK) {
+            struct tt_side *sides[] = {&s, &k, NULL};
+            for (int i = 0; i < 20; i++)
+                (void)tt_run(sides, have_msgs, &(struct want_msgs){&s, 1}, 1);
+        }
+        uint64_t made = gv_alloc_fail_nth(0);
+        if (st != GV_OK) {
+            failed_runs++;
+            GV_CHECK(st == GV_ERR_NOMEM);
+        }
+        tt_side_cleanup(&k);
+        tt_side_cleanup(&s);
+        if (made < n) /* the sweep went past the last allocation */
+            break;
+    }
+    GV_CHECK(failed_runs > 0);
+}
+
+/* Address helpers (backend independent). */
+static void test_addr_helpers(void)
+{
+    char host[64], out[80];
+    uint16_t port = 0;
+    GV_CHECK_OK(gv_tp_addr_split("10.0.0.2:7000", host, sizeof(host), &port));
+    GV_CHECK_STREQ(host, "10.0.0.2");
+    GV_CHECK_EQ(port, 7000);
+    GV_CHECK_OK(gv_tp_addr_split("[fe80::1%eth0]:65535", host, sizeof(host), &port));
+    GV_CHECK_STREQ(host, "fe80::1%eth0");
+    GV_CHECK_EQ(port, 65535);
+    GV_CHECK_OK(gv_tp_addr_split("node-3.cluster:1", host, sizeof(host), &port));
+    GV_CHECK_STREQ(host, "node-3.cluster");
+    const char *bad[] = {"", "host", "host:", ":80", "host:0", "host:65536", "host:8x",
+                         "::1:80", "[::1]80", "[]:80", "host:-1"};
+    for (size_t i = 0; i < GV_ARRAY_LEN(bad); i++)
+        GV_CHECK_MSG(gv_tp_addr_split(bad[i], host, sizeof(host), &port) == GV_ERR_INVAL,
+                     "'%s' accepted", bad[i]);
+    GV_CHECK_STATUS(gv_tp_addr_split("averylonghostname:1", host, 8, &port), GV_ERR_INVAL);
+
+    GV_CHECK_OK(gv_tp_addr_advertise("0.0.0.0", "10.1.2.3", 7000, out, sizeof(out)));
+    GV_CHECK_STREQ(out, "10.1.2.3:7000");
+    GV_CHECK_OK(gv_tp_addr_advertise("192.168.0.7", NULL, 7000, out, sizeof(out)));
+    GV_CHECK_STREQ(out, "192.168.0.7:7000");
+    GV_CHECK_OK(gv_tp_addr_advertise(NULL, "::1", 9, out, sizeof(out)));
+    GV_CHECK_STREQ(out, "[::1]:9");
+    char name[256];
+    GV_CHECK(gethostname(name, sizeof(name)) == 0);
+    GV_CHECK_OK(gv_tp_addr_advertise("::", NULL, 5, out, sizeof(out)));
+    GV_CHECK(strncmp(out, name, strlen(name)) == 0 && strstr(out, ":5") != NULL);
+    GV_CHECK_STATUS(gv_tp_addr_advertise("1.2.3.4", NULL, 5, out, 6), GV_ERR_INVAL);
+    GV_CHECK_STATUS(gv_tp_addr_advertise("1.2.3.4", NULL, 0, out, sizeof(out)), GV_ERR_INVAL);
+    /* round trip */
+    GV_CHECK_OK(gv_tp_addr_advertise(NULL, "fe80::2", 81, out, sizeof(out)));
+    GV_CHECK_OK(gv_tp_addr_split(out, host, sizeof(host), &port));
+    GV_CHECK_STREQ(host, "fe80::2");
+    GV_CHECK_EQ(port, 81);
+}
+
+int main(void)
+{
+    static const char *const names[] = {"tcp", "rdma"};
+    int ran = 0;
+
+    gv_log_set_level(GV_LOG_ERROR);
+    for (size_t i = 0; i < GV_ARRAY_LEN(names); i++) {
+        struct gv_tp_handler h = tt_handler();
+        struct gv_tp *tp = NULL;
+        gv_status_t st = gv_tp_create(names[i], NULL, &h, NULL, &tp);
+        if (st == GV_ERR_UNSUPPORTED || st == GV_ERR_NODEV) {
+            printf("backend %s: skipped (%s)\n", names[i], gv_status_str(st));
+            continue;
+        }
+        GV_CHECK_OK(st);
+        gv_tp_destroy(tp);
+        if (st != GV_OK)
+            continue;
+        backend = names[i];
+        printf("backend %s: running\n", backend);
+        int before = gv_check_failed_;
+        test_exchange();
+        test_close();
+        test_close_in_callback();
+        test_discard();
+        test_refusals();
+        test_many_conns();
+        test_alloc_failures();
+        printf("backend %s: %s\n", backend, gv_check_failed_ == before ? "ok" : "FAILED");
+        ran++;
+    }
+    /* the registry itself */
+    struct gv_tp_handler h = tt_handler();
+    struct gv_tp *tp = NULL;
+    GV_CHECK(gv_tp_find("tcp") != NULL);
+    GV_CHECK(gv_tp_find("nope") == NULL);
+    GV_CHECK_STATUS(gv_tp_create("nope", NULL, &h, NULL, &tp), GV_ERR_INVAL);
+    h.prefix_len = 0;
+    GV_CHECK_STATUS(gv_tp_create("tcp", NULL, &h, NULL, &tp), GV_ERR_INVAL);
+    test_addr_helpers();
+    if (ran == 0)
+        GV_SKIP("no transport backend available");
+    return gv_check_summary();
+}
