@@ -44,6 +44,11 @@ const struct gv_opt gv_cluster_options[] = {
     {.name = "io-timeout", .type = GV_OPT_DURATION, .offset = C(io_timeout), .def = "10s",
      .help = "a transfer that makes no progress for this long fails", .group = "cluster",
      .flags = GV_OPT_RANGE, .min = 0.01, .max = 86400},
+    {.name = "dump-params", .type = GV_OPT_STRING, .offset = C(dump_params), .def = "",
+     .help = "write the final parameters (float32) to this file; %r is the rank",
+     .group = "output"},
+    {.name = "print-config", .type = GV_OPT_BOOL, .offset = C(print_config), .def = "false",
+     .help = "log every option's value and where it came from", .group = "output"},
 };
 const size_t gv_cluster_options_n = GV_ARRAY_LEN(gv_cluster_options);
 
@@ -246,4 +251,38 @@ gv_status_t gv_cluster_server_addr(const struct gv_cluster *cl, uint32_t s, uint
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+}
+
+void gv_cluster_expand(const char *tmpl, uint32_t rank, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = tmpl; *p != '\0' && o + 1 < len; p++) {
+        if (p[0] == '%' && p[1] == 'r') {
+            int n = snprintf(out + o, len - o, "%u", rank);
+            o = n > 0 ? GV_MIN(o + (size_t)n, len - 1) : o;
+            p++;
+        } else if (p[0] == '%' && p[1] == '%') {
+            out[o++] = '%';
+            p++;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = '\0';
+}
+
+gv_status_t gv_ps_dump_floats(const char *path, const float *v, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL) {
+        gv_log(GV_LOG_ERROR, "cannot create %s: %s", path, strerror(errno));
+        return GV_ERR_IO;
+    }
+    int bad = fwrite(v, sizeof(float), n, f) != n;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        gv_log(GV_LOG_ERROR, "cannot write %s: %s", path, strerror(errno));
+        return GV_ERR_IO;
+    }
+    return GV_OK;
 }

@@ -14,6 +14,8 @@
 #include "gv_compress.h"
 #include "gv_nn.h"
 #include "gv_ops.h"
+#include "gv_proto.h"
+#include "gv_transport.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -194,6 +196,8 @@ struct gv_cluster {
     const char *transport;      /* --transport */
     uint64_t connect_timeout;   /* ns: start-up deadline (connect, rendezvous, all peers in) */
     uint64_t io_timeout;        /* ns: transport I/O timeout */
+    const char *dump_params;    /* --dump-params: final parameters (float32 LE); %r = rank */
+    bool print_config;          /* --print-config: log every option's value and source */
 
     /* ---- resolved by gv_cluster_resolve ---- */
     enum gv_role role;
@@ -217,6 +221,11 @@ gv_status_t gv_cluster_server_addr(const struct gv_cluster *cl, uint32_t s, uint
 /* Server s publishes "host:port" in DIR/server-<s>.addr (write to a temporary file, rename).
  * No-op without a rendezvous dir. GV_ERR_IO (logged). */
 gv_status_t gv_cluster_publish(const struct gv_cluster *cl, uint32_t s, const char *addr);
+
+/* Expands "%r" in tmpl to rank (and "%%" to "%") into out. */
+void gv_cluster_expand(const char *tmpl, uint32_t rank, char *out, size_t len);
+/* Writes n floats (little-endian float32) to path. GV_ERR_IO (logged). */
+gv_status_t gv_ps_dump_floats(const char *path, const float *v, size_t n);
 
 /* The first environment variable of (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID) that is set,
  * as a number; the matching world size (OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS) into
@@ -266,9 +275,81 @@ void gv_ps_bytes_describe(const struct gv_ps_bytes *b, void (*fn)(const char *li
 /* Human-readable size: "1.5 MiB", "312 B". */
 void gv_ps_fmt_bytes(double bytes, char *out, size_t len);
 
+/* ---------------------------------------------------------------- links
+ * One peer connection's sending side: prefix+header bytes are encoded into one of n_slots
+ * fixed slots (a message's header must live until the transport completes it; completions come
+ * in order, so a ring suffices), and every byte sent or received is counted. */
+struct gv_ps_link {
+    struct gv_conn *c;           /* NULL once closed */
+    const struct gv_proto_caps *caps; /* borrowed */
+    uint8_t *slots;              /* n_slots x slot_bytes */
+    uint32_t n_slots;
+    size_t slot_bytes;
+    uint64_t n_sent, n_done;     /* messages handed to the transport / completed */
+    uint64_t bytes_sent, bytes_recv; /* prefix + header + payload */
+    gv_status_t send_error;      /* first failed completion */
+    void (*on_idle)(struct gv_ps_link *l, void *arg); /* all sends completed (optional) */
+    void *arg;
+};
+/* Allocates the slots. GV_ERR_NOMEM. */
+gv_status_t gv_ps_link_init(struct gv_ps_link *l, const struct gv_proto_caps *caps,
+                            uint32_t n_slots, size_t slot_bytes);
+void gv_ps_link_cleanup(struct gv_ps_link *l);
+static inline bool gv_ps_link_idle(const struct gv_ps_link *l)
+{
+    return l->n_done == l->n_sent;
+}
+/* Encodes m into a free slot and sends it with payload[0..n) (borrowed until completion).
+ * *bytes_p (may be NULL) receives the frame's size on the wire. GV_OK when sent or queued;
+ * GV_ERR_AGAIN when every slot or the transport queue is busy (nothing sent); GV_ERR_CLOSED,
+ * GV_ERR_INVAL (logged). */
+gv_status_t gv_ps_link_send(struct gv_ps_link *l, const struct gv_proto_msg *m,
+                            const struct gv_iov *payload, int n, uint64_t *bytes_p);
+
+/* ---------------------------------------------------------------- client handshake
+ * The connecting side (a worker, or server s > 0 towards server 0): HELLO, CHALLENGE (whose
+ * nonce field carries the server nonce followed by the server's proof), AUTH, then WELCOME or
+ * REFUSE. */
+struct gv_ps_hello_info {
+    enum gv_proto_role role;
+    uint32_t rank, num_workers, num_servers;
+    const char *cluster_id;
+    const struct gv_auth_secret *secret; /* empty: --insecure */
+};
+struct gv_ps_client_hs {
+    struct gv_auth auth;
+    enum gv_proto_role role;
+    uint32_t rank;
+    int state;  /* 0 idle, 1 hello sent, 2 auth sent, 3 welcomed, -1 failed */
+    struct gv_proto_welcome welcome; /* valid in state 3 */
+    uint64_t iteration;              /* WELCOME's */
+    char why[300];                   /* the failure, for the caller's error */
+};
+gv_status_t gv_ps_client_hs_start(struct gv_ps_client_hs *hs, struct gv_ps_link *l,
+                                  const struct gv_ps_hello_info *info);
+/* Feeds one decoded message of the handshake. GV_OK (state advanced; 3 = welcomed),
+ * GV_ERR_AUTH / GV_ERR_VERSION / GV_ERR_PROTO: failed (hs->why says why; a REFUSE was sent when
+ * it was our refusal). The caller closes the connection on error. */
+gv_status_t gv_ps_client_hs_on_msg(struct gv_ps_client_hs *hs, struct gv_ps_link *l,
+                                   const struct gv_proto_msg *m);
+
+/* proto <-> adapt levels, and the number of compression levels a worker computes. */
+enum gv_proto_level gv_ps_level_to_proto(enum gv_adapt_level level);
+enum gv_adapt_level gv_ps_level_from_proto(enum gv_proto_level level);
+/* The caps every gravac process uses; transport max_hdr_len = caps.max_hdr_len + prefix. */
+void gv_ps_caps(struct gv_proto_caps *caps, struct gv_tp_config *tp_cfg, uint64_t io_timeout_ns,
+                uint64_t connect_timeout_ns);
+
 /* ================================================================ the server */
 
 struct gv_server;
+
+/* The gravac-server program's own options (besides the job, cluster and ops tables). */
+struct gv_server_opts {
+    const char *decision_log; /* --decision-log: server 0's controller log, JSON lines */
+};
+extern const struct gv_opt gv_server_options[];
+extern const size_t gv_server_options_n;
 
 struct gv_server_config {
     const struct gv_job *job;         /* borrowed, resolved */

@@ -184,6 +184,7 @@ static gv_status_t job_model_cfg(struct gv_job *job)
     return GV_OK;
 }
 
+/* The optimizer from the options; the cosine schedule's total comes later (job_optim_total). */
 static gv_status_t job_optim(struct gv_job *job)
 {
     struct gv_optim_cfg *o = &job->optim;
@@ -195,6 +196,12 @@ static gv_status_t job_optim(struct gv_job *job)
     o->warmup = (int64_t)job->warmup;
     if (gv_optim_schedule_parse(job->lr_schedule, o) != GV_OK)
         return GV_ERR_INVAL;
+    return GV_OK;
+}
+
+static gv_status_t job_optim_total(struct gv_job *job)
+{
+    struct gv_optim_cfg *o = &job->optim;
     if (o->sched == GV_LR_COSINE && o->total == 0)
         o->total = job->total_steps;
     return gv_optim_cfg_check(o);
@@ -221,7 +228,7 @@ gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
             return GV_ERR_INVAL;
         }
     }
-    if ((status = job_model_cfg(job)) != GV_OK)
+    if ((status = job_model_cfg(job)) != GV_OK || (status = job_optim(job)) != GV_OK)
         return status;
     if ((status = job_data_shape(job)) != GV_OK)
         return status;
@@ -239,7 +246,7 @@ gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
         job->model_cfg.max_batch = GV_MAX(job->batch, 256);
     else
         job->model_cfg.max_batch = job->batch;
-    return job_optim(job);
+    return job_optim_total(job);
 }
 
 void gv_job_adapt_config(const struct gv_job *job, uint32_t num_layers,
