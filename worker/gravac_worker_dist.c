@@ -384,11 +384,15 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
            d->tl_n == DIST_TIMELINE ? " ..." : "", d->cf_changes, d->last_cf);
     printf("summary: checksums verified %" PRIu64 " times, %" PRIu64 " mismatches, %" PRIu64
            " resyncs\n", s.checksum_checks, s.checksum_mismatches, s.resyncs);
+    uint64_t rss0 = d->o->rss_start, growth = s.peak_rss > rss0 ? s.peak_rss - rss0 : 0;
+    char f[32];
     gv_ps_fmt_bytes((double)s.peak_rss, a, sizeof(a));
     gv_ps_fmt_bytes((double)bound, b, sizeof(b));
     gv_ps_fmt_bytes((double)d->data_bytes, e, sizeof(e));
-    printf("summary: peak RSS %s; bound 6 x params (%s) + data (%s) + 64 MiB = %s: %s\n", a, c,
-           e, b, s.peak_rss <= bound ? "within" : "EXCEEDED");
+    gv_ps_fmt_bytes((double)rss0, f, sizeof(f));
+    printf("summary: peak RSS %s (%s at start, libraries); growth %.1f MiB; bound 6 x params "
+           "(%s) + data (%s) + 64 MiB = %s: %s\n", a, f, (double)growth / 1048576.0, c, e, b,
+           growth <= bound ? "within" : "EXCEEDED");
     fflush(stdout);
     if (d->mf == NULL)
         return;
@@ -422,6 +426,7 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
     }
     cJSON_AddNumberToObject(o, "checksum_mismatches", (double)s.checksum_mismatches);
     cJSON_AddNumberToObject(o, "peak_rss", (double)s.peak_rss);
+    cJSON_AddNumberToObject(o, "rss_start", (double)d->o->rss_start);
     cJSON_AddNumberToObject(o, "rss_bound", (double)bound);
     cJSON_AddNumberToObject(o, "param_bytes", (double)s.param_bytes);
     cJSON_AddNumberToObject(o, "data_bytes", (double)d->data_bytes);

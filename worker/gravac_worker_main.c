@@ -318,6 +318,7 @@ out:
 int main(int argc, char **argv)
 {
     static struct wp_opts o;
+    o.rss_start = gv_ps_rss();
     gv_log_set_tag("worker");
     struct gv_opt_table tables[] = {
         {gv_job_options, gv_job_options_n, &o.job},
