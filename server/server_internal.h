@@ -35,6 +35,7 @@ struct srv_peer {
     uint64_t t_accept_ns;
     bool synced;            /* worker: initial model and decision sent */
     bool bye;               /* said BYE */
+    bool bye_sent;          /* we said BYE to it */
     bool resync_req;        /* worker asked for a full model (checksum mismatch) */
     bool close_after_send;  /* a REFUSE is in flight: close when it completes */
     bool closed;            /* on_close ran */
@@ -151,6 +152,7 @@ void srv_sync_ready_workers(struct gv_server *srv);
 void srv_abort(struct gv_server *srv, gv_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void srv_send_bye_all(struct gv_server *srv);
+void srv_send_bye(struct gv_server *srv, struct srv_peer *p);
 
 /* server_round.c: the round logic. The one place that decides "round complete" is
  * srv_round_push_done; the set of live workers is srv->workers (joined, not dead). */

@@ -377,19 +377,24 @@ void srv_sync_ready_workers(struct gv_server *srv)
     srv_round_try_open(srv);
 }
 
+void srv_send_bye(struct gv_server *srv, struct srv_peer *p)
+{
+    if (p == NULL || p->closed || p->bye_sent)
+        return;
+    struct gv_proto_msg m;
+    gv_proto_msg_init(&m, GV_PROTO_MSG_BYE);
+    m.role = GV_PROTO_ROLE_SERVER;
+    m.rank = srv->rank;
+    m.iteration = srv->rounds_done;
+    (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
+    p->bye_sent = true;
+}
+
+/* Every worker is told the job is over (those that said BYE get it as the answer). */
 void srv_send_bye_all(struct gv_server *srv)
 {
-    for (uint32_t w = 0; w < srv->W; w++) {
-        struct srv_peer *p = srv->workers[w];
-        if (p == NULL || p->closed || p->bye)
-            continue;
-        struct gv_proto_msg m;
-        gv_proto_msg_init(&m, GV_PROTO_MSG_BYE);
-        m.role = GV_PROTO_ROLE_SERVER;
-        m.rank = srv->rank;
-        m.iteration = srv->rounds_done;
-        (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
-    }
+    for (uint32_t w = 0; w < srv->W; w++)
+        srv_send_bye(srv, srv->workers[w]);
 }
 
 /* ---------------------------------------------------------------- transport callbacks */

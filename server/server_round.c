@@ -382,4 +382,5 @@ void srv_round_on_bye(struct gv_server *srv, struct srv_peer *p, uint64_t iterat
         srv->state = SRV_ENDING;
         srv_send_bye_all(srv);
     }
+    srv_send_bye(srv, p); /* the answer: the worker closes once it has it */
 }

@@ -113,7 +113,7 @@ gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *
                            struct gv_worker_step_out *out);
 
 /* Says BYE to every server after `iterations` (so that worker 0 can end the job early) and
- * waits, at most a second, for the messages to leave. */
+ * waits, at most two seconds, for every server's BYE in answer. */
 gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations);
 
 struct gv_worker_summary {

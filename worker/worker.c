@@ -615,11 +615,13 @@ gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations)
         m.iteration = iterations;
         (void)gv_ps_link_send(&ws->link, &m, NULL, 0, NULL);
     }
-    uint64_t end = gv_now_ns() + 1000000000ull;
+    /* wait for every server's BYE (its answer), so that nothing is left unread when the
+     * connections close */
+    uint64_t end = gv_now_ns() + 2000000000ull;
     for (;;) {
         bool idle = true;
         for (uint32_t s = 0; s < w->S; s++)
-            idle &= w->srv[s].closed || gv_ps_link_idle(&w->srv[s].link);
+            idle &= w->srv[s].closed || (gv_ps_link_idle(&w->srv[s].link) && w->srv[s].got_bye);
         if (idle || gv_now_ns() > end)
             break;
         if (gv_tp_progress(w->tp, 20) < 0)
