@@ -157,7 +157,8 @@ gv_status_t gv_ps_client_hs_on_msg(struct gv_ps_client_hs *hs, struct gv_ps_link
         memcpy(ch.nonce, b->data, GV_AUTH_NONCE_LEN);
         ch.nonce_len = GV_AUTH_NONCE_LEN;
         ch.proof_len = (uint32_t)(b->len - GV_AUTH_NONCE_LEN);
-        memcpy(ch.proof, b->data + GV_AUTH_NONCE_LEN, ch.proof_len);
+        if (ch.proof_len > 0)
+            memcpy(ch.proof, b->data + GV_AUTH_NONCE_LEN, ch.proof_len);
         struct gv_auth_auth a;
         status = gv_auth_client_on_challenge(&hs->auth, &ch, &a);
         if (status != GV_OK)

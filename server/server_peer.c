@@ -122,7 +122,8 @@ static void srv_hs_hello(struct gv_server *srv, struct srv_peer *p, const struct
         srv_refuse(p, GV_PROTO_REFUSE_OTHER, "nonce too long");
         return;
     }
-    memcpy(ah.nonce, h->nonce.data, h->nonce.len);
+    if (h->nonce.len > 0)
+        memcpy(ah.nonce, h->nonce.data, h->nonce.len);
     ah.nonce_len = (uint32_t)h->nonce.len;
     struct gv_auth_challenge ch;
     if (gv_auth_server_on_hello(&p->auth, &ah, &ch) != GV_OK) {
@@ -153,7 +154,8 @@ static void srv_hs_auth(struct gv_server *srv, struct srv_peer *p, const struct 
         srv_refuse(p, GV_PROTO_REFUSE_AUTH, "proof too long");
         return;
     }
-    memcpy(a.proof, m->u.auth.mac.data, m->u.auth.mac.len);
+    if (m->u.auth.mac.len > 0)
+        memcpy(a.proof, m->u.auth.mac.data, m->u.auth.mac.len);
     a.proof_len = (uint32_t)m->u.auth.mac.len;
     if (gv_auth_server_on_auth(&p->auth, &a, &w) != GV_OK) {
         srv_refuse(p, GV_PROTO_REFUSE_AUTH, "%s", p->auth.reason);

@@ -320,7 +320,8 @@ static void test_util(void)
     char buf[8000] = "";
     gv_ps_bytes_describe(&by, collect, buf);
     GV_CHECK_MSG(strstr(buf, "CF     1.0:") < strstr(buf, "CF    10.0:"), "%s", buf);
-    GV_CHECK(gv_ps_peak_rss() >= gv_ps_rss() && gv_ps_rss() > 0);
+    uint64_t rss = gv_ps_rss();
+    GV_CHECK(rss > 0 && gv_ps_peak_rss() >= rss);
 }
 
 int main(void)
