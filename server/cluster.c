@@ -45,7 +45,8 @@ const struct gv_opt gv_cluster_options[] = {
      .help = "a transfer that makes no progress for this long fails", .group = "cluster",
      .flags = GV_OPT_RANGE, .min = 0.01, .max = 86400},
     {.name = "dump-params", .type = GV_OPT_STRING, .offset = C(dump_params), .def = "",
-     .help = "write the final parameters (float32) to this file; %r is the rank",
+     .help = "write the final parameters (float32) to this file; %r is the rank, %n the role "
+             "and rank (server0, worker2)",
      .group = "output"},
     {.name = "print-config", .type = GV_OPT_BOOL, .offset = C(print_config), .def = "false",
      .help = "log every option's value and where it came from", .group = "output"},
@@ -253,12 +254,13 @@ gv_status_t gv_cluster_server_addr(const struct gv_cluster *cl, uint32_t s, uint
     }
 }
 
-void gv_cluster_expand(const char *tmpl, uint32_t rank, char *out, size_t len)
+void gv_cluster_expand(const char *tmpl, enum gv_role role, uint32_t rank, char *out, size_t len)
 {
     size_t o = 0;
     for (const char *p = tmpl; *p != '\0' && o + 1 < len; p++) {
-        if (p[0] == '%' && p[1] == 'r') {
-            int n = snprintf(out + o, len - o, "%u", rank);
+        if (p[0] == '%' && (p[1] == 'r' || p[1] == 'n')) {
+            int n = snprintf(out + o, len - o, "%s%u",
+                             p[1] == 'r' ? "" : role == GV_ROLE_SERVER ? "server" : "worker", rank);
             o = n > 0 ? GV_MIN(o + (size_t)n, len - 1) : o;
             p++;
         } else if (p[0] == '%' && p[1] == '%') {

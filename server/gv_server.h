@@ -222,8 +222,9 @@ gv_status_t gv_cluster_server_addr(const struct gv_cluster *cl, uint32_t s, uint
  * No-op without a rendezvous dir. GV_ERR_IO (logged). */
 gv_status_t gv_cluster_publish(const struct gv_cluster *cl, uint32_t s, const char *addr);
 
-/* Expands "%r" in tmpl to rank (and "%%" to "%") into out. */
-void gv_cluster_expand(const char *tmpl, uint32_t rank, char *out, size_t len);
+/* Expands tmpl into out: "%r" is the rank, "%n" the role and rank ("server0", "worker2"),
+ * "%%" a '%'. */
+void gv_cluster_expand(const char *tmpl, enum gv_role role, uint32_t rank, char *out, size_t len);
 /* Writes n floats (little-endian float32) to path. GV_ERR_IO (logged). */
 gv_status_t gv_ps_dump_floats(const char *path, const float *v, size_t n);
 

@@ -124,7 +124,7 @@ int main(int argc, char **argv)
         char path[1024];
         struct gv_ckpt_section sec[4];
         size_t n;
-        gv_cluster_expand(cl.dump_params, cl.my_rank, path, sizeof(path));
+        gv_cluster_expand(cl.dump_params, GV_ROLE_SERVER, cl.my_rank, path, sizeof(path));
         if (gv_server_state_sections(srv, sec, 4, &n) == GV_OK &&
             gv_ps_dump_floats(path, sec[0].data, sec[0].len / sizeof(float)) != GV_OK)
             status = GV_ERR_IO;

@@ -455,7 +455,7 @@ int wp_run_distributed(struct wp_opts *o)
     int rc = 1;
     if (o->to.metrics_file[0] != '\0') {
         char path[1024];
-        gv_cluster_expand(o->to.metrics_file, d.rank, path, sizeof(path));
+        gv_cluster_expand(o->to.metrics_file, GV_ROLE_WORKER, d.rank, path, sizeof(path));
         if ((d.mf = fopen(path, "w")) == NULL) {
             gv_log(GV_LOG_ERROR, "cannot create the metrics file %s", path);
             goto out;
@@ -490,7 +490,7 @@ int wp_run_distributed(struct wp_opts *o)
     }
     if (rc == 0 && o->cl.dump_params[0] != '\0') {
         char path[1024];
-        gv_cluster_expand(o->cl.dump_params, d.rank, path, sizeof(path));
+        gv_cluster_expand(o->cl.dump_params, GV_ROLE_WORKER, d.rank, path, sizeof(path));
         if (gv_ps_dump_floats(path, gv_nn_model_params(d.model), gv_nn_model_numel(d.model)) !=
             GV_OK)
             rc = 1;

@@ -277,7 +277,7 @@ static int run_standalone(struct wp_opts *o)
         goto out;
     if (o->to.metrics_file[0] != '\0') {
         char path[1024];
-        gv_cluster_expand(o->to.metrics_file, (uint32_t)r.rank, path, sizeof(path));
+        gv_cluster_expand(o->to.metrics_file, GV_ROLE_WORKER, (uint32_t)r.rank, path, sizeof(path));
         if (gv_nn_metrics_open(path, &r.mf) != GV_OK)
             goto out;
     }
@@ -299,7 +299,7 @@ static int run_standalone(struct wp_opts *o)
         char path[1024];
         size_t n = gv_nn_model_numel(r.model);
         float *host = gv_malloc(n * sizeof(float));
-        gv_cluster_expand(o->cl.dump_params, (uint32_t)r.rank, path, sizeof(path));
+        gv_cluster_expand(o->cl.dump_params, GV_ROLE_WORKER, (uint32_t)r.rank, path, sizeof(path));
         if (host == NULL || gv_nn_model_get_params(r.model, host) != GV_OK ||
             gv_ps_dump_floats(path, host, n) != GV_OK)
             rc = 1;

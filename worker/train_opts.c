@@ -34,7 +34,8 @@ const struct gv_opt gv_train_options[] = {
      .help = "every worker prints progress and evaluates (default: worker 0 only)",
      .group = "worker"},
     {.name = "metrics-file", .type = GV_OPT_STRING, .offset = T(metrics_file), .def = "",
-     .help = "JSON-lines metrics (steps, evaluations, every iteration); %r is the rank",
+     .help = "JSON-lines metrics (steps, evaluations, every iteration); %r is the rank, %n "
+             "the role and rank",
      .group = "worker"},
     {.name = "verify-every", .type = GV_OPT_UINT64, .offset = T(verify_every), .def = "1",
      .help = "compare the replica's shard checksums with the servers' every N iterations "
