@@ -233,6 +233,27 @@ gv_status_t gv_ps_dump_floats(const char *path, const float *v, size_t n);
  * *size_p (-1 when absent). Returns -1 when none is set or it is not a number. */
 int gv_cluster_env_rank(char *const *envp, int *size_p, const char **name_p);
 
+/* The gravac-worker program's own options (the training loop around the runtime). Every
+ * program accepts every table (a server ignores these), so one command line or config file can
+ * serve all the processes of a job. */
+struct gv_train_opts {
+    bool standalone;        /* --standalone: one process, no servers */
+    int world;              /* --world: standalone, train on shard --rank of this many */
+    uint64_t eval_every;    /* --eval-every: steps between evaluations (0: each epoch) */
+    uint64_t eval_limit;    /* --eval-limit: test samples per evaluation (0: all) */
+    double target;          /* --target-accuracy: stop at this test accuracy (0: off) */
+    int device;             /* --device: enum gv_nn_device */
+    int threads;            /* --threads: OpenBLAS threads */
+    uint64_t progress_every;/* --progress-every: steps per progress line */
+    bool quiet;             /* --quiet: no progress lines */
+    bool all_progress;      /* --all-progress: every worker prints progress, not only 0 */
+    const char *metrics_file; /* --metrics-file: JSON lines; %r is the rank */
+    uint64_t verify_every;  /* --verify-every: checksum check period (0: never) */
+    int compress_threads;   /* --compress-threads */
+};
+extern const struct gv_opt gv_train_options[];
+extern const size_t gv_train_options_n;
+
 /* ================================================================ protocol helpers */
 
 /* Checksum of a float range (the drift check in UPDATE): a 64-bit hash of the bit patterns,

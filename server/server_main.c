@@ -61,6 +61,9 @@ int main(int argc, char **argv)
     struct gv_cluster cl;
     struct gv_ops_common_cfg oc;
     struct gv_server_opts so;
+    struct gv_train_opts unused; /* the workers' options: accepted, so that one command line or
+                                  * config file serves every process of a job */
+    memset(&unused, 0, sizeof(unused));
     memset(&job, 0, sizeof(job));
     memset(&cl, 0, sizeof(cl));
     memset(&oc, 0, sizeof(oc));
@@ -71,6 +74,7 @@ int main(int argc, char **argv)
         {gv_cluster_options, gv_cluster_options_n, &cl},
         {gv_ops_common_options, gv_ops_common_options_n, &oc},
         {gv_server_options, gv_server_options_n, &so},
+        {gv_train_options, gv_train_options_n, &unused},
     };
     static const char *const others[] = {"worker", "launch", NULL};
     struct gv_cfg_spec spec = {.program = "gravac-server",

@@ -355,8 +355,9 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
     double it = s.iterations ? (double)s.iterations : 1.0;
     uint64_t bound = 6 * s.param_bytes + d->data_bytes + (64ull << 20);
     printf("summary: worker %u of %u, %u servers: %lld iterations of batch %d in %.1f s (%.1f s "
-           "evaluating), %.0f samples/s over all workers\n", d->rank, s.num_workers,
-           s.num_servers, (long long)steps, job->batch, secs, d->eval_s,
+           "evaluating), %.2f ms per iteration, %.0f samples/s over all workers\n", d->rank,
+           s.num_workers, s.num_servers, (long long)steps, job->batch, secs, d->eval_s,
+           1e3 * (secs - d->eval_s) / (double)GV_MAX(steps, 1),
            (double)steps * job->batch * s.num_workers / GV_MAX(1e-9, secs - d->eval_s));
     if (d->have_eval) {
         printf("summary: final test loss %.4f, accuracy %.2f%% (best %.2f%%)\n", d->last.loss,

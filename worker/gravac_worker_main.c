@@ -325,6 +325,7 @@ int main(int argc, char **argv)
         {gv_cluster_options, gv_cluster_options_n, &o.cl},
         {gv_ops_common_options, gv_ops_common_options_n, &o.oc},
         {gv_train_options, gv_train_options_n, &o.to},
+        {gv_server_options, gv_server_options_n, &o.so}, /* accepted, used by the servers */
     };
     static const char *const others[] = {"server", "launch", NULL};
     struct gv_cfg_spec spec = {.program = "gravac-worker",

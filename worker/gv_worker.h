@@ -22,24 +22,6 @@ extern "C" {
 
 struct gv_worker;
 
-/* The gravac-worker program's own options (besides the job, cluster and ops tables). */
-struct gv_train_opts {
-    bool standalone;        /* --standalone: one process, no servers */
-    int world;              /* --world: standalone, train on shard --rank of this many */
-    uint64_t eval_every;    /* --eval-every: steps between evaluations (0: each epoch) */
-    uint64_t eval_limit;    /* --eval-limit: test samples per evaluation (0: all) */
-    double target;          /* --target-accuracy: stop at this test accuracy (0: off) */
-    int device;             /* --device: enum gv_nn_device */
-    int threads;            /* --threads: OpenBLAS threads */
-    uint64_t progress_every;/* --progress-every: steps per progress line */
-    bool quiet;             /* --quiet: no progress lines */
-    bool all_progress;      /* --all-progress: every worker prints progress, not only 0 */
-    const char *metrics_file; /* --metrics-file: JSON lines; %r is the rank */
-    uint64_t verify_every;  /* --verify-every: checksum check period (0: never) */
-    int compress_threads;   /* --compress-threads */
-};
-extern const struct gv_opt gv_train_options[];
-extern const size_t gv_train_options_n;
 
 struct gv_worker_config {
     const struct gv_job *job;         /* borrowed, resolved: method, compressor, optimizer */

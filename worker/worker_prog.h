@@ -10,6 +10,7 @@ struct wp_opts {
     struct gv_cluster cl;
     struct gv_ops_common_cfg oc;
     struct gv_train_opts to;
+    struct gv_server_opts so; /* the servers' options: accepted and ignored */
     uint64_t rss_start; /* VmRSS when main() started: the libraries' share */
 };
 

@@ -1,6 +1,6 @@
 /* train_opts.c: the option table of the gravac-worker program (the training loop around the
- * runtime), in the library so that gravac-launch can route these options to the workers. */
-#include "gv_worker.h"
+ * runtime). Shared: gravac-server accepts (and ignores) these, gravac-launch routes them. */
+#include "gv_server.h"
 
 #include <stddef.h>
 
