@@ -52,7 +52,8 @@ gv_status_t gv_shard_map_init(struct gv_shard_map *map, const size_t *numel, uin
     }
     if ((total + num_shards - 1) / num_shards > GV_SHARD_MAX_NUMEL) {
         gv_log(GV_LOG_ERROR, "shard map: %" PRIu64 " parameters over %u servers exceed %llu per "
-               "shard; use more servers", total, num_shards, (unsigned long long)GV_SHARD_MAX_NUMEL);
+               "shard; use more servers", total, num_shards,
+               (unsigned long long)GV_SHARD_MAX_NUMEL);
         return GV_ERR_INVAL;
     }
     gv_status_t status = shard_alloc(map, n_tensors, num_shards);

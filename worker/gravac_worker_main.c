@@ -240,7 +240,8 @@ static void print_summary(const struct run *r, int64_t steps, double secs)
            gv_nn_backend_name(gv_nn_model_backend(r->model)), (long long)steps, job->batch,
            (double)steps * job->batch / (double)(r->train->n / (size_t)r->world), secs, r->eval_s,
            (double)steps * job->batch / (secs - r->eval_s));
-    printf("summary: final test loss %.4f, accuracy %.2f%%", r->last.loss, 100.0 * r->last.accuracy);
+    printf("summary: final test loss %.4f, accuracy %.2f%%", r->last.loss,
+           100.0 * r->last.accuracy);
     if (job->model == GV_NN_LSTM)
         printf(", perplexity %.2f (best %.2f)", r->last.perplexity, r->best_ppl);
     printf(", best accuracy %.2f%%\n", 100.0 * r->best_acc);

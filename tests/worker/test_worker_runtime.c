@@ -252,7 +252,8 @@ static void reference(struct harness *h)
             GV_CHECK_OK(gv_ef_create(rw[w].cmp, (uint32_t)h->numel[t], resid[w] + off[t],
                                      &rw[w].ef[t]));
             uint32_t b = (uint32_t)h->numel[t];
-            rw[w].lmin[t] = (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4), .cap = b};
+            rw[w].lmin[t] = (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4),
+                                               .cap = b};
             rw[w].lcand[t] = (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4),
                                                 .cap = b};
         }
