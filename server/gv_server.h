@@ -156,9 +156,9 @@ double gv_job_min_cf(const struct gv_job *job);
 double gv_job_min_cand_cf(const struct gv_job *job);
 const char *gv_job_method_str(int method);
 
-/* The tensor layout of the job's model, without touching the parameter memory (the arena of a
- * model built with max_batch 1 stays unmapped): names and sizes into caller arrays of cap
- * entries. GV_ERR_INVAL when more tensors than cap. */
+/* The tensor layout of the job's model (nn/'s names, sizes and order), computed from the
+ * configuration without building the model: names and sizes into caller arrays of cap entries.
+ * GV_ERR_INVAL when more tensors than cap, or a configuration nn/ would refuse. */
 gv_status_t gv_job_layout(const struct gv_job *job, char (*names)[24], size_t *numel,
                           uint32_t cap, uint32_t *n_p);
 

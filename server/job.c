@@ -302,34 +302,79 @@ double gv_job_min_cand_cf(const struct gv_job *job)
     return GV_MIN(job->theta_min * cfg.gravac.theta_s0, job->theta_max);
 }
 
+/* One tensor of the layout: a [d0][d1] weight (d1 0: a [d0] vector). */
+static gv_status_t job_tensor(char (*names)[24], size_t *numel, uint32_t cap, uint32_t *n,
+                              const char *name, int d0, int d1)
+{
+    if (*n >= cap || d0 <= 0 || d1 < 0) {
+        gv_log(GV_LOG_ERROR, "model layout: %s: more than %u tensors or a bad shape", name, cap);
+        return GV_ERR_INVAL;
+    }
+    snprintf(names[*n], sizeof(names[*n]), "%s", name);
+    numel[*n] = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+    (*n)++;
+    return GV_OK;
+}
+
+/* The tensors nn/ defines for a model configuration, in its order and with its names
+ * (nn/model.c, nn/model_lstm.c): computed here rather than by building the model, whose
+ * creation zero-fills the 3 x P-float arena, which a server must not hold even briefly.
+ * test_shard checks it against gv_nn_model_create for every model kind. */
 gv_status_t gv_job_layout(const struct gv_job *job, char (*names)[24], size_t *numel,
                           uint32_t cap, uint32_t *n_p)
 {
-    struct gv_nn_backend *be = NULL;
-    struct gv_nn_model *m = NULL;
-    struct gv_nn_model_cfg mc = job->model_cfg;
-    mc.max_batch = 1; /* the workspace is all we touch; the arena stays unmapped */
-    gv_status_t status = gv_nn_backend_create(GV_NN_CPU, 1, &be);
-    if (status == GV_OK)
-        status = gv_nn_model_create(be, &mc, &m);
-    if (status != GV_OK)
-        goto out;
-    int n = gv_nn_model_tensor_count(m);
-    if (n < 1 || (uint32_t)n > cap) {
-        gv_log(GV_LOG_ERROR, "model has %d tensors, at most %u supported", n, cap);
-        status = GV_ERR_INVAL;
-        goto out;
+    const struct gv_nn_model_cfg *c = &job->model_cfg;
+    uint32_t n = 0;
+    gv_status_t st = GV_OK;
+    char a[24], b[24];
+#define JT(name, d0, d1)                                                                           \
+    do {                                                                                           \
+        if (st == GV_OK)                                                                           \
+            st = job_tensor(names, numel, cap, &n, name, d0, d1);                                  \
+    } while (0)
+    if (c->kind == GV_NN_LSTM) {
+        JT("embed.w", c->n_classes, c->embed);
+        for (int l = 0; l < c->layers; l++) {
+            snprintf(a, sizeof(a), "lstm%d.wx", l);
+            JT(a, 4 * c->hidden, l == 0 ? c->embed : c->hidden);
+            snprintf(a, sizeof(a), "lstm%d.wh", l);
+            JT(a, 4 * c->hidden, c->hidden);
+            snprintf(a, sizeof(a), "lstm%d.b", l);
+            JT(a, 4 * c->hidden, 0);
+        }
+        JT("out.w", c->n_classes, c->hidden);
+        JT("out.b", c->n_classes, 0);
+    } else if (c->kind == GV_NN_CNN) {
+        if (c->in_h % 4 != 0 || c->in_w % 4 != 0) {
+            gv_log(GV_LOG_ERROR, "model layout: the cnn needs an input whose height and width "
+                   "are multiples of 4 (%dx%d)", c->in_h, c->in_w);
+            return GV_ERR_INVAL;
+        }
+        JT("conv1.w", c->conv1, 9 * c->in_c);
+        JT("conv1.b", c->conv1, 0);
+        JT("conv2.w", c->conv2, 9 * c->conv1);
+        JT("conv2.b", c->conv2, 0);
+        JT("fc1.w", c->cnn_dense, (c->in_h / 4) * (c->in_w / 4) * c->conv2);
+        JT("fc1.b", c->cnn_dense, 0);
+        JT("fc2.w", c->n_classes, c->cnn_dense);
+        JT("fc2.b", c->n_classes, 0);
+    } else {
+        int d = c->in_h * c->in_w * c->in_c;
+        int nh = c->kind == GV_NN_MLP ? c->n_widths : 0;
+        for (int i = 0; i <= nh; i++) {
+            int out = i < nh ? c->widths[i] : c->n_classes;
+            snprintf(a, sizeof(a), "fc%d.w", i + 1);
+            snprintf(b, sizeof(b), "fc%d.b", i + 1);
+            JT(a, out, d);
+            JT(b, out, 0);
+            d = out;
+        }
     }
-    for (int i = 0; i < n; i++) {
-        const struct gv_nn_tensor *t = gv_nn_model_tensor(m, i);
-        snprintf(names[i], sizeof(names[i]), "%s", t->name);
-        numel[i] = t->numel;
-    }
-    *n_p = (uint32_t)n;
-out:
-    gv_nn_model_destroy(m);
-    gv_nn_backend_destroy(be);
-    return status;
+#undef JT
+    if (st != GV_OK)
+        return st;
+    *n_p = n;
+    return GV_OK;
 }
 
 /* FNV-1a, 64 bit. */

@@ -19,6 +19,8 @@ static int server_mem(const char *log, double *growth, double *bound)
     const char *p = s ? strstr(s, "summary: peak RSS") : NULL;
     const char *g = p ? strstr(p, "growth ") : NULL;
     const char *b = g ? strstr(g, "64 MiB = ") : NULL;
+    if (p != NULL)
+        fprintf(stderr, "%.*s\n", (int)strcspn(p, "\n"), p);
     int ok = g && b && sscanf(g, "growth %lf MiB", growth) == 1 &&
              sscanf(b, "64 MiB = %lf", bound) == 1;
     if (ok && strstr(b, "KiB") != NULL && strstr(b, "KiB") < strstr(b, ":"))

@@ -214,6 +214,55 @@ static void test_job(void)
     }
     gv_cfg_destroy(cfg);
 
+    /* the layout computed from the configuration equals the model nn/ builds */
+    FILE *corpus = fopen("/tmp/gv_test_shard_corpus.txt", "w");
+    for (int i = 0; corpus != NULL && i < 300; i++)
+        fprintf(corpus, "line %d of a corpus, with some words: %c%c\n", i, 'a' + i % 26,
+                'A' + i % 17);
+    if (corpus != NULL)
+        fclose(corpus);
+    const char *variants[] = {
+        "--model softmax --dataset synthetic",
+        "--model mlp --dataset synthetic --widths 17",
+        "--model mlp --dataset synthetic --widths 300,200,100,50",
+        "--model cnn --dataset synthetic",
+        "--model cnn --dataset synthetic --cnn 3,5,7",
+        "--model lstm --dataset text --text /tmp/gv_test_shard_corpus.txt --seq-len 8",
+        "--model lstm --dataset text --text /tmp/gv_test_shard_corpus.txt --seq-len 8 "
+        "--layers 3 --embed 5 --hidden 9",
+    };
+    for (size_t v = 0; v < GV_ARRAY_LEN(variants); v++) {
+        char vb[300], *va[20] = {"t"};
+        int vc = 1;
+        snprintf(vb, sizeof(vb), "%s", variants[v]);
+        for (char *sv = NULL, *tk = strtok_r(vb, " ", &sv); tk && vc < 19;
+             tk = strtok_r(NULL, " ", &sv))
+            va[vc++] = tk;
+        cfg = job_defaults(&job, vc, va);
+        GV_CHECK(cfg != NULL);
+        if (cfg == NULL || gv_job_resolve(&job, 1) != GV_OK) {
+            GV_CHECK_MSG(0, "%s does not resolve", variants[v]);
+            gv_cfg_destroy(cfg);
+            continue;
+        }
+        GV_CHECK_OK(gv_job_layout(&job, names, numel, 32, &n));
+        struct gv_nn_backend *be = NULL;
+        struct gv_nn_model *m = NULL;
+        GV_CHECK_OK(gv_nn_backend_create(GV_NN_CPU, 1, &be));
+        GV_CHECK_OK(gv_nn_model_create(be, &job.model_cfg, &m));
+        int bad = m == NULL || gv_nn_model_tensor_count(m) != (int)n;
+        for (uint32_t t = 0; !bad && t < n; t++) {
+            const struct gv_nn_tensor *tt = gv_nn_model_tensor(m, (int)t);
+            bad |= strcmp(tt->name, names[t]) != 0 || tt->numel != numel[t];
+        }
+        GV_CHECK_MSG(!bad, "%s: the computed layout differs from nn/'s model", variants[v]);
+        gv_nn_model_destroy(m);
+        gv_nn_backend_destroy(be);
+        gv_cfg_destroy(cfg);
+    }
+
+    unlink("/tmp/gv_test_shard_corpus.txt");
+
     /* adapt configurations */
     struct gv_adapt_config ac;
     char *g1[] = {"t", "--method", "gravac-geo", "--theta-min", "5", "--window", "20"};
