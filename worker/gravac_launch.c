@@ -298,7 +298,11 @@ static void signal_all(struct launch *L, int sig)
             kill(L->ch[i].pid, sig);
 }
 
-static void reap(struct launch *L, struct child **failed)
+/* Collects exited children and keeps the failure to name. A process killed by a signal is the
+ * likelier cause than one that exited 1 (the others exit 1 once they notice it is gone, and a
+ * dying process closes its sockets before it becomes a zombie), so it replaces the first
+ * failure seen when it shows up within a second of it. */
+static void reap(struct launch *L, struct child **failed, uint64_t *failed_ns)
 {
     for (int i = 0; i < L->n; i++) {
         struct child *c = &L->ch[i];
@@ -307,9 +311,15 @@ static void reap(struct launch *L, struct child **failed)
             continue;
         c->exited = true;
         c->status = st;
-        bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        if (!ok && *failed == NULL)
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+            continue;
+        if (*failed == NULL) {
             *failed = c;
+            *failed_ns = gv_now_ns();
+        } else if (WIFSIGNALED(st) && !WIFSIGNALED((*failed)->status) &&
+                   gv_now_ns() - *failed_ns < 1000000000ull) {
+            *failed = c;
+        }
     }
 }
 
@@ -336,6 +346,7 @@ static void describe_exit(const struct child *c, char *out, size_t len)
 static int supervise(struct launch *L)
 {
     struct child *failed = NULL;
+    uint64_t failed_ns = 0;
     int got_sig = 0;
     uint64_t kill_at = 0;
     while (running(L) > 0) {
@@ -366,7 +377,7 @@ static int supervise(struct launch *L)
             }
         }
         struct child *was = failed;
-        reap(L, &failed);
+        reap(L, &failed, &failed_ns);
         if (failed != NULL && was == NULL && !got_sig) {
             char why[96];
             describe_exit(failed, why, sizeof(why));
@@ -385,9 +396,19 @@ static int supervise(struct launch *L)
     if (got_sig)
         return 128 + got_sig;
     if (failed != NULL) {
-        char why[96];
+        char why[96], others[600] = "";
+        size_t off = 0;
         describe_exit(failed, why, sizeof(why));
-        fprintf(stderr, "gravac-launch: FAILED: %s (%s)\n", failed->name, why);
+        for (int i = 0; i < L->n && off < sizeof(others) - 48; i++) {
+            const struct child *c = &L->ch[i];
+            if (c == failed || (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0))
+                continue;
+            char w[96];
+            describe_exit(c, w, sizeof(w));
+            off += (size_t)snprintf(others + off, sizeof(others) - off, "%s%s (%s)",
+                                    off ? ", " : "; then ", c->name, w);
+        }
+        fprintf(stderr, "gravac-launch: FAILED: %s (%s)%s\n", failed->name, why, others);
         return 1;
     }
     return 0;

@@ -548,10 +548,42 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
     return GV_OK;
 }
 
+/* A worker that fails tells the servers still connected why, so that their abort names the
+ * cause (a server that only saw this worker's connection close would name this worker). */
+static void wk_tell_failure(struct gv_worker *w)
+{
+    char text[240];
+    snprintf(text, sizeof(text), "worker %u stops: %.200s", w->rank, w->fail);
+    bool sent = false;
+    for (uint32_t s = 0; w->srv != NULL && s < w->S; s++) {
+        struct wk_server *ws = &w->srv[s];
+        if (ws->closed || ws->link.c == NULL || ws->got_error || ws->hs.state != 3)
+            continue;
+        struct gv_proto_msg m;
+        gv_proto_msg_init(&m, GV_PROTO_MSG_ERROR);
+        m.role = GV_PROTO_ROLE_WORKER;
+        m.rank = w->rank;
+        m.iteration = w->iter;
+        m.u.error.code = w->fail_status;
+        m.u.error.text = text;
+        sent |= gv_ps_link_send(&ws->link, &m, NULL, 0, NULL) == GV_OK;
+    }
+    uint64_t end = gv_now_ns() + 200000000ull;
+    while (sent && gv_now_ns() < end) {
+        bool idle = true;
+        for (uint32_t s = 0; s < w->S; s++)
+            idle &= w->srv[s].closed || gv_ps_link_idle(&w->srv[s].link);
+        if (idle || gv_tp_progress(w->tp, 10) < 0)
+            break;
+    }
+}
+
 void gv_worker_destroy(struct gv_worker *w)
 {
     if (w == NULL)
         return;
+    if (w->fail_status != GV_OK && w->tp != NULL)
+        wk_tell_failure(w);
     gv_tp_destroy(w->tp);
     for (uint32_t s = 0; w->srv != NULL && s < w->S; s++) {
         struct wk_server *ws = &w->srv[s];

@@ -74,7 +74,7 @@ sleep 0.3
 wait $lp
 rc=$?
 [ $rc -eq 1 ] || fail "killed worker: rc $rc"
-grep -q 'FAILED: worker1' "$out" || fail "the failed worker is not named"
+grep -q "FAILED: worker1" "$out" || { fail "the failed worker is not named"; grep -v "^\[.*\] gravac" "$out" | tail -5 >&2; }
 no_children "$kids"
 
 # 4. SIGINT: everything stops, rc 130
