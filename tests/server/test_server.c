@@ -470,7 +470,7 @@ static void test_duplicate_and_dead_worker(void)
     uint64_t gone = gv_now_ns();
     pthread_join(w0.th, NULL);
     GV_CHECK_STATUS(w0.step_status, GV_ERR_CLOSED);
-    GV_CHECK(w0.t_fail_ns - gone < 3000000000ull);
+    GV_CHECK(w0.t_fail_ns < gone + 3000000000ull); /* it may even fail before the join */
     GV_CHECK(log_has("worker 1 (") && log_has("disconnected"));
     GV_CHECK(log_has("ended the job with an error: server 0 aborted the job: worker 1"));
     env_finish(&e);
