@@ -229,15 +229,17 @@ static gv_status_t bt_srv_hello(struct bt_peer *p, const struct bt_msg *m)
         return GV_ERR_PROTO;
     }
     uint64_t cap = m->arg > 0 ? m->arg : 1;
+    int answers = m->seq != BT_STREAM; /* only the round-trip modes send payload back */
     p->rx = bt_buf_alloc(cap, 0);
-    p->tx = bt_buf_alloc(cap, 0xa5);
+    p->tx = answers ? bt_buf_alloc(cap, 0xa5) : NULL;
     p->own_tx = 1;
-    if (p->rx == NULL || p->tx == NULL) {
+    if (p->rx == NULL || (answers && p->tx == NULL)) {
         gv_log(GV_LOG_ERROR, "bench: out of memory for %llu-byte buffers",
                (unsigned long long)cap);
         return GV_ERR_NOMEM;
     }
-    p->rx_cap = p->tx_cap = cap;
+    p->rx_cap = cap;
+    p->tx_cap = answers ? cap : 0;
     return bt_send(p, BT_HELLO_ACK, m->seq, m->t_ns, 0, NULL, 0, NULL);
 }
 
@@ -248,15 +250,17 @@ static void bt_srv_msg(struct gv_conn *c, const void *msg, size_t msg_len, void 
     gv_status_t status = bt_decode(msg, msg_len, &m);
     (void)user;
 
-    if (status == GV_OK && p->tx == NULL && m.kind != BT_HELLO)
-        status = GV_ERR_PROTO;
+    if (status == GV_OK && p->rx == NULL && m.kind != BT_HELLO)
+        status = GV_ERR_PROTO; /* nothing before the hello */
     if (status == GV_OK) {
         switch (m.kind) {
         case BT_HELLO: status = bt_srv_hello(p, &m); break;
         case BT_DATA:
         case BT_PUSH: break;
         case BT_PING:
-            status = bt_send(p, BT_PONG, m.seq, m.t_ns, 0, p->tx, m.payload_len, NULL);
+            status = m.payload_len > p->tx_cap
+                         ? GV_ERR_PROTO
+                         : bt_send(p, BT_PONG, m.seq, m.t_ns, 0, p->tx, m.payload_len, NULL);
             break;
         case BT_PULL:
             status = m.arg > p->tx_cap ? GV_ERR_PROTO
@@ -372,11 +376,17 @@ static void bt_record(struct bt_client *cl, uint64_t ns)
     cl->lat[cl->n_lat++] = (double)ns * cl->lat_scale;
 }
 
-static int bt_more(struct bt_client *cl)
+/* now: a clock reading the caller already has (duration mode compares it with the end). */
+static int bt_more_at(const struct bt_client *cl, uint64_t now)
 {
     if (cl->deadline_ns != 0)
-        return gv_now_ns() < cl->deadline_ns;
+        return now < cl->deadline_ns;
     return cl->issued < cl->target;
+}
+
+static int bt_more(const struct bt_client *cl)
+{
+    return bt_more_at(cl, cl->deadline_ns != 0 ? gv_now_ns() : 0);
 }
 
 static void bt_fail(struct bt_client *cl, gv_status_t status)
@@ -388,8 +398,10 @@ static void bt_fail(struct bt_client *cl, gv_status_t status)
 /* Fills p's window of round trips (ping-pong / push-then-pull). */
 static void bt_issue(struct bt_client *cl, struct bt_peer *p)
 {
-    while (p->outstanding < cl->o.window && bt_more(cl) && cl->failed == GV_OK) {
-        uint64_t t = gv_now_ns();
+    for (;;) {
+        uint64_t t = gv_now_ns(); /* one clock read: the deadline check and the timestamp */
+        if (p->outstanding >= cl->o.window || !bt_more_at(cl, t) || cl->failed != GV_OK)
+            return;
         gv_status_t st;
         if (cl->o.mode == BT_PINGPONG) {
             st = bt_send(p, BT_PING, cl->issued, t, 0, cl->tx, cl->size, NULL);
@@ -644,7 +656,9 @@ gv_status_t bt_client_create(const struct bt_opts *o, const char *host, uint16_t
     if ((status = gv_tp_create(o->transport, &cfg, &h, cl, &cl->tp)) != GV_OK)
         goto err;
     for (int i = 0; i < o->conns; i++) {
-        struct bt_peer *p = bt_peer_new(queue, cl->max_size ? cl->max_size : 1);
+        /* a stream client receives only acks: no payload buffer */
+        uint64_t rx = o->mode == BT_STREAM ? 0 : (cl->max_size ? cl->max_size : 1);
+        struct bt_peer *p = bt_peer_new(queue, rx);
         if (p == NULL) {
             status = GV_ERR_NOMEM;
             goto err;

@@ -300,7 +300,7 @@ static void test_timeout_scan_spares_fresh_sends(void)
 
     memset(&s, 0, sizeof(s));
     memset(&k, 0, sizeof(k));
-    cfg.io_timeout_ms = 300;
+    cfg.io_timeout_ms = 1000; /* room for the steps below on a loaded machine */
     cfg.sock_buf_bytes = 64 << 10;
     s.rx_cap = 1000;
     k.rx_cap = sizeof(big_reply);
@@ -322,11 +322,11 @@ static void test_timeout_scan_spares_fresh_sends(void)
     /* conn B: accepted now, its request arrives later */
     GV_CHECK_OK(gv_tp_connect(k.tp, "127.0.0.1", s.port, &c));
     tt_track(&k, c);
-    while (s.n_conns < 2 && tt_ms_since(t_a) < 200)
+    while (s.n_conns < 2 && tt_ms_since(t_a) < 800)
         gv_tp_progress(s.tp, 10);
     GV_CHECK_EQ(s.n_conns, 2);
     tt_send(c, &m, 0, 7, NULL, 0, 0);
-    while (tt_ms_since(t_a) < 400) /* past A's deadline, without progressing s */
+    while (tt_ms_since(t_a) < 1100) /* past A's deadline, without progressing s */
         usleep(10000);
     /* one call: B's request is answered (reply queued), then A's deadline is checked */
     gv_tp_progress(s.tp, 0);
