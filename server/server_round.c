@@ -55,6 +55,11 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
                                   const struct gv_proto_msg *m, uint64_t payload_len,
                                   struct gv_iov *dst, int *cnt)
 {
+    if (srv->state != SRV_RUNNING) { /* the job is ending: nobody waits for it any more */
+        dst[0] = (struct gv_iov){NULL, (size_t)payload_len};
+        *cnt = 1;
+        return GV_OK;
+    }
     if (m->iteration != srv->iter) {
         gv_log(GV_LOG_WARN, "server %u: %s pushed iteration %" PRIu64 " during round %" PRIu64,
                srv->rank, p->name, m->iteration, srv->iter);
@@ -147,6 +152,8 @@ static void round_complete(struct gv_server *srv);
 void srv_round_push_done(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m,
                          uint64_t msg_bytes)
 {
+    if (srv->state != SRV_RUNNING)
+        return; /* dropped unread: the job is ending */
     if (srv->round != SRV_ROUND_OPEN || p->rank != srv->next_rank)
         return; /* cannot happen: on_header deferred or refused it */
     gv_status_t status = round_add(srv, m);
@@ -381,6 +388,10 @@ void srv_round_on_bye(struct gv_server *srv, struct srv_peer *p, uint64_t iterat
          * reached): the first BYE ends the job for everyone */
         srv->state = SRV_ENDING;
         srv_send_bye_all(srv);
+        /* pushes deferred for this round are read (and dropped) now, and the BYEs behind them */
+        for (uint32_t w = 0; w < srv->W; w++)
+            if (srv->workers[w] != NULL && srv->workers[w]->link.c != NULL)
+                (void)gv_tp_conn_resume_recv(srv->workers[w]->link.c);
     }
     srv_send_bye(srv, p); /* the answer: the worker closes once it has it */
 }

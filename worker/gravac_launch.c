@@ -372,7 +372,7 @@ static int supervise(struct launch *L)
             if (read(sig_pipe[0], &b, 1) == 1 && b != SIGCHLD && !got_sig) {
                 got_sig = b;
                 fprintf(stderr, "gravac-launch: %s: stopping every process\n", strsignal(b));
-                signal_all(L, SIGTERM);
+                signal_all(L, b); /* forwarded as received (SIGINT or SIGTERM) */
                 kill_at = gv_now_ns() + L->lo.grace;
             }
         }

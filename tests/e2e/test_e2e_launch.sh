@@ -47,6 +47,18 @@ grep -q 'RUNNING WITHOUT AUTHENTICATION' "$out" && fail "the local job ran witho
 ls "$tmp" | grep -q '^gravac-launch-' && fail "the run directory was not removed"
 [ $fails -eq 0 ] || cat "$out" >&2
 
+# 1b. worker 0 reaches the target accuracy early: everyone stops cleanly at the same iteration
+# (the others' deferred pushes are dropped and their BYEs read)
+out=$tmp/target.txt
+"$bin/gravac-launch" --servers 2 --workers 3 $job --epochs 50 --eval-every 10 \
+    --target-accuracy 90 --insecure >"$out" 2>&1
+rc=$?
+[ $rc -eq 0 ] || fail "target accuracy: rc $rc"
+grep -q 'target 90.00% reached after' "$out" || fail "target accuracy: not reached"
+for w in 1 2; do
+    grep -q "server 0: worker $w .* ends after" "$out" || fail "server 0 did not read worker $w's BYE"
+done
+
 # 2. a bad option: rc 2, named
 "$bin/gravac-launch" --lrr 3 >"$tmp/bad.txt" 2>&1
 rc=$?
