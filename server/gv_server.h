@@ -379,8 +379,6 @@ struct gv_server_config {
     const struct gv_auth_secret *secret; /* borrowed; empty = --insecure */
     uint64_t handshake_timeout_ns;
     const char *decision_log;         /* server 0: JSON lines of the controller ("" none) */
-    const char *dump_params;          /* write the final shard (float32 LE) here ("" none) */
-    int cmp_threads;                  /* unused by the server today */
 };
 
 /* Builds the shard map, allocates every buffer (parameters, momentum, accumulator, one receive

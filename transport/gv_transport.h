@@ -52,7 +52,8 @@ struct gv_tp_handler {
      * message unread for now. The transport keeps its prefix and header, stops reading c (the
      * payload waits in the kernel, or behind the sender's flow control), does not count c as
      * busy for the I/O timeout meanwhile, and calls on_header again for the same message once
-     * gv_tp_conn_resume_recv(c) has been called. A peer reset seen while deferred closes c.
+     * gv_tp_conn_resume_recv(c) has been called. A peer reset seen while deferred closes c;
+     * an orderly close by the peer is seen once c is resumed (its bytes are read first).
      * Without the capability GV_ERR_AGAIN closes c like any other error. */
     gv_status_t (*on_header)(struct gv_conn *c, const void *msg, size_t msg_len,
                              uint64_t payload_len, struct gv_iov *dst, int *dst_cnt, void *user);
