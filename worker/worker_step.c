@@ -166,6 +166,13 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
             double cf = accordion && w->heavy[t] ? d->cf_candidate : d->theta_min;
             struct gv_cmp_req req = {.iter = w->iter, .tensor_id = t, .cf_min = cf,
                                      .cf_cand = x->levels == 2 ? d->cf_candidate : 0};
+            /* the capacity is the bound of this call's CF, not of the buffer: a threshold
+             * compressor (DGC, Redsync) falls back to exact top-k above the capacity, so the
+             * fallback happens at the documented min(n, 2k) whatever the buffer's size */
+            uint32_t n = (uint32_t)w->m.tensor_numel[t];
+            w->lmin[t].cap = gv_cmp_bound(w->cmp, n, req.cf_min);
+            if (x->levels == 2)
+                w->lcand[t].cap = gv_cmp_bound(w->cmp, n, req.cf_cand);
             struct gv_norms nm;
             gv_status_t status =
                 gv_cmp_compress(w->cmp, w->ef[t], w->m.grads + w->off[t], &req, &w->lmin[t],

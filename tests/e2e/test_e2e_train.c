@@ -155,6 +155,9 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
             for (uint32_t t = 0; t < r->T && levels > 0; t++) {
                 struct gv_cmp_req req = {.iter = (uint64_t)i, .tensor_id = t, .cf_min = theta,
                                          .cf_cand = levels == 2 ? cand : 0};
+                lmin[t].cap = gv_cmp_bound(cmp[w], (uint32_t)r->numel[t], theta);
+                if (levels == 2)
+                    lcand[t].cap = gv_cmp_bound(cmp[w], (uint32_t)r->numel[t], cand);
                 struct gv_norms nm;
                 GV_CHECK_OK(gv_cmp_compress(cmp[w], ef[w][t], g + r->off[t], &req, &lmin[t],
                                             levels == 2 ? &lcand[t] : NULL, &nm));

@@ -7,7 +7,7 @@
  * worker 0's initial model reaches everyone; every worker saw the same decision sequence; the
  * bytes of every iteration, both ways, equal the encoder's planned sizes plus the headers, and
  * equal what the transport itself moved. Dense, static top-k, fp16 values, GraVAC with changing
- * levels, random-k, and periodic resyncs. */
+ * levels, random-k, DGC and Redsync (variable counts), and periodic resyncs. */
 #include "check.h"
 #include "gv_worker.h"
 
@@ -277,6 +277,10 @@ static void reference(struct harness *h)
                 struct gv_cmp_req req = {.iter = (uint64_t)i, .tensor_id = t,
                                          .cf_min = o0->theta_min,
                                          .cf_cand = levels == 2 ? o0->cf_candidate : 0};
+                rw[w].lmin[t].cap = gv_cmp_bound(rw[w].cmp, (uint32_t)h->numel[t], req.cf_min);
+                if (levels == 2)
+                    rw[w].lcand[t].cap =
+                        gv_cmp_bound(rw[w].cmp, (uint32_t)h->numel[t], req.cf_cand);
                 struct gv_norms nm;
                 GV_CHECK_OK(gv_cmp_compress(rw[w].cmp, rw[w].ef[t], g + off[t], &req,
                                             &rw[w].lmin[t], levels == 2 ? &rw[w].lcand[t] : NULL,
@@ -434,5 +438,11 @@ int main(void)
                   "--window", "2", "--epsilon", "0.05", "--compressor", "randomk",
                   "--theta-min", "2", "--resync-every", "4"};
     run_case("gravac geometric, random-k, resync every 4", 17, rk, 1);
+    char *dgc[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "static",
+                   "--cf", "20", "--compressor", "dgc"};
+    run_case("static CF 20, DGC (variable counts)", 11, dgc, 0);
+    char *rs[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "gravac-exp",
+                  "--window", "3", "--epsilon", "0.2", "--compressor", "redsync"};
+    run_case("gravac, Redsync", 13, rs, 0);
     return gv_check_summary();
 }
