@@ -41,8 +41,10 @@ const struct gv_opt gv_cluster_options[] = {
     {.name = "connect-timeout", .type = GV_OPT_DURATION, .offset = C(connect_timeout),
      .def = "30s", .help = "start-up deadline: connect, rendezvous, every peer joined",
      .group = "cluster", .flags = GV_OPT_RANGE, .min = 0.01, .max = 86400},
-    {.name = "io-timeout", .type = GV_OPT_DURATION, .offset = C(io_timeout), .def = "10s",
-     .help = "a transfer that makes no progress for this long fails", .group = "cluster",
+    {.name = "io-timeout", .type = GV_OPT_DURATION, .offset = C(io_timeout), .def = "60s",
+     .help = "a transfer that makes no progress for this long fails (longer than the longest "
+             "pause, e.g. worker 0's evaluation: a push waits while the server reads another "
+             "rank's)", .group = "cluster",
      .flags = GV_OPT_RANGE, .min = 0.01, .max = 86400},
     {.name = "dump-params", .type = GV_OPT_STRING, .offset = C(dump_params), .def = "",
      .help = "write the final parameters (float32) to this file; %r is the rank, %n the role "
