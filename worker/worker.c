@@ -271,11 +271,10 @@ static void wk_on_close(struct gv_conn *c, gv_status_t reason, void *user)
 
 static void wk_link_idle(struct gv_ps_link *l, void *arg)
 {
-    struct wk_server *ws = arg;
+    (void)arg;
     /* an update deferred while our push was leaving may be read now */
     if (l->c != NULL)
         (void)gv_tp_conn_resume_recv(l->c);
-    (void)ws;
 }
 
 struct gv_tp_handler wk_handler(void)
