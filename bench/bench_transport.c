@@ -39,7 +39,8 @@ static void bt_usage(FILE *f)
             "  --rtt               pingpong: report full RTT instead of RTT/2\n"
             "  --busy-poll         spin on progress instead of sleeping in epoll_wait\n"
             "  --sockbuf BYTES     SO_SNDBUF/SO_RCVBUF request (default 4M)\n"
-            "  --transport NAME    tcp (default) or rdma when built\n"
+            "  --transport NAME    tcp (default), rdma (when built) or auto: rdma when a device\n"
+            "                      reaches the peer, else tcp\n"
             "output:\n"
             "  --json | --csv      machine-readable output instead of the table\n"
             "exit status: 0 ok, 1 runtime error, 2 usage error\n",
@@ -411,7 +412,9 @@ static int bt_run_client(const struct bt_opts *o, const char *host, uint16_t por
                 gv_status_str(status));
         return 1;
     }
-    int rc = bt_run_sizes(o, addr, cl);
+    struct bt_opts shown = *o; /* report the backend in use, also for --transport auto */
+    shown.transport = bt_client_backend(cl);
+    int rc = bt_run_sizes(&shown, addr, cl);
     bt_client_destroy(cl);
     return rc;
 }
@@ -426,7 +429,7 @@ int gv_bench_transport_main(int argc, char **argv)
     }
     if (rc != 0)
         return 2;
-    if (gv_tp_find(o.transport) == NULL) {
+    if (strcmp(o.transport, "auto") != 0 && gv_tp_find(o.transport) == NULL) {
         fprintf(stderr, "gravac-bench transport: transport '%s' is not built in\n", o.transport);
         return 2;
     }

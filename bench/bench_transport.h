@@ -68,6 +68,8 @@ gv_status_t bt_client_create(const struct bt_opts *o, const char *host, uint16_t
 gv_status_t bt_client_run(struct bt_client *cl, uint64_t size, uint64_t iters, uint64_t warmup,
                           struct bt_result *res);
 void bt_client_destroy(struct bt_client *cl);
+/* The backend the client runs on ("tcp", "rdma"): what --transport auto picked. */
+const char *bt_client_backend(const struct bt_client *cl);
 
 /* The rawstream baseline for one size (bench_transport_raw.c). */
 gv_status_t bt_raw_run(const struct bt_opts *o, uint64_t size, uint64_t iters, uint64_t warmup,

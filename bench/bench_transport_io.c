@@ -307,7 +307,7 @@ gv_status_t bt_server_create(const struct bt_opts *o, const char *host, uint16_t
 
     if (srv == NULL)
         return GV_ERR_NOMEM;
-    gv_status_t status = gv_tp_create(o->transport, &cfg, &h, srv, &tp);
+    gv_status_t status = gv_tp_create_auto(o->transport, host, &cfg, &h, srv, &tp);
     if (status != GV_OK) {
         gv_free(srv);
         return status;
@@ -653,7 +653,7 @@ gv_status_t bt_client_create(const struct bt_opts *o, const char *host, uint16_t
     cl->tx = bt_buf_alloc(cl->max_size, 0x5a);
     if (cl->tx == NULL)
         goto err;
-    if ((status = gv_tp_create(o->transport, &cfg, &h, cl, &cl->tp)) != GV_OK)
+    if ((status = gv_tp_create_auto(o->transport, host, &cfg, &h, cl, &cl->tp)) != GV_OK)
         goto err;
     for (int i = 0; i < o->conns; i++) {
         /* a stream client receives only acks: no payload buffer */
@@ -681,6 +681,11 @@ gv_status_t bt_client_create(const struct bt_opts *o, const char *host, uint16_t
 err:
     bt_client_destroy(cl);
     return status;
+}
+
+const char *bt_client_backend(const struct bt_client *cl)
+{
+    return cl->tp->ops->name;
 }
 
 void bt_client_destroy(struct bt_client *cl)

@@ -152,6 +152,18 @@ const struct gv_tp_ops *gv_tp_find(const char *name);
 gv_status_t gv_tp_create(const char *name, const struct gv_tp_config *cfg,
                          const struct gv_tp_handler *h, void *user, struct gv_tp **tp_p);
 
+/* Creates the transport `want` names, "auto", "rdma" or "tcp" (NULL = "auto"), for traffic
+ * with host: the peer a client will connect to, or the address a server will listen on (NULL,
+ * "", "0.0.0.0" or "::" = any). auto uses RDMA when a device is present, the memlock limit
+ * allows its buffer pools and host is on (or routed through) an RDMA device, and otherwise
+ * falls back to TCP with exactly one WARN line giving the reason. "rdma" without a usable
+ * device fails with one ERROR line giving the reason: GV_ERR_NODEV (no device, a kernel
+ * without RDMA, an address not on an RDMA device), GV_ERR_NOMEM (memlock limit, with the
+ * limit and the bytes needed) or GV_ERR_UNSUPPORTED (built without RDMA). Anything else:
+ * GV_ERR_INVAL. Other errors as gv_tp_create. tp->ops->name says which backend it is. */
+gv_status_t gv_tp_create_auto(const char *want, const char *host, const struct gv_tp_config *cfg,
+                              const struct gv_tp_handler *h, void *user, struct gv_tp **tp_p);
+
 /* Closes every connection and listener (on_close fires for each) and frees tp. NULL is fine. */
 static inline void gv_tp_destroy(struct gv_tp *tp)
 {
