@@ -36,6 +36,14 @@ void gv_nn_backend_destroy(struct gv_nn_backend *be);
 const char *gv_nn_backend_name(const struct gv_nn_backend *be);
 /* Where this backend's tensors live: GV_MEM_HOST (cpu) or GV_MEM_DEVICE (cuda). */
 enum gv_mem gv_nn_backend_mem(const struct gv_nn_backend *be);
+/* Copies bytes between this backend's memory (src, dst) and host memory, ordered after every
+ * operation queued before; complete when they return (the host buffer may be reused). For
+ * cuda, host memory from gv_buf_alloc(GV_MEM_PINNED) is copied fastest: creating a cuda
+ * backend installs the pinned and device allocators of common/ (gv_mem_set_ops). */
+gv_status_t gv_nn_backend_download(struct gv_nn_backend *be, void *host, const void *src,
+                                   size_t bytes);
+gv_status_t gv_nn_backend_upload(struct gv_nn_backend *be, void *dst, const void *host,
+                                 size_t bytes);
 
 /* ================================================================ optimizer */
 
@@ -86,6 +94,11 @@ void gv_optim_step_range_host(const struct gv_optim_cfg *cfg, int64_t t, float *
 /* Same step on backend memory (device memory for cuda: a kernel with the same semantics). */
 gv_status_t gv_optim_step(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg, int64_t t,
                           float *p, float *v, const float *g, size_t n);
+/* gv_optim_apply_host on backend memory with the rate given (what a worker does with the
+ * rate a server sent): the same bits as the host step on every backend (the CUDA kernel rounds
+ * each operation as the CPU does, no FMA; test_nn_cuda checks it). */
+gv_status_t gv_optim_apply(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg, float lr,
+                           float *p, float *v, const float *g, size_t n);
 
 /* ================================================================ models */
 
