@@ -225,7 +225,7 @@ int main(void)
 {
     gv_status_t status = gv_nn_backend_create(GV_NN_CUDA, 0, &gpu);
     if (status == GV_ERR_UNSUPPORTED)
-        GV_SKIP("CUDA backend unavailable (built without CUDA, or its plugin is missing: see the log)");
+        GV_SKIP("CUDA backend unavailable (no CUDA build, or its plugin is missing: see the log)");
     if (status == GV_ERR_NODEV)
         GV_SKIP("no GPU");
     GV_CHECK_OK(status);
