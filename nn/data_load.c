@@ -191,7 +191,7 @@ static gv_status_t cifar_keep(struct gv_nn_dataset *ds, const char *path, size_t
         (*k)++;
     }
     if (status == GV_OK)
-        status = nn_file_end(&fl, "of whole records"); /* the file changed since it was counted */
+        status = nn_file_end(&fl, "counted before (the file changed while loading)");
     nn_file_close(&fl);
     return status;
 }
