@@ -6,13 +6,10 @@
 #include "cuda/gv_compress_cuda.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static pthread_once_t plug_once = PTHREAD_ONCE_INIT;
 static gv_status_t plug_status;
@@ -20,59 +17,9 @@ static char plug_why[1536];      /* why it could not be loaded: the places tried
 static char plug_path[PATH_MAX]; /* where it was loaded from */
 static struct gv_cuda_api plug_api;
 
-static void plug_note(size_t *off, const char *path, const char *why)
-{
-    if (*off < sizeof(plug_why))
-        *off += (size_t)snprintf(plug_why + *off, sizeof(plug_why) - *off, "%s%s (%s)",
-                                 *off ? "; " : "", path, why);
-}
-
-/* dlopen of dir/name; 1 loaded, 0 not there, -1 there but unloadable (dlerror noted). */
-static int plug_try(const char *dir, void **lib_p, size_t *off)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/%s", dir, GV_CUDA_PLUGIN_NAME);
-    if (access(path, F_OK) != 0) {
-        plug_note(off, path, strerror(errno));
-        return 0;
-    }
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        const char *e = dlerror();
-        plug_note(off, path, e != NULL ? e : "dlopen failed");
-        return -1;
-    }
-    *lib_p = lib;
-    memcpy(plug_path, path, sizeof(path));
-    return 1;
-}
-
 static void *plug_find(void)
 {
-    void *lib = NULL;
-    size_t off = 0;
-    const char *env = getenv("GV_CUDA_PLUGIN_DIR");
-    if (env != NULL && env[0] != '\0') {
-        plug_try(env, &lib, &off);
-        return lib;
-    }
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (len > 0) {
-        exe[len] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash != NULL) {
-            *slash = '\0';
-            if (plug_try(exe, &lib, &off) != 0)
-                return lib;
-            char up[PATH_MAX + 16];
-            snprintf(up, sizeof(up), "%s/../lib/gravac", exe);
-            if (plug_try(up, &lib, &off) != 0)
-                return lib;
-        }
-    }
-    plug_try(GV_CUDA_PLUGIN_BUILD_DIR, &lib, &off);
-    return lib;
+    return gv_plugin_open(GV_CUDA_PLUGIN_NAME, GV_CUDA_PLUGIN_BUILD_DIR, plug_path, sizeof(plug_path), plug_why, sizeof(plug_why));
 }
 
 static void plug_load(void)

@@ -8,13 +8,10 @@
 #include "nn_cuda_plugin.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static pthread_once_t plug_once = PTHREAD_ONCE_INIT;
 static gv_status_t plug_status;
@@ -45,60 +42,9 @@ static void plug_device_free(void *ptr)
 static const struct gv_mem_ops plug_pinned_ops = {plug_pinned_alloc, plug_pinned_free};
 static const struct gv_mem_ops plug_device_ops = {plug_device_alloc, plug_device_free};
 
-/* Appends "path (why)" to the list of places tried. */
-static void plug_note(size_t *off, const char *path, const char *why)
-{
-    if (*off < sizeof(plug_why))
-        *off += (size_t)snprintf(plug_why + *off, sizeof(plug_why) - *off, "%s%s (%s)",
-                                 *off ? "; " : "", path, why);
-}
-
-/* dlopen of dir/name; 1 loaded, 0 not there, -1 there but unloadable (dlerror noted). */
-static int plug_try(const char *dir, void **lib_p, size_t *off)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/%s", dir, GV_NN_CUDA_PLUGIN_NAME);
-    if (access(path, F_OK) != 0) {
-        plug_note(off, path, strerror(errno));
-        return 0;
-    }
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        const char *e = dlerror();
-        plug_note(off, path, e != NULL ? e : "dlopen failed");
-        return -1;
-    }
-    *lib_p = lib;
-    memcpy(plug_path, path, sizeof(path));
-    return 1;
-}
-
 static void *plug_find(void)
 {
-    void *lib = NULL;
-    size_t off = 0;
-    const char *env = getenv("GV_CUDA_PLUGIN_DIR");
-    if (env != NULL && env[0] != '\0') {
-        plug_try(env, &lib, &off);
-        return lib;
-    }
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (len > 0) {
-        exe[len] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash != NULL) {
-            *slash = '\0';
-            if (plug_try(exe, &lib, &off) != 0)
-                return lib;
-            char up[PATH_MAX + 16];
-            snprintf(up, sizeof(up), "%s/../lib/gravac", exe);
-            if (plug_try(up, &lib, &off) != 0)
-                return lib;
-        }
-    }
-    plug_try(GV_NN_CUDA_PLUGIN_BUILD_DIR, &lib, &off);
-    return lib;
+    return gv_plugin_open(GV_NN_CUDA_PLUGIN_NAME, GV_NN_CUDA_PLUGIN_BUILD_DIR, plug_path, sizeof(plug_path), plug_why, sizeof(plug_why));
 }
 
 static void plug_load(void)
