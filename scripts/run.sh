@@ -8,4 +8,5 @@ if [ ! -x "$root/build/bin/gravac-launch" ]; then
     echo "gravac: the training cluster is not yet available in this build (see README)." >&2
     exit 2
 fi
-exec "$root/build/bin/gravac-launch" "$@"
+# The job's defaults are in scripts/main-job.ini; a later --config or any option overrides them.
+exec "$root/build/bin/gravac-launch" --config "$root/scripts/main-job.ini" "$@"

@@ -47,7 +47,14 @@ struct gv_tp_handler {
      * valid until on_msg returns). Fill dst[0..*dst_cnt) with where the payload_len payload
      * bytes go (*dst_cnt is the capacity on entry, GV_TP_MAX_DST_IOV; the lengths must add
      * up to payload_len). Return GV_OK to receive, or an error to close the connection with
-     * that status. Not called when payload_len == 0. */
+     * that status. Not called when payload_len == 0.
+     * Deferring (backends with GV_TP_CAP_DEFER_RECV only): return GV_ERR_AGAIN to leave this
+     * message unread for now. The transport keeps its prefix and header, stops reading c (the
+     * payload waits in the kernel, or behind the sender's flow control), does not count c as
+     * busy for the I/O timeout meanwhile, and calls on_header again for the same message once
+     * gv_tp_conn_resume_recv(c) has been called. A peer reset seen while deferred closes c;
+     * an orderly close by the peer is seen once c is resumed (its bytes are read first).
+     * Without the capability GV_ERR_AGAIN closes c like any other error. */
     gv_status_t (*on_header)(struct gv_conn *c, const void *msg, size_t msg_len,
                              uint64_t payload_len, struct gv_iov *dst, int *dst_cnt, void *user);
 
@@ -88,8 +95,13 @@ void gv_tp_config_default(struct gv_tp_config *cfg);
  * buffers may be reused, an error when the connection died before that. */
 typedef void (*gv_tp_send_cb)(struct gv_conn *c, gv_status_t status, void *arg);
 
+/* Optional backend capabilities (gv_tp_ops.caps). */
+#define GV_TP_CAP_DEFER_RECV (1u << 0) /* on_header may defer a message (GV_ERR_AGAIN) */
+
 /* The backend ops table. One static const table per backend; no slot is NULL (an op a backend
- * lacks points to a stub returning GV_ERR_UNSUPPORTED). Callers use the gv_tp_* wrappers. */
+ * lacks points to a stub returning GV_ERR_UNSUPPORTED), except the optional ops below `caps`,
+ * which are NULL exactly when their capability bit is absent. Callers use the gv_tp_*
+ * wrappers. */
 struct gv_tp_ops {
     const char *name; /* "tcp", "rdma" */
     gv_status_t (*create)(const struct gv_tp_config *cfg, const struct gv_tp_handler *h,
@@ -107,6 +119,9 @@ struct gv_tp_ops {
     void (*conn_close)(struct gv_conn *c);
     gv_status_t (*mem_reg)(struct gv_tp *tp, struct gv_buf *buf);
     void (*mem_dereg)(struct gv_tp *tp, struct gv_buf *buf);
+    unsigned caps; /* GV_TP_CAP_* (0 when the table does not set it) */
+    /* GV_TP_CAP_DEFER_RECV: resume a connection whose on_header deferred a message. */
+    gv_status_t (*resume_recv)(struct gv_conn *c);
 };
 
 /* The base every backend embeds as its first member. */
@@ -220,6 +235,24 @@ static inline void gv_tp_conn_close(struct gv_conn *c)
 {
     if (c != NULL)
         c->tp->ops->conn_close(c);
+}
+
+/* Whether tp's backend offers the capability cap (GV_TP_CAP_*). */
+static inline int gv_tp_has_cap(const struct gv_tp *tp, unsigned cap)
+{
+    return (tp->ops->caps & cap) == cap;
+}
+
+/* Lets c read again after its on_header deferred a message (GV_ERR_AGAIN): on_header is
+ * called again for that message from a later (or the current) gv_tp_progress, never from inside
+ * this call, so it may be called from any callback. GV_OK also when nothing was deferred.
+ * GV_ERR_UNSUPPORTED when the backend lacks GV_TP_CAP_DEFER_RECV; GV_ERR_CLOSED when c is
+ * closing. */
+static inline gv_status_t gv_tp_conn_resume_recv(struct gv_conn *c)
+{
+    if (!gv_tp_has_cap(c->tp, GV_TP_CAP_DEFER_RECV) || c->tp->ops->resume_recv == NULL)
+        return GV_ERR_UNSUPPORTED;
+    return c->tp->ops->resume_recv(c);
 }
 
 /* Registers buf with the transport (fills buf->mr) so it can be a zero-copy source or

@@ -195,6 +195,10 @@ void tcp_conn_teardown(struct tcp_conn *c, gv_status_t reason)
         return;
     if (c->state == TCP_CONN_FAILED)
         tp->n_failed--;
+    if (c->rx_resume) {
+        c->rx_resume = 0;
+        tp->n_resume--;
+    }
     c->state = TCP_CONN_CLOSING;
     tp->depth++; /* nothing is freed under the callbacks below */
     epoll_ctl(tp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -588,4 +592,6 @@ const struct gv_tp_ops gv_tp_tcp_ops = {
     .conn_close = tcp_conn_close,
     .mem_reg = gv_tp_mem_reg_noop,
     .mem_dereg = gv_tp_mem_dereg_noop,
+    .caps = GV_TP_CAP_DEFER_RECV,
+    .resume_recv = tcp_resume_recv,
 };

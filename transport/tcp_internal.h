@@ -77,6 +77,8 @@ struct tcp_conn {
     size_t rcap, rstart, rend;
     size_t msg_len;       /* prefix + header length of the current message; 0 until parsed */
     uint64_t payload_len; /* of the current message */
+    int rx_deferred; /* on_header deferred the current message: not reading (no EPOLLIN) */
+    int rx_resume;   /* resumed: re-run the parse at the next progress */
     struct gv_iov dst[GV_TP_MAX_DST_IOV];
     int dst_cnt, dst_idx; /* TCP_RX_PAYLOAD: destination and the position in it */
     size_t dst_off;
@@ -103,6 +105,7 @@ struct tcp_tp {
     int epfd;
     int depth;    /* > 0 while inside progress (or a teardown) : frees are deferred */
     int n_failed; /* conns in TCP_CONN_FAILED, closed at the next progress */
+    int n_resume; /* conns with rx_resume set */
     uint64_t now_ns;        /* clock read once per progress call, after epoll_wait */
     uint64_t next_check_ns; /* earliest time an I/O timeout may expire; UINT64_MAX: none */
     struct tcp_conn *conns;   /* open and failed conns */
@@ -140,6 +143,11 @@ gv_status_t tcp_send(struct gv_conn *bc, const struct gv_iov *iov, int iovcnt, g
 void tcp_conn_on_readable(struct tcp_conn *c);
 void tcp_conn_flush(struct tcp_conn *c);
 gv_status_t tcp_conn_set_events(struct tcp_conn *c, uint32_t events);
+/* The epoll events c needs now: EPOLLIN|EPOLLRDHUP unless deferred, EPOLLOUT with queued sends. */
+uint32_t tcp_conn_want_events(const struct tcp_conn *c);
+gv_status_t tcp_resume_recv(struct gv_conn *bc);
+/* Re-runs the receive path of resumed conns; returns how many. */
+int tcp_run_resumed(struct tcp_tp *tp);
 /* c has a partial message in either direction: the I/O timeout applies to it. */
 int tcp_conn_busy(const struct tcp_conn *c);
 /* Bytes arrived below the armed SO_RCVLOWAT since the last look (progress nobody saw). */

@@ -42,6 +42,11 @@ gv_status_t tcp_conn_set_events(struct tcp_conn *c, uint32_t events)
     return GV_OK;
 }
 
+uint32_t tcp_conn_want_events(const struct tcp_conn *c)
+{
+    return (c->rx_deferred ? 0u : (uint32_t)TCP_EV_BASE) | (c->sq_count > 0 ? EPOLLOUT : 0u);
+}
+
 /* sendmsg rather than writev: MSG_NOSIGNAL turns a write to a dead peer into EPIPE instead of
  * a process-killing SIGPIPE, without touching the process's signal dispositions. */
 static ssize_t tcp_writev(int fd, const struct iovec *v, int n)
@@ -156,7 +161,7 @@ gv_status_t tcp_send(struct gv_conn *bc, const struct gv_iov *iov, int iovcnt, g
     tcp_sq_push(c, iov, iovcnt, total, (uint64_t)ret, cb, arg);
     c->last_io_ns = gv_now_ns();
     tcp_timer_arm(c, tcp_io_timeout_ns(c));
-    if (tcp_conn_set_events(c, TCP_EV_BASE | EPOLLOUT) != GV_OK)
+    if (tcp_conn_set_events(c, tcp_conn_want_events(c)) != GV_OK)
         tcp_conn_fail_later(c, GV_ERR_IO); /* the queued message's cb reports the failure */
     return GV_INPROGRESS;
 }
@@ -237,7 +242,7 @@ void tcp_conn_flush(struct tcp_conn *c)
             return; /* socket full: wait for the next EPOLLOUT */
     }
     if (c->state == TCP_CONN_OPEN && c->sq_count == 0 &&
-        tcp_conn_set_events(c, TCP_EV_BASE) != GV_OK)
+        tcp_conn_set_events(c, tcp_conn_want_events(c)) != GV_OK)
         tcp_conn_teardown(c, GV_ERR_IO);
 }
 
@@ -361,6 +366,8 @@ static gv_status_t tcp_rx_header(struct tcp_conn *c)
     gv_status_t status = tp->h.on_header(&c->base, c->rbuf + c->rstart, c->msg_len,
                                          c->payload_len, c->dst, &cnt, tp->user);
 
+    if (status == GV_ERR_AGAIN)
+        return status; /* deferred: the caller stops reading */
     if (status != GV_OK) {
         gv_log(GV_LOG_DEBUG, "tcp: conn %llu peer %s: message refused by on_header: %s",
                (unsigned long long)c->base.id, c->base.peer, gv_status_str(status));
@@ -414,7 +421,15 @@ static void tcp_rx_parse(struct tcp_conn *c)
             tcp_rx_finish(c, 0);
             continue;
         }
-        if ((status = tcp_rx_header(c)) != GV_OK)
+        if ((status = tcp_rx_header(c)) == GV_ERR_AGAIN) {
+            c->rx_deferred = 1;
+            if (tcp_conn_set_events(c, tcp_conn_want_events(c)) != GV_OK) {
+                status = GV_ERR_IO;
+                goto err;
+            }
+            return;
+        }
+        if (status != GV_OK)
             goto err;
         size_t take = (size_t)GV_MIN((uint64_t)(avail - c->msg_len), c->payload_len);
         tcp_dst_fill(c, c->rbuf + c->rstart + c->msg_len, take);
@@ -510,7 +525,15 @@ static void tcp_rx_advance(struct tcp_conn *c, size_t got, size_t payload_part)
 
 void tcp_conn_on_readable(struct tcp_conn *c)
 {
-    for (int round = 0; round < TCP_READ_ROUNDS && c->state == TCP_CONN_OPEN; round++) {
+    if (c->rx_deferred) {
+        /* only EPOLLERR/EPOLLHUP reach a deferred conn: the peer reset it */
+        gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: connection reset while a message was "
+               "deferred", (unsigned long long)c->base.id, c->base.peer);
+        tcp_conn_teardown(c, GV_ERR_IO);
+        return;
+    }
+    for (int round = 0; round < TCP_READ_ROUNDS && c->state == TCP_CONN_OPEN && !c->rx_deferred;
+         round++) {
         size_t want, payload_part = 0;
         ssize_t got = c->rx_state == TCP_RX_PAYLOAD ? tcp_read_payload(c, &want, &payload_part)
                                                     : tcp_read_head(c, &want);
@@ -548,5 +571,52 @@ void tcp_conn_on_readable(struct tcp_conn *c)
 
 int tcp_conn_busy(const struct tcp_conn *c)
 {
-    return c->sq_count > 0 || tcp_rx_busy(c);
+    /* a deferred message waits on us, not on the peer */
+    return c->sq_count > 0 || (!c->rx_deferred && tcp_rx_busy(c));
+}
+
+gv_status_t tcp_resume_recv(struct gv_conn *bc)
+{
+    struct tcp_conn *c = tcp_conn_of(bc);
+    if (c->state != TCP_CONN_OPEN)
+        return GV_ERR_CLOSED;
+    if (!c->rx_deferred || c->rx_resume)
+        return GV_OK;
+    c->rx_resume = 1;
+    c->tp->n_resume++;
+    return GV_OK;
+}
+
+int tcp_run_resumed(struct tcp_tp *tp)
+{
+    int n = 0;
+    /* A resumed conn's callbacks may resume or close others, so the list is rescanned from
+     * the head after each one; at most TCP_MAX_EVENTS per progress call (the rest go at the
+     * next call, which then does not sleep). */
+    while (tp->n_resume > 0 && n < TCP_MAX_EVENTS) {
+        struct tcp_conn *c = tp->conns;
+        while (c != NULL && !(c->rx_resume && c->state == TCP_CONN_OPEN))
+            c = c->next;
+        if (c == NULL) { /* cannot happen: n_resume counts open conns with the flag */
+            tp->n_resume = 0;
+            break;
+        }
+        c->rx_resume = 0;
+        tp->n_resume--;
+        c->rx_deferred = 0;
+        c->last_io_ns = gv_now_ns(); /* the wait was ours, not the peer's */
+        tcp_conn_get(c);
+        if (tcp_conn_set_events(c, tcp_conn_want_events(c)) != GV_OK)
+            tcp_conn_teardown(c, GV_ERR_IO);
+        else
+            tcp_rx_parse(c);
+        if (c->state == TCP_CONN_OPEN && !c->rx_deferred) {
+            if (tcp_rx_busy(c))
+                tcp_timer_arm(c, tcp_io_timeout_ns(c));
+            tcp_conn_on_readable(c);
+        }
+        tcp_conn_put(c);
+        n++;
+    }
+    return n;
 }

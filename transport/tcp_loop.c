@@ -99,7 +99,10 @@ int tcp_progress(struct gv_tp *btp, int timeout_ms)
 
     tp->depth++;
     handled = tcp_close_failed(tp);
-    int n = epoll_wait(tp->epfd, evs, TCP_MAX_EVENTS, tcp_wait_ms(tp, handled ? 0 : timeout_ms));
+    tp->now_ns = gv_now_ns();
+    handled += tcp_run_resumed(tp);
+    int n = epoll_wait(tp->epfd, evs, TCP_MAX_EVENTS,
+                       tcp_wait_ms(tp, handled || tp->n_resume ? 0 : timeout_ms));
     if (n < 0) {
         if (errno != EINTR) {
             gv_log(GV_LOG_ERROR, "tcp: epoll_wait: %s", strerror(errno));
@@ -112,6 +115,7 @@ int tcp_progress(struct gv_tp *btp, int timeout_ms)
     for (int i = 0; i < n; i++)
         tcp_dispatch(&evs[i]);
     handled += n;
+    handled += tcp_run_resumed(tp);
     handled += tcp_check_timeouts(tp);
     handled += tcp_close_failed(tp);
 out:

@@ -1,0 +1,424 @@
+/* job.c: the job every process agrees on: its option table, resolution into the nn/ and adapt/
+ * configurations, the tensor layout without parameter memory, and the fingerprint. The data
+ * files' headers are read in job_data.c. */
+#include "gv_server.h"
+#include "server_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const model_choices[] = {"softmax", "mlp", "cnn", "lstm", NULL};
+static const char *const data_choices[] = {"auto", "fashion-mnist", "mnist",     "idx",
+                                           "cifar10", "text",         "synthetic", NULL};
+static const char *const method_choices[] = {"dense",      "static",    "gravac-exp",
+                                             "gravac-geo", "accordion", NULL};
+/* index = enum gv_cmp_kind - 1 (dense is the method, not a compressor) */
+static const char *const cmp_choices[] = {"topk", "randomk", "dgc", "redsync", NULL};
+
+#define J(f) offsetof(struct gv_job, f)
+
+const struct gv_opt gv_job_options[] = {
+    {.name = "model", .type = GV_OPT_ENUM, .offset = J(model), .def = "mlp",
+     .help = "model to train", .group = "model", .choices = model_choices},
+    {.name = "widths", .type = GV_OPT_STRING, .offset = J(widths), .def = "256,128",
+     .help = "MLP hidden widths, comma-separated", .group = "model"},
+    {.name = "cnn", .type = GV_OPT_STRING, .offset = J(cnn), .def = "16,32,128",
+     .help = "CNN channels of conv1, conv2 and the dense width", .group = "model"},
+    {.name = "embed", .type = GV_OPT_INT, .offset = J(embed), .def = "32",
+     .help = "LSTM embedding width", .group = "model", .flags = GV_OPT_RANGE, .min = 1,
+     .max = 4096},
+    {.name = "hidden", .type = GV_OPT_INT, .offset = J(hidden), .def = "128",
+     .help = "LSTM hidden width", .group = "model", .flags = GV_OPT_RANGE, .min = 1, .max = 4096},
+    {.name = "layers", .type = GV_OPT_INT, .offset = J(layers), .def = "1",
+     .help = "LSTM layers", .group = "model", .flags = GV_OPT_RANGE, .min = 1,
+     .max = GV_NN_MAX_LSTM_LAYERS},
+    {.name = "seq-len", .type = GV_OPT_INT, .offset = J(seq_len), .def = "64",
+     .help = "LSTM window length", .group = "model", .flags = GV_OPT_RANGE, .min = 1,
+     .max = 4096},
+    {.name = "dataset", .type = GV_OPT_ENUM, .offset = J(data), .def = "auto",
+     .help = "training data (auto: text for the lstm, fashion-mnist otherwise)", .group = "data",
+     .choices = data_choices},
+    {.name = "data-dir", .type = GV_OPT_STRING, .offset = J(data_dir), .def = "",
+     .help = "directory of fashion-mnist (default " GV_NN_FASHION_MNIST_DIR "), mnist, cifar10",
+     .group = "data"},
+    {.name = "train-images", .type = GV_OPT_STRING, .offset = J(train_images), .def = "",
+     .help = "idx: training images file", .group = "data"},
+    {.name = "train-labels", .type = GV_OPT_STRING, .offset = J(train_labels), .def = "",
+     .help = "idx: training labels file", .group = "data"},
+    {.name = "test-images", .type = GV_OPT_STRING, .offset = J(test_images), .def = "",
+     .help = "idx: test images file", .group = "data"},
+    {.name = "test-labels", .type = GV_OPT_STRING, .offset = J(test_labels), .def = "",
+     .help = "idx: test labels file", .group = "data"},
+    {.name = "classes", .type = GV_OPT_INT, .offset = J(classes), .def = "10",
+     .help = "idx: number of classes", .group = "data", .flags = GV_OPT_RANGE, .min = 2,
+     .max = 256},
+    {.name = "text", .type = GV_OPT_STRING, .offset = J(text), .def = "",
+     .help = "text corpus files, comma-separated (default: the fortunes package)",
+     .group = "data"},
+    {.name = "synthetic-n", .type = GV_OPT_UINT64, .offset = J(synthetic_n), .def = "8192",
+     .help = "synthetic training samples", .group = "data", .flags = GV_OPT_RANGE, .min = 1,
+     .max = 1 << 24},
+    {.name = "batch", .type = GV_OPT_INT, .offset = J(batch), .def = "64",
+     .help = "samples per iteration and worker", .group = "training", .flags = GV_OPT_RANGE,
+     .min = 1, .max = 65536},
+    {.name = "epochs", .type = GV_OPT_UINT64, .offset = J(epochs), .def = "1",
+     .help = "epochs over each worker's shard", .group = "training", .flags = GV_OPT_RANGE,
+     .min = 1, .max = 100000},
+    {.name = "steps", .type = GV_OPT_UINT64, .offset = J(steps), .def = "0",
+     .help = "iterations to run (0: from --epochs)", .group = "training"},
+    {.name = "seed", .type = GV_OPT_UINT64, .offset = J(seed), .def = "1",
+     .help = "model initialisation, data order, random-k", .group = "training"},
+    {.name = "lr", .type = GV_OPT_DOUBLE, .offset = J(lr), .def = "0.05",
+     .help = "learning rate", .group = "optimizer", .flags = GV_OPT_RANGE, .min = 0, .max = 1e6},
+    {.name = "momentum", .type = GV_OPT_DOUBLE, .offset = J(momentum), .def = "0.9",
+     .help = "SGD momentum", .group = "optimizer", .flags = GV_OPT_RANGE, .min = 0,
+     .max = 0.999999},
+    {.name = "weight-decay", .type = GV_OPT_DOUBLE, .offset = J(weight_decay), .def = "0",
+     .help = "L2 weight decay", .group = "optimizer", .flags = GV_OPT_RANGE, .min = 0,
+     .max = 1e6},
+    {.name = "nesterov", .type = GV_OPT_BOOL, .offset = J(nesterov), .def = "false",
+     .help = "Nesterov momentum", .group = "optimizer"},
+    {.name = "lr-schedule", .type = GV_OPT_STRING, .offset = J(lr_schedule), .def = "constant",
+     .help = "constant | step:IT[,IT...][@GAMMA] | cosine[:TOTAL[:MIN_LR]]", .group = "optimizer"},
+    {.name = "warmup", .type = GV_OPT_UINT64, .offset = J(warmup), .def = "0",
+     .help = "linear learning-rate warm-up iterations", .group = "optimizer"},
+    {.name = "method", .type = GV_OPT_ENUM, .offset = J(method), .def = "gravac-exp",
+     .help = "compression method", .group = "compression", .choices = method_choices},
+    {.name = "cf", .type = GV_OPT_DOUBLE, .offset = J(cf), .def = "10",
+     .help = "static: compression factor", .group = "compression", .flags = GV_OPT_RANGE,
+     .min = 1, .max = 1e9},
+    {.name = "theta-min", .type = GV_OPT_DOUBLE, .offset = J(theta_min), .def = "10",
+     .help = "GraVAC floor CF (accordion: the light CF)", .group = "compression",
+     .flags = GV_OPT_RANGE, .min = 1, .max = 1e9},
+    {.name = "theta-max", .type = GV_OPT_DOUBLE, .offset = J(theta_max), .def = "1000",
+     .help = "GraVAC largest CF (accordion: the heavy CF)", .group = "compression",
+     .flags = GV_OPT_RANGE, .min = 1, .max = 1e9},
+    {.name = "epsilon", .type = GV_OPT_DOUBLE, .offset = J(epsilon), .def = "0.9",
+     .help = "GraVAC: smallest compression gain a CF may be sent with", .group = "compression",
+     .flags = GV_OPT_RANGE, .min = 1e-9, .max = 1},
+    {.name = "omega", .type = GV_OPT_DOUBLE, .offset = J(omega), .def = "0.01",
+     .help = "GraVAC: relative tolerance of floor raise and saturation", .group = "compression",
+     .flags = GV_OPT_RANGE, .min = 0, .max = 0.999999},
+    {.name = "window", .type = GV_OPT_UINT64, .offset = J(window), .def = "500",
+     .help = "GraVAC: iterations per candidate evaluation", .group = "compression",
+     .flags = GV_OPT_RANGE, .min = 1, .max = 1e9},
+    {.name = "gravac-warmup", .type = GV_OPT_UINT64, .offset = J(gravac_warmup), .def = "0",
+     .help = "GraVAC: first iterations sent at the floor whatever the gain",
+     .group = "compression"},
+    {.name = "eta", .type = GV_OPT_DOUBLE, .offset = J(eta), .def = "0.5",
+     .help = "accordion: relative norm change that marks a layer critical",
+     .group = "compression", .flags = GV_OPT_RANGE, .min = 1e-9, .max = 1e9},
+    {.name = "switch-epochs", .type = GV_OPT_UINT64, .offset = J(switch_epochs), .def = "10",
+     .help = "accordion: epochs between checks", .group = "compression", .flags = GV_OPT_RANGE,
+     .min = 1, .max = 1e6},
+    {.name = "compressor", .type = GV_OPT_ENUM, .offset = J(compressor), .def = "topk",
+     .help = "sparsifier of the compressed levels", .group = "compression",
+     .choices = cmp_choices},
+    {.name = "fp16", .type = GV_OPT_BOOL, .offset = J(fp16), .def = "false",
+     .help = "send sparse values as fp16 (dense pushes and updates stay f32)",
+     .group = "compression"},
+    {.name = "resync-every", .type = GV_OPT_UINT64, .offset = J(resync_every), .def = "0",
+     .help = "full model resync every N iterations (0: on join and after a checksum mismatch)",
+     .group = "compression"},
+};
+const size_t gv_job_options_n = GV_ARRAY_LEN(gv_job_options);
+
+const char *gv_job_method_str(int method)
+{
+    if (method < 0 || method >= (int)GV_ARRAY_LEN(method_choices) - 1)
+        return "unknown";
+    return method_choices[method];
+}
+
+enum gv_cmp_kind gv_job_cmp_kind(const struct gv_job *job)
+{
+    return (enum gv_cmp_kind)(job->compressor + 1);
+}
+
+/* "a,b,c" of ints in [1, hi] into out[max]; count or -1. */
+static int job_parse_list(const char *s, int *out, int max, long hi)
+{
+    int n = 0;
+    const char *p = s;
+    while (*p != '\0') {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > hi || n == max)
+            return -1;
+        out[n++] = (int)v;
+        p = end;
+        if (*p == ',')
+            p++;
+        else if (*p != '\0')
+            return -1;
+    }
+    return n;
+}
+
+static gv_status_t job_model_cfg(struct gv_job *job)
+{
+    struct gv_nn_model_cfg *mc = &job->model_cfg;
+    int list[GV_NN_MAX_WIDTHS];
+    gv_nn_model_cfg_default((enum gv_nn_model_kind)job->model, mc);
+    int k = job_parse_list(job->widths, list, GV_NN_MAX_WIDTHS, 65536);
+    if (k < 1) {
+        gv_log(GV_LOG_ERROR, "--widths: '%s' is not a list of 1 to %d widths", job->widths,
+               GV_NN_MAX_WIDTHS);
+        return GV_ERR_INVAL;
+    }
+    memcpy(mc->widths, list, sizeof(list));
+    mc->n_widths = k;
+    if (job_parse_list(job->cnn, list, 3, 4096) != 3) {
+        gv_log(GV_LOG_ERROR, "--cnn: '%s' is not C1,C2,D", job->cnn);
+        return GV_ERR_INVAL;
+    }
+    mc->conv1 = list[0];
+    mc->conv2 = list[1];
+    mc->cnn_dense = list[2];
+    mc->embed = job->embed;
+    mc->hidden = job->hidden;
+    mc->layers = job->layers;
+    mc->seq_len = job->seq_len;
+    return GV_OK;
+}
+
+/* The optimizer from the options; the cosine schedule's total comes later (job_optim_total). */
+static gv_status_t job_optim(struct gv_job *job)
+{
+    struct gv_optim_cfg *o = &job->optim;
+    gv_optim_cfg_default(o);
+    o->lr = (float)job->lr;
+    o->momentum = (float)job->momentum;
+    o->weight_decay = (float)job->weight_decay;
+    o->nesterov = job->nesterov;
+    o->warmup = (int64_t)job->warmup;
+    if (gv_optim_schedule_parse(job->lr_schedule, o) != GV_OK)
+        return GV_ERR_INVAL;
+    return GV_OK;
+}
+
+static gv_status_t job_optim_total(struct gv_job *job)
+{
+    struct gv_optim_cfg *o = &job->optim;
+    if (o->sched == GV_LR_COSINE && o->total == 0)
+        o->total = job->total_steps;
+    return gv_optim_cfg_check(o);
+}
+
+gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
+{
+    gv_status_t status;
+    if (num_workers == 0) {
+        gv_log(GV_LOG_ERROR, "the job needs at least one worker");
+        return GV_ERR_INVAL;
+    }
+    if (job->data == GV_JOB_DATA_AUTO)
+        job->data = job->model == GV_NN_LSTM ? GV_JOB_DATA_TEXT : GV_JOB_DATA_FASHION;
+    if ((job->model == GV_NN_LSTM) != (job->data == GV_JOB_DATA_TEXT)) {
+        gv_log(GV_LOG_ERROR, "--model lstm trains on --dataset text, and only it");
+        return GV_ERR_INVAL;
+    }
+    if (job->method == GV_JOB_GRAVAC_EXP || job->method == GV_JOB_GRAVAC_GEO ||
+        job->method == GV_JOB_ACCORDION) {
+        if (job->theta_max < job->theta_min) {
+            gv_log(GV_LOG_ERROR, "--theta-max %g is below --theta-min %g", job->theta_max,
+                   job->theta_min);
+            return GV_ERR_INVAL;
+        }
+    }
+    if ((status = job_model_cfg(job)) != GV_OK || (status = job_optim(job)) != GV_OK)
+        return status;
+    if ((status = job_data_shape(job)) != GV_OK)
+        return status;
+    job->num_workers = num_workers;
+    size_t shard = job->n_train / num_workers;
+    if (shard < (size_t)job->batch) {
+        gv_log(GV_LOG_ERROR, "the shard of %zu samples (%zu over %u workers) is smaller than one "
+               "batch of %d", shard, job->n_train, num_workers, job->batch);
+        return GV_ERR_INVAL;
+    }
+    job->steps_per_epoch = (int64_t)(shard / (size_t)job->batch);
+    job->total_steps = job->steps > 0 ? (int64_t)job->steps
+                                      : (int64_t)job->epochs * job->steps_per_epoch;
+    if (job->data_kind == GV_NN_DATA_IMAGES)
+        job->model_cfg.max_batch = GV_MAX(job->batch, 256);
+    else
+        job->model_cfg.max_batch = job->batch;
+    return job_optim_total(job);
+}
+
+void gv_job_adapt_config(const struct gv_job *job, uint32_t num_layers,
+                         struct gv_adapt_config *cfg)
+{
+    switch (job->method) {
+    case GV_JOB_DENSE:
+        gv_adapt_config_default(cfg, GV_ADAPT_DENSE);
+        break;
+    case GV_JOB_STATIC:
+        gv_adapt_config_default(cfg, GV_ADAPT_STATIC);
+        cfg->static_cf = job->cf;
+        break;
+    case GV_JOB_ACCORDION:
+        gv_adapt_config_default(cfg, GV_ADAPT_ACCORDION);
+        cfg->accordion.cf_light = job->theta_min;
+        cfg->accordion.cf_heavy = job->theta_max;
+        cfg->accordion.eta = job->eta;
+        cfg->accordion.switch_epochs = (uint32_t)job->switch_epochs;
+        cfg->accordion.num_layers = num_layers;
+        break;
+    default:
+        gv_adapt_config_default(cfg, GV_ADAPT_GRAVAC);
+        cfg->gravac.theta_min = job->theta_min;
+        cfg->gravac.theta_max = job->theta_max;
+        cfg->gravac.epsilon = job->epsilon;
+        cfg->gravac.omega = job->omega;
+        cfg->gravac.window = (uint32_t)job->window;
+        cfg->gravac.warmup_iters = (uint32_t)job->gravac_warmup;
+        cfg->gravac.policy = job->method == GV_JOB_GRAVAC_GEO ? GV_ADAPT_POLICY_GEOMETRIC
+                                                             : GV_ADAPT_POLICY_EXPONENTIAL;
+        break;
+    }
+}
+
+double gv_job_min_cf(const struct gv_job *job)
+{
+    switch (job->method) {
+    case GV_JOB_DENSE: return 0;
+    case GV_JOB_STATIC: return job->cf;
+    default: return job->theta_min;
+    }
+}
+
+double gv_job_min_cand_cf(const struct gv_job *job)
+{
+    if (job->method != GV_JOB_GRAVAC_EXP && job->method != GV_JOB_GRAVAC_GEO)
+        return 0;
+    if (job->theta_max <= job->theta_min)
+        return 0;
+    struct gv_adapt_config cfg;
+    gv_adapt_config_default(&cfg, GV_ADAPT_GRAVAC);
+    return GV_MIN(job->theta_min * cfg.gravac.theta_s0, job->theta_max);
+}
+
+/* One tensor of the layout: a [d0][d1] weight (d1 0: a [d0] vector). */
+static gv_status_t job_tensor(char (*names)[24], size_t *numel, uint32_t cap, uint32_t *n,
+                              const char *name, int d0, int d1)
+{
+    if (*n >= cap || d0 <= 0 || d1 < 0) {
+        gv_log(GV_LOG_ERROR, "model layout: %s: more than %u tensors or a bad shape", name, cap);
+        return GV_ERR_INVAL;
+    }
+    snprintf(names[*n], sizeof(names[*n]), "%s", name);
+    numel[*n] = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+    (*n)++;
+    return GV_OK;
+}
+
+/* The tensors nn/ defines for a model configuration, in its order and with its names
+ * (nn/model.c, nn/model_lstm.c): computed here rather than by building the model, whose
+ * creation zero-fills the 3 x P-float arena, which a server must not hold even briefly.
+ * test_shard checks it against gv_nn_model_create for every model kind. */
+gv_status_t gv_job_layout(const struct gv_job *job, char (*names)[24], size_t *numel,
+                          uint32_t cap, uint32_t *n_p)
+{
+    const struct gv_nn_model_cfg *c = &job->model_cfg;
+    uint32_t n = 0;
+    gv_status_t st = GV_OK;
+    char a[24], b[24];
+#define JT(name, d0, d1)                                                                           \
+    do {                                                                                           \
+        if (st == GV_OK)                                                                           \
+            st = job_tensor(names, numel, cap, &n, name, d0, d1);                                  \
+    } while (0)
+    if (c->kind == GV_NN_LSTM) {
+        JT("embed.w", c->n_classes, c->embed);
+        for (int l = 0; l < c->layers; l++) {
+            snprintf(a, sizeof(a), "lstm%d.wx", l);
+            JT(a, 4 * c->hidden, l == 0 ? c->embed : c->hidden);
+            snprintf(a, sizeof(a), "lstm%d.wh", l);
+            JT(a, 4 * c->hidden, c->hidden);
+            snprintf(a, sizeof(a), "lstm%d.b", l);
+            JT(a, 4 * c->hidden, 0);
+        }
+        JT("out.w", c->n_classes, c->hidden);
+        JT("out.b", c->n_classes, 0);
+    } else if (c->kind == GV_NN_CNN) {
+        if (c->in_h % 4 != 0 || c->in_w % 4 != 0) {
+            gv_log(GV_LOG_ERROR, "model layout: the cnn needs an input whose height and width "
+                   "are multiples of 4 (%dx%d)", c->in_h, c->in_w);
+            return GV_ERR_INVAL;
+        }
+        JT("conv1.w", c->conv1, 9 * c->in_c);
+        JT("conv1.b", c->conv1, 0);
+        JT("conv2.w", c->conv2, 9 * c->conv1);
+        JT("conv2.b", c->conv2, 0);
+        JT("fc1.w", c->cnn_dense, (c->in_h / 4) * (c->in_w / 4) * c->conv2);
+        JT("fc1.b", c->cnn_dense, 0);
+        JT("fc2.w", c->n_classes, c->cnn_dense);
+        JT("fc2.b", c->n_classes, 0);
+    } else {
+        int d = c->in_h * c->in_w * c->in_c;
+        int nh = c->kind == GV_NN_MLP ? c->n_widths : 0;
+        for (int i = 0; i <= nh; i++) {
+            int out = i < nh ? c->widths[i] : c->n_classes;
+            snprintf(a, sizeof(a), "fc%d.w", i + 1);
+            snprintf(b, sizeof(b), "fc%d.b", i + 1);
+            JT(a, out, d);
+            JT(b, out, 0);
+            d = out;
+        }
+    }
+#undef JT
+    if (st != GV_OK)
+        return st;
+    *n_p = n;
+    return GV_OK;
+}
+
+/* FNV-1a, 64 bit. */
+static uint64_t job_fnv(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24],
+                            const size_t *numel, uint32_t n_tensors, char *desc, size_t desc_len)
+{
+    char buf[4096];
+    size_t off = 0;
+#define FP_ADD(...)                                                                                \
+    do {                                                                                           \
+        int n_ = snprintf(buf + off, sizeof(buf) - off, __VA_ARGS__);                              \
+        if (n_ > 0)                                                                                \
+            off = GV_MIN(off + (size_t)n_, sizeof(buf) - 1);                                       \
+    } while (0)
+    const struct gv_nn_model_cfg *mc = &job->model_cfg;
+    const struct gv_optim_cfg *o = &job->optim;
+    FP_ADD("model %s in %dx%dx%d classes %d;", gv_nn_model_kind_str(mc->kind), mc->in_h, mc->in_w,
+           mc->in_c, mc->n_classes);
+    for (uint32_t t = 0; t < n_tensors; t++)
+        FP_ADD("%s:%zu,", names[t], numel[t]);
+    FP_ADD(";seed %" PRIu64 ";optim lr %.9g mom %.9g wd %.9g nest %d sched %d warm %lld", job->seed,
+           (double)o->lr, (double)o->momentum, (double)o->weight_decay, o->nesterov, (int)o->sched,
+           (long long)o->warmup);
+    for (int i = 0; i < o->n_milestones; i++)
+        FP_ADD(" ms %lld", (long long)o->milestones[i]);
+    FP_ADD(" gamma %.9g total %lld min %.9g;", (double)o->gamma, (long long)o->total,
+           (double)o->min_lr);
+    FP_ADD("method %s cf %.17g theta %.17g-%.17g eps %.17g omega %.17g window %" PRIu64
+           " warm %" PRIu64 " eta %.17g switch %" PRIu64 ";cmp %s fp16 %d",
+           gv_job_method_str(job->method), job->cf, job->theta_min, job->theta_max, job->epsilon,
+           job->omega, job->window, job->gravac_warmup, job->eta, job->switch_epochs,
+           gv_cmp_kind_str(gv_job_cmp_kind(job)), (int)job->fp16);
+#undef FP_ADD
+    if (desc != NULL && desc_len > 0)
+        snprintf(desc, desc_len, "%s", buf);
+    return job_fnv(buf, off);
+}

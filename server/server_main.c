@@ -1,0 +1,141 @@
+/* server_main.c: the gravac-server program: one shard of the parameter server. Options come
+ * from flags, GV_* environment variables and the config file ([server] and common sections);
+ * the cluster from --servers/--rank, a rendezvous directory, or MPI/Slurm variables. Exit
+ * status: 0 when the job finished, 1 when it failed or was aborted, 2 for bad options. */
+#include "gv_server.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern char **environ;
+
+static volatile int stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static void print_line(const char *line, void *arg)
+{
+    (void)arg;
+    printf("summary: %s\n", line);
+}
+
+static void print_summary(const struct gv_server *srv, uint64_t rss0)
+{
+    struct gv_server_summary s;
+    gv_server_get_summary(srv, &s);
+    char a[32], b[32], c[32];
+    printf("summary: server %u of %u: %" PRIu64 " iterations in %.1f s, shard [%" PRIu64
+           ", %" PRIu64 ") of %" PRIu64 " parameters, %u workers, %" PRIu64 " decision changes\n",
+           s.rank, s.num_servers, s.iterations, s.wall_s, s.shard_lo, s.shard_lo + s.shard_numel,
+           s.shard_numel, s.num_workers, s.cf_changes);
+    double it = s.iterations ? (double)s.iterations : 1.0;
+    gv_ps_fmt_bytes((double)s.bytes.iter_sent / it, a, sizeof(a));
+    gv_ps_fmt_bytes((double)s.bytes.iter_recv / it, b, sizeof(b));
+    printf("summary: bytes per iteration (all workers): sent %s, received %s; by CF:\n", a, b);
+    gv_ps_bytes_describe(&s.bytes, print_line, NULL);
+    /* the bound applies to the raw peak (VmHWM), shared libraries included */
+    char d[32];
+    gv_ps_fmt_bytes((double)s.peak_rss, a, sizeof(a));
+    gv_ps_fmt_bytes((double)s.bound_rss, b, sizeof(b));
+    gv_ps_fmt_bytes((double)s.shard_numel * 4.0, c, sizeof(c));
+    gv_ps_fmt_bytes((double)rss0, d, sizeof(d));
+    printf("summary: peak RSS %s (%s at start); bound 4 x shard (%s) + 64 MiB = %s: %s\n", a, d,
+           c, b, s.peak_rss <= s.bound_rss ? "within" : "EXCEEDED");
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t rss0 = gv_ps_rss();
+    struct gv_job job;
+    struct gv_cluster cl;
+    struct gv_ops_common_cfg oc;
+    struct gv_server_opts so;
+    struct gv_train_opts unused; /* the workers' options: accepted, so that one command line or
+                                  * config file serves every process of a job */
+    memset(&unused, 0, sizeof(unused));
+    memset(&job, 0, sizeof(job));
+    memset(&cl, 0, sizeof(cl));
+    memset(&oc, 0, sizeof(oc));
+    memset(&so, 0, sizeof(so));
+    gv_log_set_tag("server");
+    struct gv_opt_table tables[] = {
+        {gv_job_options, gv_job_options_n, &job},
+        {gv_cluster_options, gv_cluster_options_n, &cl},
+        {gv_ops_common_options, gv_ops_common_options_n, &oc},
+        {gv_server_options, gv_server_options_n, &so},
+        {gv_train_options, gv_train_options_n, &unused},
+    };
+    static const char *const others[] = {"worker", "launch", NULL};
+    struct gv_cfg_spec spec = {.program = "gravac-server",
+                               .summary = "one shard of the gravac parameter server",
+                               .section = "server", .other_sections = others,
+                               .tables = tables, .n_tables = GV_ARRAY_LEN(tables)};
+    struct gv_cfg *cfg = NULL;
+    if (gv_cfg_create(&spec, &cfg) != GV_OK || gv_cfg_load(cfg, argc, argv, environ) != GV_OK) {
+        gv_cfg_destroy(cfg);
+        return 2;
+    }
+    if (gv_cfg_help_requested(cfg)) {
+        gv_cfg_print_help(cfg, stdout);
+        gv_cfg_destroy(cfg);
+        return 0;
+    }
+    int rc = 2;
+    struct gv_server *srv = NULL;
+    struct gv_auth_secret *secret = gv_calloc(1, sizeof(*secret));
+    if (secret == NULL || gv_cluster_resolve(&cl, GV_ROLE_SERVER, environ) != GV_OK)
+        goto out;
+    char tag[32];
+    snprintf(tag, sizeof(tag), "server%u", cl.my_rank);
+    gv_log_set_tag(tag);
+    if (cl.print_config)
+        gv_cfg_log_effective(cfg);
+    gv_status_t status = gv_job_resolve(&job, cl.n_workers);
+    if (status != GV_OK) {
+        rc = status == GV_ERR_INVAL ? 2 : 1;
+        goto out;
+    }
+    if (gv_auth_secret_load(oc.secret_file, getenv("GV_SECRET"), oc.insecure, secret) != GV_OK)
+        goto out;
+    rc = 1;
+    gv_log(GV_LOG_INFO, "gravac-server %u of %u (rank from %s), %u workers", cl.my_rank,
+           cl.n_servers, cl.rank_source, cl.n_workers);
+    struct gv_server_config sc = {.job = &job, .cluster = &cl, .secret = secret,
+                                  .handshake_timeout_ns = oc.handshake_timeout,
+                                  .decision_log = so.decision_log};
+    if (gv_server_create(&sc, &srv) != GV_OK)
+        goto out;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    status = gv_server_run(srv, &stop_flag);
+    print_summary(srv, rss0);
+    if (cl.dump_params[0] != '\0') {
+        char path[1024];
+        struct gv_ckpt_section sec[4];
+        size_t n;
+        gv_cluster_expand(cl.dump_params, GV_ROLE_SERVER, cl.my_rank, path, sizeof(path));
+        if (gv_server_state_sections(srv, sec, 4, &n) == GV_OK &&
+            gv_ps_dump_floats(path, sec[0].data, sec[0].len / sizeof(float)) != GV_OK)
+            status = GV_ERR_IO;
+    }
+    rc = status == GV_OK ? 0 : 1;
+out:
+    gv_server_destroy(srv);
+    if (secret != NULL)
+        gv_auth_secret_clear(secret);
+    gv_free(secret);
+    gv_cfg_destroy(cfg);
+    return rc;
+}

@@ -1,0 +1,650 @@
+/* server_peer.c: the server's connection layer: transport callbacks, the server side of the
+ * handshake, the connection to server 0 (servers 1..S-1), the initial model (seeded by
+ * worker 0, then sent to every worker with the decision in force), and dispatch of the other
+ * messages to the round logic. A connection that misbehaves before it joined is logged and
+ * closed; the server goes on serving the others. */
+#include "server_internal.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static gv_status_t srv_parse_prefix(const void *prefix, uint32_t *hdr_len_p,
+                                    uint64_t *payload_len_p, void *user)
+{
+    struct gv_server *srv = user;
+    return gv_proto_parse_prefix(prefix, &srv->caps, hdr_len_p, payload_len_p);
+}
+
+void srv_peer_close(struct srv_peer *p)
+{
+    if (p->link.c != NULL)
+        gv_tp_conn_close(p->link.c);
+}
+
+static void srv_peer_idle(struct gv_ps_link *l, void *arg)
+{
+    struct srv_peer *p = arg;
+    (void)l;
+    if (p->close_after_send) {
+        srv_peer_close(p);
+        return;
+    }
+    if (p->kind == SRV_PEER_WORKER && p->srv->round == SRV_ROUND_WAIT_OPEN)
+        srv_round_try_open(p->srv);
+}
+
+static struct srv_peer *srv_peer_new(struct gv_server *srv, struct gv_conn *c,
+                                     enum srv_peer_kind kind)
+{
+    struct srv_peer *p = gv_calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    if (gv_ps_link_init(&p->link, &srv->caps, SRV_HDR_SLOTS, SRV_HDR_BYTES) != GV_OK) {
+        gv_free(p);
+        return NULL;
+    }
+    p->srv = srv;
+    p->kind = kind;
+    p->link.c = c;
+    p->link.on_idle = srv_peer_idle;
+    p->link.arg = p;
+    p->t_accept_ns = gv_now_ns();
+    snprintf(p->name, sizeof(p->name), "peer %s", c->peer);
+    c->user = p;
+    p->next = srv->peers;
+    srv->peers = p;
+    return p;
+}
+
+/* Refuses a connection that has not joined: REFUSE, then close once it is sent. */
+static void srv_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void srv_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char *fmt, ...)
+{
+    char text[240];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    gv_log(GV_LOG_WARN, "server %u: refused %s: %s", p->srv->rank, p->name, text);
+    struct gv_proto_msg m;
+    gv_proto_msg_init(&m, GV_PROTO_MSG_REFUSE);
+    m.role = GV_PROTO_ROLE_SERVER;
+    m.rank = p->srv->rank;
+    m.u.refuse.code = code;
+    m.u.refuse.text = text;
+    if (gv_ps_link_send(&p->link, &m, NULL, 0, NULL) == GV_OK && !gv_ps_link_idle(&p->link))
+        p->close_after_send = true;
+    else
+        srv_peer_close(p);
+}
+
+/* ---------------------------------------------------------------- handshake, server side */
+
+static void srv_hs_hello(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
+{
+    const struct gv_proto_hello *h = &m->u.hello;
+    bool as_server = m->role == GV_PROTO_ROLE_SERVER;
+    if (m->role != GV_PROTO_ROLE_WORKER && !(as_server && srv->rank == 0)) {
+        srv_refuse(p, GV_PROTO_REFUSE_ROLE, "role %s is not accepted by server %u",
+                   gv_proto_role_str(m->role), srv->rank);
+        return;
+    }
+    uint32_t lim = as_server ? srv->S : srv->W;
+    if (m->rank >= lim || (as_server && m->rank == 0)) {
+        srv_refuse(p, GV_PROTO_REFUSE_ROLE, "%s rank %u is out of range (this job has %u %ss)",
+                   gv_proto_role_str(m->role), m->rank, lim, gv_proto_role_str(m->role));
+        return;
+    }
+    if (h->num_workers != srv->W || h->num_servers != srv->S) {
+        srv_refuse(p, GV_PROTO_REFUSE_CLUSTER, "the peer expects %u workers and %u servers, this "
+                   "job has %u and %u", h->num_workers, h->num_servers, srv->W, srv->S);
+        return;
+    }
+    const char *cid = h->cluster_id ? h->cluster_id : "";
+    if (strcmp(cid, srv->cl->cluster_id) != 0) {
+        srv_refuse(p, GV_PROTO_REFUSE_CLUSTER, "cluster id '%s' is not this job's '%s'", cid,
+                   srv->cl->cluster_id);
+        return;
+    }
+    struct srv_peer *cur = as_server ? srv->servers[m->rank] : srv->workers[m->rank];
+    if (cur != NULL) {
+        srv_refuse(p, GV_PROTO_REFUSE_FULL, "%s %u has already joined (%s)",
+                   gv_proto_role_str(m->role), m->rank, cur->name);
+        return;
+    }
+    struct gv_auth_hello ah = {.version = GV_AUTH_VERSION,
+                               .role = as_server ? GV_AUTH_ROLE_SERVER : GV_AUTH_ROLE_WORKER,
+                               .rank = m->rank};
+    if (h->nonce.len > sizeof(ah.nonce)) {
+        srv_refuse(p, GV_PROTO_REFUSE_OTHER, "nonce too long");
+        return;
+    }
+    if (h->nonce.len > 0)
+        memcpy(ah.nonce, h->nonce.data, h->nonce.len);
+    ah.nonce_len = (uint32_t)h->nonce.len;
+    struct gv_auth_challenge ch;
+    if (gv_auth_server_on_hello(&p->auth, &ah, &ch) != GV_OK) {
+        srv_refuse(p, GV_PROTO_REFUSE_AUTH, "%s", p->auth.reason);
+        return;
+    }
+    p->hello_role = m->role;
+    p->rank = m->rank;
+    snprintf(p->name, sizeof(p->name), "%s %u (%s)", gv_proto_role_str(m->role), m->rank,
+             p->link.c->peer);
+    uint8_t nonce[GV_AUTH_NONCE_LEN + GV_AUTH_MAC_LEN];
+    memcpy(nonce, ch.nonce, GV_AUTH_NONCE_LEN);
+    memcpy(nonce + GV_AUTH_NONCE_LEN, ch.proof, ch.proof_len);
+    struct gv_proto_msg out;
+    gv_proto_msg_init(&out, GV_PROTO_MSG_CHALLENGE);
+    out.role = GV_PROTO_ROLE_SERVER;
+    out.rank = srv->rank;
+    out.u.challenge.nonce = (struct gv_proto_bytes){nonce, GV_AUTH_NONCE_LEN + ch.proof_len};
+    if (gv_ps_link_send(&p->link, &out, NULL, 0, NULL) != GV_OK)
+        srv_peer_close(p);
+}
+
+static void srv_hs_auth(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
+{
+    struct gv_auth_auth a = {0};
+    struct gv_auth_welcome w;
+    if (m->u.auth.mac.len > sizeof(a.proof)) {
+        srv_refuse(p, GV_PROTO_REFUSE_AUTH, "proof too long");
+        return;
+    }
+    if (m->u.auth.mac.len > 0)
+        memcpy(a.proof, m->u.auth.mac.data, m->u.auth.mac.len);
+    a.proof_len = (uint32_t)m->u.auth.mac.len;
+    if (gv_auth_server_on_auth(&p->auth, &a, &w) != GV_OK) {
+        srv_refuse(p, GV_PROTO_REFUSE_AUTH, "%s", p->auth.reason);
+        return;
+    }
+    bool as_server = p->hello_role == GV_PROTO_ROLE_SERVER;
+    struct srv_peer **slot = as_server ? &srv->servers[p->rank] : &srv->workers[p->rank];
+    if (*slot != NULL) {
+        srv_refuse(p, GV_PROTO_REFUSE_FULL, "%s %u joined meanwhile",
+                   gv_proto_role_str(p->hello_role), p->rank);
+        return;
+    }
+    struct gv_proto_msg out;
+    gv_proto_msg_init(&out, GV_PROTO_MSG_WELCOME);
+    out.role = GV_PROTO_ROLE_SERVER;
+    out.rank = srv->rank;
+    out.iteration = srv->iter;
+    out.shard = srv->rank;
+    out.u.welcome = (struct gv_proto_welcome){
+        .shard_offset = srv->lo, .shard_numel = srv->n, .model_numel = srv->map.total,
+        .model_fingerprint = srv->fingerprint, .num_shards = srv->S,
+        .features = srv->cfg.secret->len > 0 ? GV_PROTO_FEAT_AUTH : 0};
+    if (gv_ps_link_send(&p->link, &out, NULL, 0, NULL) != GV_OK) {
+        srv_peer_close(p);
+        return;
+    }
+    *slot = p;
+    if (as_server) {
+        p->kind = SRV_PEER_SERVER;
+        srv->n_servers_in++;
+        gv_log(GV_LOG_INFO, "server 0: %s joined", p->name);
+        if (srv_send_decision(srv, p, &srv->dec_cur, GV_PROTO_MSG_DECISION) != GV_OK)
+            srv_abort(srv, GV_ERR_IO, "cannot send the decision to %s", p->name);
+        return;
+    }
+    p->kind = SRV_PEER_WORKER;
+    srv->n_workers_in++;
+    gv_log(GV_LOG_INFO, "server %u: %s joined (%u of %u)", srv->rank, p->name, srv->n_workers_in,
+           srv->W);
+    srv_sync_ready_workers(srv);
+}
+
+static void srv_hs_on_msg(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
+{
+    switch (m->type) {
+    case GV_PROTO_MSG_HELLO:
+        if (p->auth.state != GV_AUTH_ST_INIT)
+            break;
+        srv_hs_hello(srv, p, m);
+        return;
+    case GV_PROTO_MSG_AUTH:
+        if (p->auth.state != GV_AUTH_ST_WAIT_AUTH)
+            break;
+        srv_hs_auth(srv, p, m);
+        return;
+    case GV_PROTO_MSG_REFUSE:
+        gv_log(GV_LOG_WARN, "server %u: %s refused the handshake: %s", srv->rank, p->name,
+               m->u.refuse.text ? m->u.refuse.text : "");
+        srv_peer_close(p);
+        return;
+    default:
+        break;
+    }
+    srv_refuse(p, GV_PROTO_REFUSE_OTHER, "%s before the handshake completed",
+               gv_proto_msg_type_str(m->type));
+}
+
+/* ---------------------------------------------------------------- the connection to server 0 */
+
+static void srv_coord_welcomed(struct gv_server *srv, struct srv_peer *p)
+{
+    const struct gv_proto_welcome *w = &p->hs.welcome;
+    if (w->model_fingerprint != srv->fingerprint || w->model_numel != srv->map.total ||
+        w->num_shards != srv->S) {
+        char text[200];
+        snprintf(text, sizeof(text), "model fingerprint mismatch: server %u has %016" PRIx64
+                 " (%" PRIu64 " parameters, %u shards), server 0 has %016" PRIx64 " (%" PRIu64
+                 ", %u): the model, optimizer or compression options differ", srv->rank,
+                 srv->fingerprint, srv->map.total, srv->S, w->model_fingerprint, w->model_numel,
+                 w->num_shards);
+        struct gv_proto_msg m;
+        gv_proto_msg_init(&m, GV_PROTO_MSG_REFUSE);
+        m.role = GV_PROTO_ROLE_SERVER;
+        m.rank = srv->rank;
+        m.u.refuse.code = GV_PROTO_REFUSE_MODEL;
+        m.u.refuse.text = text;
+        (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
+        srv_abort(srv, GV_ERR_PROTO, "%s", text);
+        return;
+    }
+    srv->iter = p->hs.iteration;
+    gv_log(GV_LOG_INFO, "server %u: joined server 0 at %s", srv->rank, p->link.c->peer);
+}
+
+gv_status_t srv_connect_coord(struct gv_server *srv, uint64_t deadline_ns)
+{
+    struct gv_hostport hp;
+    gv_status_t status = gv_cluster_server_addr(srv->cl, 0, deadline_ns, &hp);
+    if (status != GV_OK)
+        return status;
+    struct gv_conn *c;
+    status = gv_tp_connect(srv->tp, hp.host, hp.port, &c);
+    if (status != GV_OK) {
+        gv_log(GV_LOG_ERROR, "server %u: cannot connect to server 0 at %s:%u: %s", srv->rank,
+               hp.host, hp.port, gv_status_str(status));
+        return status;
+    }
+    struct srv_peer *p = srv_peer_new(srv, c, SRV_PEER_COORD);
+    if (p == NULL) {
+        gv_tp_conn_close(c);
+        return GV_ERR_NOMEM;
+    }
+    snprintf(p->name, sizeof(p->name), "server 0 (%s)", c->peer);
+    srv->coord = p;
+    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_SERVER, .rank = srv->rank,
+                                    .num_workers = srv->W, .num_servers = srv->S,
+                                    .cluster_id = srv->cl->cluster_id,
+                                    .secret = srv->cfg.secret};
+    if ((status = gv_ps_client_hs_start(&p->hs, &p->link, &info)) != GV_OK)
+        return status;
+    while (srv->state != SRV_ABORTED && !p->closed && srv->dec_cur.iter == UINT64_MAX) {
+        if (gv_now_ns() > deadline_ns) {
+            gv_log(GV_LOG_ERROR, "server %u: no welcome and decision from server 0 at %s:%u "
+                   "before the start-up deadline", srv->rank, hp.host, hp.port);
+            return GV_ERR_TIMEOUT;
+        }
+        if (gv_tp_progress(srv->tp, 50) < 0)
+            return GV_ERR_IO;
+    }
+    if (srv->state == SRV_ABORTED)
+        return srv->result;
+    if (p->closed) {
+        gv_log(GV_LOG_ERROR, "server %u: server 0 closed the connection during start-up%s%s",
+               srv->rank, p->hs.why[0] ? ": " : "", p->hs.why);
+        return GV_ERR_CLOSED;
+    }
+    return GV_OK;
+}
+
+/* ---------------------------------------------------------------- model and decisions */
+
+gv_status_t srv_send_decision(struct gv_server *srv, struct srv_peer *p,
+                              const struct srv_decision *d, enum gv_proto_msg_type type)
+{
+    struct gv_proto_msg m;
+    gv_proto_msg_init(&m, type);
+    m.role = GV_PROTO_ROLE_SERVER;
+    m.rank = srv->rank;
+    m.iteration = d->iter;
+    m.shard = srv->rank;
+    m.u.decision = d->d;
+    struct gv_iov pl = {d->heavy, srv->n_tensors};
+    int n = 0;
+    if (srv->job->method == GV_JOB_ACCORDION) {
+        gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, srv->n_tensors, srv->n_tensors);
+        n = 1;
+    }
+    return gv_ps_link_send(&p->link, &m, &pl, n, NULL);
+}
+
+static gv_status_t srv_send_chunks(struct gv_server *srv, struct srv_peer *p, const float *v,
+                                   uint32_t tensor_id, uint64_t checksum, uint64_t *bytes)
+{
+    for (uint64_t off = 0; off < srv->n; off += SRV_MODEL_CHUNK) {
+        uint64_t len = GV_MIN(SRV_MODEL_CHUNK, srv->n - off);
+        struct gv_proto_msg m;
+        gv_proto_msg_init(&m, GV_PROTO_MSG_MODEL);
+        m.role = GV_PROTO_ROLE_SERVER;
+        m.rank = srv->rank;
+        m.iteration = srv->iter;
+        m.shard = srv->rank;
+        m.tensor_id = tensor_id;
+        m.dtype = GV_PROTO_DTYPE_F32;
+        m.numel = len;
+        m.u.model.offset = off;
+        m.u.model.checksum = checksum;
+        gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, GV_PROTO_ENC_F32, len, 4 * len);
+        struct gv_iov pl = {(void *)(uintptr_t)(v + off), 4 * len};
+        uint64_t b;
+        gv_status_t status = gv_ps_link_send(&p->link, &m, &pl, 1, &b);
+        if (status != GV_OK)
+            return status;
+        *bytes += b;
+    }
+    return GV_OK;
+}
+
+gv_status_t srv_send_model(struct gv_server *srv, struct srv_peer *p, bool with_decision)
+{
+    uint64_t bytes = 0, ck = gv_ps_checksum(srv->params, srv->n);
+    gv_status_t status = srv_send_chunks(srv, p, srv->params, 0, ck, &bytes);
+    if (status == GV_OK)
+        status = srv_send_chunks(srv, p, srv->momentum, 1, 0, &bytes);
+    if (status == GV_OK && with_decision)
+        status = srv_send_decision(srv, p, &srv->dec_cur, GV_PROTO_MSG_DECISION);
+    if (status != GV_OK) {
+        srv_abort(srv, status, "cannot send the model to %s: %s", p->name, gv_status_str(status));
+        return status;
+    }
+    if (!with_decision)
+        srv->round_sent += bytes;
+    return GV_OK;
+}
+
+void srv_sync_ready_workers(struct gv_server *srv)
+{
+    if (srv->state == SRV_ABORTED || srv->state == SRV_ENDING || !srv->seeded ||
+        srv->dec_cur.iter != srv->iter)
+        return;
+    if (srv->state == SRV_STARTING)
+        srv->state = SRV_RUNNING;
+    for (uint32_t w = 0; w < srv->W; w++) {
+        struct srv_peer *p = srv->workers[w];
+        if (p == NULL || p->synced || p->closed)
+            continue;
+        if (srv_send_model(srv, p, true) != GV_OK)
+            return;
+        p->synced = true;
+        gv_log(GV_LOG_DEBUG, "server %u: model and decision sent to %s", srv->rank, p->name);
+    }
+    srv_round_try_open(srv);
+}
+
+void srv_send_bye(struct gv_server *srv, struct srv_peer *p)
+{
+    if (p == NULL || p->closed || p->bye_sent)
+        return;
+    struct gv_proto_msg m;
+    gv_proto_msg_init(&m, GV_PROTO_MSG_BYE);
+    m.role = GV_PROTO_ROLE_SERVER;
+    m.rank = srv->rank;
+    m.iteration = srv->rounds_done;
+    (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
+    p->bye_sent = true;
+}
+
+/* Every worker is told the job is over (those that said BYE get it as the answer). */
+void srv_send_bye_all(struct gv_server *srv)
+{
+    for (uint32_t w = 0; w < srv->W; w++)
+        srv_send_bye(srv, srv->workers[w]);
+}
+
+/* ---------------------------------------------------------------- transport callbacks */
+
+/* Worker 0's seed: chunks of the initial parameters, straight into the shard. */
+static gv_status_t srv_seed_header(struct gv_server *srv, struct srv_peer *p,
+                                   const struct gv_proto_msg *m, uint64_t payload_len,
+                                   struct gv_iov *dst, int *cnt)
+{
+    if (p->kind != SRV_PEER_WORKER || p->rank != 0 || m->tensor_id != 0 || m->n_segs != 1 ||
+        m->segs[0].kind != GV_PROTO_SEG_DENSE || m->segs[0].enc != GV_PROTO_ENC_F32 ||
+        m->u.model.offset > srv->n || m->numel > srv->n - m->u.model.offset) {
+        gv_log(GV_LOG_WARN, "server %u: %s sent a malformed model chunk", srv->rank, p->name);
+        return GV_ERR_PROTO;
+    }
+    if (srv->seeded || srv->iter != 0) {
+        dst[0] = (struct gv_iov){NULL, payload_len}; /* already have a model: discard */
+    } else {
+        dst[0] = (struct gv_iov){srv->params + m->u.model.offset, payload_len};
+    }
+    *cnt = 1;
+    return GV_OK;
+}
+
+static gv_status_t srv_on_header(struct gv_conn *c, const void *msg, size_t msg_len,
+                                 uint64_t payload_len, struct gv_iov *dst, int *dst_cnt,
+                                 void *user)
+{
+    struct gv_server *srv = user;
+    struct srv_peer *p = c->user;
+    struct gv_proto_msg m;
+    gv_status_t status = gv_proto_decode(msg, msg_len, &srv->caps, &srv->arena, &m);
+    if (status != GV_OK)
+        return status;
+    if (srv->state == SRV_ABORTED || srv->state == SRV_DONE) {
+        dst[0] = (struct gv_iov){NULL, payload_len};
+        *dst_cnt = 1;
+        return GV_OK;
+    }
+    switch (m.type) {
+    case GV_PROTO_MSG_PUSH:
+        if (p->kind != SRV_PEER_WORKER)
+            break;
+        return srv_round_push_header(srv, p, &m, payload_len, dst, dst_cnt);
+    case GV_PROTO_MSG_MODEL:
+        return srv_seed_header(srv, p, &m, payload_len, dst, dst_cnt);
+    case GV_PROTO_MSG_DECISION: {
+        if (p->kind != SRV_PEER_COORD || m.n_segs != 1 || m.segs[0].kind != GV_PROTO_SEG_RAW ||
+            payload_len != srv->n_tensors)
+            break;
+        struct srv_decision *d = srv->dec_cur.iter == UINT64_MAX ? &srv->dec_cur : &srv->dec_next;
+        dst[0] = (struct gv_iov){d->heavy, payload_len};
+        *dst_cnt = 1;
+        return GV_OK;
+    }
+    default:
+        break;
+    }
+    gv_log(GV_LOG_WARN, "server %u: %s sent an unexpected %s with a payload", srv->rank, p->name,
+           gv_proto_msg_type_str(m.type));
+    return GV_ERR_PROTO;
+}
+
+static void srv_on_coord_msg(struct gv_server *srv, struct srv_peer *p,
+                             const struct gv_proto_msg *m)
+{
+    if (p->hs.state != 3) {
+        if (gv_ps_client_hs_on_msg(&p->hs, &p->link, m) != GV_OK) {
+            srv_abort(srv, GV_ERR_AUTH, "handshake with server 0 failed: %s", p->hs.why);
+            return;
+        }
+        if (p->hs.state == 3)
+            srv_coord_welcomed(srv, p);
+        return;
+    }
+    switch (m->type) {
+    case GV_PROTO_MSG_DECISION:
+        if (srv->dec_cur.iter == UINT64_MAX && m->iteration == srv->iter) {
+            srv->dec_cur.iter = m->iteration;
+            srv->dec_cur.d = m->u.decision;
+            srv_sync_ready_workers(srv);
+            return;
+        }
+        if (m->iteration != srv->iter + 1 || srv->dec_next.iter == m->iteration) {
+            srv_abort(srv, GV_ERR_PROTO, "server 0 sent a decision for iteration %" PRIu64
+                      " during round %" PRIu64, m->iteration, srv->iter);
+            return;
+        }
+        srv->dec_next.iter = m->iteration;
+        srv->dec_next.d = m->u.decision;
+        srv_round_on_decision(srv);
+        return;
+    case GV_PROTO_MSG_ERROR:
+        srv_abort(srv, GV_ERR_CLOSED, "%s", m->u.error.text ? m->u.error.text : "server 0 failed");
+        return;
+    case GV_PROTO_MSG_HEARTBEAT:
+    case GV_PROTO_MSG_BYE:
+        return;
+    default:
+        srv_abort(srv, GV_ERR_PROTO, "server 0 sent an unexpected %s",
+                  gv_proto_msg_type_str(m->type));
+    }
+}
+
+static void srv_on_worker_msg(struct gv_server *srv, struct srv_peer *p,
+                              const struct gv_proto_msg *m, uint64_t bytes)
+{
+    switch (m->type) {
+    case GV_PROTO_MSG_PUSH:
+        srv_round_push_done(srv, p, m, bytes);
+        return;
+    case GV_PROTO_MSG_MODEL:
+        if (m->n_segs == 0) { /* a resync request after a checksum mismatch */
+            gv_log(GV_LOG_WARN, "server %u: %s asks for a full model (checksum mismatch at "
+                   "iteration %" PRIu64 ")", srv->rank, p->name, m->iteration);
+            p->resync_req = true;
+            return;
+        }
+        if (!srv->seeded && srv->iter == 0) {
+            srv->seed_got += m->numel;
+            if (srv->seed_got >= srv->n) {
+                srv->seeded = true;
+                gv_log(GV_LOG_INFO, "server %u: model seeded by worker 0 (checksum %016" PRIx64
+                       ")", srv->rank, gv_ps_checksum(srv->params, srv->n));
+                srv_sync_ready_workers(srv);
+            }
+        }
+        return;
+    case GV_PROTO_MSG_BYE:
+        srv_round_on_bye(srv, p, m->iteration);
+        return;
+    case GV_PROTO_MSG_ERROR:
+        srv_abort(srv, GV_ERR_CLOSED, "%s reported: %s", p->name,
+                  m->u.error.text ? m->u.error.text : "");
+        return;
+    case GV_PROTO_MSG_REFUSE:
+        srv_abort(srv, GV_ERR_PROTO, "%s refused to join: %s", p->name,
+                  m->u.refuse.text ? m->u.refuse.text : "");
+        return;
+    case GV_PROTO_MSG_HEARTBEAT:
+        return;
+    default:
+        srv_abort(srv, GV_ERR_PROTO, "%s sent an unexpected %s", p->name,
+                  gv_proto_msg_type_str(m->type));
+        srv_peer_close(p);
+    }
+}
+
+static void srv_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *user)
+{
+    struct gv_server *srv = user;
+    struct srv_peer *p = c->user;
+    struct gv_proto_msg m;
+    if (gv_proto_decode(msg, msg_len, &srv->caps, &srv->arena, &m) != GV_OK) {
+        gv_log(GV_LOG_WARN, "server %u: %s sent an undecodable header; closing", srv->rank,
+               p->name);
+        srv_peer_close(p);
+        return;
+    }
+    uint64_t bytes = msg_len + m.payload_len;
+    p->link.bytes_recv += bytes;
+    if (srv->state == SRV_ABORTED || srv->state == SRV_DONE)
+        return;
+    switch (p->kind) {
+    case SRV_PEER_NEW:
+        srv_hs_on_msg(srv, p, &m);
+        return;
+    case SRV_PEER_COORD:
+        srv_on_coord_msg(srv, p, &m);
+        return;
+    case SRV_PEER_SERVER:
+        if (m.type == GV_PROTO_MSG_BYE) {
+            p->bye = true;
+        } else if (m.type == GV_PROTO_MSG_ERROR) {
+            srv_abort(srv, GV_ERR_CLOSED, "%s",
+                      m.u.error.text ? m.u.error.text : "a server failed");
+        } else if (m.type == GV_PROTO_MSG_REFUSE) {
+            srv_abort(srv, GV_ERR_PROTO, "%s refused to join: %s", p->name,
+                      m.u.refuse.text ? m.u.refuse.text : "");
+        } else if (m.type != GV_PROTO_MSG_HEARTBEAT) {
+            srv_abort(srv, GV_ERR_PROTO, "%s sent an unexpected %s", p->name,
+                      gv_proto_msg_type_str(m.type));
+        }
+        return;
+    case SRV_PEER_WORKER:
+        srv_on_worker_msg(srv, p, &m, bytes);
+        return;
+    }
+}
+
+static void srv_on_accept(struct gv_listener *l, struct gv_conn *c, void *user)
+{
+    (void)l;
+    struct gv_server *srv = user;
+    if (srv->state == SRV_ABORTED || srv->state == SRV_DONE) {
+        gv_tp_conn_close(c);
+        return;
+    }
+    struct srv_peer *p = srv_peer_new(srv, c, SRV_PEER_NEW);
+    if (p == NULL) {
+        gv_log(GV_LOG_ERROR, "server %u: out of memory for a connection from %s", srv->rank,
+               c->peer);
+        gv_tp_conn_close(c);
+        return;
+    }
+    gv_auth_server_init(&p->auth, srv->cfg.secret,
+                        (1u << GV_AUTH_ROLE_WORKER) | (1u << GV_AUTH_ROLE_SERVER), UINT32_MAX);
+    gv_log(GV_LOG_DEBUG, "server %u: connection from %s", srv->rank, c->peer);
+}
+
+static void srv_on_close(struct gv_conn *c, gv_status_t reason, void *user)
+{
+    struct gv_server *srv = user;
+    struct srv_peer *p = c->user;
+    if (p == NULL)
+        return;
+    p->closed = true;
+    p->link.c = NULL;
+    bool live = srv->state == SRV_STARTING || srv->state == SRV_RUNNING;
+    const char *why = reason == GV_OK ? "closed here" : gv_status_str(reason);
+    switch (p->kind) {
+    case SRV_PEER_NEW:
+        gv_log(GV_LOG_INFO, "server %u: %s left before joining (%s)", srv->rank, p->name, why);
+        return;
+    case SRV_PEER_WORKER:
+        if (p->bye || !live)
+            return;
+        srv_abort(srv, GV_ERR_CLOSED, "%s disconnected (%s)", p->name, why);
+        return;
+    case SRV_PEER_SERVER:
+        if (p->bye || srv->state == SRV_ABORTED || srv->state == SRV_DONE)
+            return;
+        srv_abort(srv, GV_ERR_CLOSED, "%s disconnected (%s)", p->name, why);
+        return;
+    case SRV_PEER_COORD:
+        if (srv->state == SRV_ABORTED || srv->state == SRV_DONE)
+            return;
+        srv_abort(srv, GV_ERR_CLOSED, "server 0 (%s) disconnected (%s)", c->peer, why);
+        return;
+    }
+}
+
+struct gv_tp_handler srv_handler(void)
+{
+    return (struct gv_tp_handler){.prefix_len = GV_PROTO_PREFIX_LEN,
+                                  .parse_prefix = srv_parse_prefix,
+                                  .on_header = srv_on_header,
+                                  .on_msg = srv_on_msg,
+                                  .on_accept = srv_on_accept,
+                                  .on_close = srv_on_close};
+}

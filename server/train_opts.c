@@ -1,0 +1,47 @@
+/* train_opts.c: the option table of the gravac-worker program (the training loop around the
+ * runtime). Shared: gravac-server accepts (and ignores) these, gravac-launch routes them. */
+#include "gv_server.h"
+
+#include <stddef.h>
+
+static const char *const device_choices[] = {"cpu", "cuda", NULL};
+
+#define T(f) offsetof(struct gv_train_opts, f)
+
+const struct gv_opt gv_train_options[] = {
+    {.name = "standalone", .type = GV_OPT_BOOL, .offset = T(standalone), .def = "false",
+     .help = "train in this process alone, without servers", .group = "worker"},
+    {.name = "world", .type = GV_OPT_INT, .offset = T(world), .def = "1",
+     .help = "standalone: train on shard --rank of this many", .group = "worker",
+     .flags = GV_OPT_RANGE, .min = 1, .max = 65536},
+    {.name = "eval-every", .type = GV_OPT_UINT64, .offset = T(eval_every), .def = "0",
+     .help = "steps between evaluations on the test set (0: each epoch)", .group = "worker"},
+    {.name = "eval-limit", .type = GV_OPT_UINT64, .offset = T(eval_limit), .def = "0",
+     .help = "test samples per evaluation (0: all)", .group = "worker"},
+    {.name = "target-accuracy", .type = GV_OPT_DOUBLE, .offset = T(target), .def = "0",
+     .help = "stop once the test accuracy reaches this (0..1, or a percentage; 0: off)",
+     .group = "worker", .flags = GV_OPT_RANGE, .min = 0, .max = 100},
+    {.name = "device", .type = GV_OPT_ENUM, .offset = T(device), .def = "cpu",
+     .help = "compute backend", .group = "worker", .choices = device_choices},
+    {.name = "threads", .type = GV_OPT_INT, .offset = T(threads), .def = "1",
+     .help = "OpenBLAS threads", .group = "worker", .flags = GV_OPT_RANGE, .min = 1, .max = 256},
+    {.name = "progress-every", .type = GV_OPT_UINT64, .offset = T(progress_every), .def = "100",
+     .help = "steps per progress line", .group = "worker", .flags = GV_OPT_RANGE, .min = 1,
+     .max = 1e12},
+    {.name = "quiet", .type = GV_OPT_BOOL, .offset = T(quiet), .def = "false",
+     .help = "no progress lines", .group = "worker"},
+    {.name = "all-progress", .type = GV_OPT_BOOL, .offset = T(all_progress), .def = "false",
+     .help = "every worker prints progress and evaluates (default: worker 0 only)",
+     .group = "worker"},
+    {.name = "metrics-file", .type = GV_OPT_STRING, .offset = T(metrics_file), .def = "",
+     .help = "JSON-lines metrics (steps, evaluations, every iteration); %r is the rank, %n "
+             "the role and rank",
+     .group = "worker"},
+    {.name = "verify-every", .type = GV_OPT_UINT64, .offset = T(verify_every), .def = "1",
+     .help = "compare the replica's shard checksums with the servers' every N iterations "
+             "(0: never)", .group = "worker"},
+    {.name = "compress-threads", .type = GV_OPT_INT, .offset = T(compress_threads), .def = "1",
+     .help = "compressor threads", .group = "worker", .flags = GV_OPT_RANGE, .min = 1,
+     .max = 256},
+};
+const size_t gv_train_options_n = GV_ARRAY_LEN(gv_train_options);

@@ -1,0 +1,445 @@
+/* test_e2e_train.c: the real programs on loopback: 2 gravac-server and 3 gravac-worker
+ * processes train a small MLP on synthetic data (ephemeral ports, rendezvous directory), then a
+ * single-process reference repeats the training: the same model replicas on the same data
+ * shards, the same compression with error feedback per worker, the decisions the workers logged,
+ * the sum in worker-rank order, the average and the optimizer. Checked, for the dense path, the
+ * sparse path (static top-k) and GraVAC (changing CF): every worker's final parameters and the
+ * servers' shards equal the reference bit for bit; every worker logged the same CF sequence;
+ * every iteration's bytes each way equal the encoder's planned sizes plus the headers and what
+ * the transport moved. One run also has a stranger connect to server 0 and send garbage, which
+ * the server logs and drops while training goes on. */
+#include "e2e.h"
+#include "gv_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#define W 3
+#define S 2
+#define MAXT 16
+
+static const char *bindir;
+
+struct ref {
+    struct gv_job job;
+    struct gv_cfg *cfg;
+    struct gv_nn_dataset *train, *test;
+    struct gv_nn_backend *be;
+    struct gv_nn_model *model;
+    size_t P, off[MAXT + 1];
+    size_t numel[MAXT];
+    uint32_t T;
+};
+
+static int ref_init(struct ref *r, const char *jobargs)
+{
+    static char buf[2048];
+    static char *argv[64];
+    argv[0] = "ref";
+    int argc = 1 + e2e_split(jobargs, buf, sizeof(buf), argv + 1, 63);
+    static struct gv_opt_table tab;
+    static struct gv_cfg_spec spec;
+    memset(r, 0, sizeof(*r));
+    tab = (struct gv_opt_table){gv_job_options, gv_job_options_n, &r->job};
+    spec = (struct gv_cfg_spec){.program = "ref", .tables = &tab, .n_tables = 1};
+    if (gv_cfg_create(&spec, &r->cfg) != GV_OK || gv_cfg_load(r->cfg, argc, argv, NULL) != GV_OK ||
+        gv_job_resolve(&r->job, W) != GV_OK)
+        return -1;
+    const struct gv_nn_model_cfg *mc = &r->job.model_cfg;
+    if (gv_nn_dataset_synthetic(mc->in_h, mc->in_w, 1, 10, (size_t)r->job.synthetic_n, 2048, 1.5f,
+                                r->job.seed, &r->train, &r->test) != GV_OK ||
+        gv_nn_backend_create(GV_NN_CPU, 1, &r->be) != GV_OK ||
+        gv_nn_model_create(r->be, mc, &r->model) != GV_OK ||
+        gv_nn_model_init(r->model, r->job.seed) != GV_OK)
+        return -1;
+    r->T = (uint32_t)gv_nn_model_tensor_count(r->model);
+    for (uint32_t t = 0; t < r->T; t++) {
+        r->numel[t] = gv_nn_model_tensor(r->model, (int)t)->numel;
+        r->off[t + 1] = r->off[t] + r->numel[t];
+    }
+    r->P = r->off[r->T];
+    return 0;
+}
+
+static void ref_cleanup(struct ref *r)
+{
+    gv_nn_model_destroy(r->model);
+    gv_nn_backend_destroy(r->be);
+    gv_nn_dataset_destroy(r->train);
+    gv_nn_dataset_destroy(r->test);
+    gv_cfg_destroy(r->cfg);
+}
+
+static size_t plan_bytes(const uint32_t *idx, const float *val, uint32_t count, uint32_t n,
+                         enum gv_val_type vt)
+{
+    struct gv_sparse sp = {.idx = (uint32_t *)(uintptr_t)idx, .val = (float *)(uintptr_t)val,
+                           .cap = count, .count = count, .n = n};
+    struct gv_sparse_info info;
+    if (gv_sparse_plan(&sp, vt, GV_IDX_AUTO, &info) != GV_OK)
+        return (size_t)-1;
+    return info.idx_len - GV_SPARSE_HDR_LEN + info.val_len;
+}
+
+static enum gv_adapt_level level_of(const char *s)
+{
+    return strcmp(s, "candidate") == 0 ? GV_ADAPT_LEVEL_CANDIDATE
+           : strcmp(s, "floor") == 0   ? GV_ADAPT_LEVEL_FLOOR
+                                       : GV_ADAPT_LEVEL_DENSE;
+}
+
+/* Repeats the job in this process and compares with what the programs left in dir. */
+static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n_iters)
+{
+    const struct gv_job *job = &r->job;
+    size_t P = r->P;
+    struct gv_shard_map map;
+    GV_CHECK_OK(gv_shard_map_init(&map, r->numel, r->T, S));
+    float *p = malloc(P * 4), *v = calloc(P, 4), *acc = malloc(P * 4), *g = malloc(P * 4);
+    uint32_t *sidx = malloc(P * 4);
+    float *sval = malloc(P * 4);
+    GV_CHECK_OK(gv_nn_model_get_params(r->model, p));
+    bool dense_method = job->method == GV_JOB_DENSE;
+    enum gv_val_type vt = job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
+    struct gv_cmp *cmp[W] = {0};
+    struct gv_ef *ef[W][MAXT] = {{0}};
+    float *resid[W] = {0};
+    struct gv_sparse lmin[MAXT], lcand[MAXT];
+    for (uint32_t t = 0; t < r->T; t++) {
+        uint32_t b = (uint32_t)r->numel[t];
+        lmin[t] = (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4), .cap = b};
+        lcand[t] = (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4), .cap = b};
+    }
+    struct gv_nn_sampler smp[W];
+    struct gv_nn_batch_buf bb;
+    size_t *idx = malloc((size_t)job->batch * sizeof(size_t));
+    GV_CHECK_OK(gv_nn_batch_buf_init(&bb, r->train, job->batch));
+    for (int w = 0; w < W; w++) {
+        GV_CHECK_OK(gv_nn_sampler_init(&smp[w], r->train->n, w, W, job->seed));
+        if (dense_method)
+            continue;
+        struct gv_cmp_config cc;
+        gv_cmp_config_init(&cc);
+        cc.kind = gv_job_cmp_kind(job);
+        cc.val_type = vt;
+        cc.max_numel = 1 << 20;
+        cc.min_cf = gv_job_min_cf(job);
+        cc.seed = job->seed;
+        GV_CHECK_OK(gv_cmp_create(&cc, &cmp[w]));
+        resid[w] = calloc(P, 4);
+        for (uint32_t t = 0; t < r->T; t++)
+            GV_CHECK_OK(gv_ef_create(cmp[w], (uint32_t)r->numel[t], resid[w] + r->off[t],
+                                     &ef[w][t]));
+    }
+    int bad = 0;
+    for (int i = 0; i < n_iters; i++) {
+        const cJSON *rec = cJSON_GetArrayItem(iters[0], i);
+        enum gv_adapt_level level =
+            level_of(cJSON_GetStringValue(cJSON_GetObjectItem(rec, "level")));
+        double theta = e2e_num(rec, "theta_min"), cand = e2e_num(rec, "cf_candidate");
+        uint32_t levels = dense_method ? 0
+                          : job->method == GV_JOB_STATIC ? 1
+                          : cand > theta ? 2 : 1;
+        bool dense = level == GV_ADAPT_LEVEL_DENSE;
+        GV_CHECK_OK(gv_nn_model_set_params(r->model, p));
+        memset(acc, 0, P * 4);
+        for (int w = 0; w < W; w++) {
+            struct gv_nn_batch b;
+            int64_t ep;
+            GV_CHECK_OK(gv_nn_sampler_next(&smp[w], job->batch, idx, &ep));
+            GV_CHECK_OK(gv_nn_batch_gather(r->train, idx, job->batch, &bb, &b));
+            GV_CHECK_OK(gv_nn_model_train_step(r->model, &b, NULL));
+            GV_CHECK_OK(gv_nn_model_get_grads(r->model, g));
+            size_t nsel = 0;
+            for (uint32_t t = 0; t < r->T && levels > 0; t++) {
+                struct gv_cmp_req req = {.iter = (uint64_t)i, .tensor_id = t, .cf_min = theta,
+                                         .cf_cand = levels == 2 ? cand : 0};
+                lmin[t].cap = gv_cmp_bound(cmp[w], (uint32_t)r->numel[t], theta);
+                if (levels == 2)
+                    lcand[t].cap = gv_cmp_bound(cmp[w], (uint32_t)r->numel[t], cand);
+                struct gv_norms nm;
+                GV_CHECK_OK(gv_cmp_compress(cmp[w], ef[w][t], g + r->off[t], &req, &lmin[t],
+                                            levels == 2 ? &lcand[t] : NULL, &nm));
+                if (dense)
+                    continue;
+                const struct gv_sparse *sent =
+                    level == GV_ADAPT_LEVEL_CANDIDATE ? &lcand[t] : &lmin[t];
+                for (uint32_t k = 0; k < sent->count; k++) {
+                    acc[r->off[t] + sent->idx[k]] += sent->val[k];
+                    sidx[nsel] = (uint32_t)(r->off[t] + sent->idx[k]);
+                    sval[nsel++] = sent->val[k];
+                }
+                GV_CHECK_OK(gv_cmp_apply(cmp[w], ef[w][t], GV_SENT_SPARSE, sent));
+            }
+            uint64_t want = 0;
+            if (dense) {
+                const float *src = dense_method ? g : resid[w];
+                for (size_t j = 0; j < P; j++)
+                    acc[j] += src[j];
+                want = 4 * P;
+                for (uint32_t t = 0; t < r->T && !dense_method; t++)
+                    GV_CHECK_OK(gv_cmp_apply(cmp[w], ef[w][t], GV_SENT_DENSE, NULL));
+            } else {
+                size_t a = 0;
+                for (uint32_t s = 0; s < S; s++) {
+                    size_t e = a;
+                    while (e < nsel && sidx[e] < map.lo[s + 1])
+                        sidx[e++] -= (uint32_t)map.lo[s];
+                    want += plan_bytes(sidx + a, sval + a, (uint32_t)(e - a),
+                                       (uint32_t)gv_shard_numel(&map, s), vt);
+                    a = e;
+                }
+            }
+            const cJSON *rw = cJSON_GetArrayItem(iters[w], i);
+            double ps = e2e_num(rw, "payload_sent");
+            bad += ps != (double)want || e2e_num(rw, "bytes_sent") != e2e_num(rw, "wire_sent") ||
+                   e2e_num(rw, "bytes_sent") <= ps;
+            if (ps != (double)want)
+                fprintf(stderr, "iteration %d worker %d: %.0f payload bytes sent, the encoder "
+                        "plans %llu\n", i, w, ps, (unsigned long long)want);
+        }
+        gv_ps_average(acc, P, W);
+        uint64_t upd = 0;
+        for (uint32_t s = 0; s < S; s++) {
+            uint32_t n = (uint32_t)gv_shard_numel(&map, s), c = 0;
+            for (uint32_t j = 0; j < n; j++) {
+                uint32_t bits;
+                memcpy(&bits, &acc[map.lo[s] + j], 4);
+                if (bits != 0) {
+                    sidx[c] = j;
+                    sval[c++] = acc[map.lo[s] + j];
+                }
+            }
+            upd += 2ull * c > n ? 4ull * n : plan_bytes(sidx, sval, c, n, GV_VAL_F32);
+        }
+        for (int w = 0; w < W; w++) {
+            const cJSON *rw = cJSON_GetArrayItem(iters[w], i);
+            bad += e2e_num(rw, "payload_recv") != (double)upd;
+            bad += i + 1 < n_iters && e2e_num(rw, "bytes_recv") != e2e_num(rw, "wire_recv");
+        }
+        float lr = gv_optim_lr(&job->optim, i);
+        gv_optim_apply_host(&job->optim, lr, p, v, acc, P);
+    }
+    GV_CHECK_EQ(bad, 0);
+    /* the programs' final parameters */
+    for (int w = 0; w < W; w++) {
+        char path[600];
+        size_t len = 0;
+        snprintf(path, sizeof(path), "%s/worker%d.bin", dir, w);
+        char *d = e2e_slurp(path, &len);
+        GV_CHECK_MSG(d != NULL && len == P * 4 && memcmp(d, p, P * 4) == 0,
+                     "worker %d's parameters differ from the single-process reference", w);
+        free(d);
+    }
+    for (int s = 0; s < S; s++) {
+        char path[600];
+        size_t len = 0;
+        snprintf(path, sizeof(path), "%s/server%d.bin", dir, s);
+        char *d = e2e_slurp(path, &len);
+        GV_CHECK_MSG(d != NULL && len == gv_shard_numel(&map, (uint32_t)s) * 4 &&
+                         memcmp(d, p + map.lo[s], len) == 0,
+                     "server %d's shard differs from the reference", s);
+        free(d);
+    }
+    for (int w = 0; w < W; w++) {
+        for (uint32_t t = 0; t < r->T && cmp[w]; t++)
+            gv_ef_destroy(ef[w][t]);
+        gv_cmp_destroy(cmp[w]);
+        free(resid[w]);
+        gv_nn_sampler_cleanup(&smp[w]);
+    }
+    for (uint32_t t = 0; t < r->T; t++) {
+        free(lmin[t].idx), free(lmin[t].val);
+        free(lcand[t].idx), free(lcand[t].val);
+    }
+    gv_nn_batch_buf_cleanup(&bb);
+    gv_shard_map_cleanup(&map);
+    free(idx), free(p), free(v), free(acc), free(g), free(sidx), free(sval);
+}
+
+/* Connects to server 0 (address from the rendezvous file) and sends garbage. */
+static void send_garbage(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/server-0.addr", dir);
+    char *addr = NULL;
+    for (int k = 0; k < 500 && addr == NULL; k++) {
+        addr = e2e_slurp(path, NULL);
+        if (addr == NULL)
+            usleep(10000);
+    }
+    GV_CHECK(addr != NULL);
+    if (addr == NULL)
+        return;
+    char *colon = strrchr(addr, ':');
+    int port = colon ? atoi(colon + 1) : 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    GV_CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    const char junk[] = "GET / HTTP/1.0\r\n\r\nthis is not a gravac frame at all, not at all";
+    GV_CHECK(write(fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk));
+    usleep(100000);
+    close(fd);
+    free(addr);
+}
+
+/* Replicas only (no reference): every worker's parameters equal the servers' shards. */
+static void replicas_check(const char *dir, size_t *P_p)
+{
+    char path[600];
+    size_t len0 = 0, lens = 0;
+    snprintf(path, sizeof(path), "%s/worker0.bin", dir);
+    char *w0 = e2e_slurp(path, &len0);
+    char *cat = malloc(len0 + 1);
+    for (int s = 0; s < S && cat != NULL; s++) {
+        size_t len = 0;
+        snprintf(path, sizeof(path), "%s/server%d.bin", dir, s);
+        char *d = e2e_slurp(path, &len);
+        if (d != NULL && lens + len <= len0)
+            memcpy(cat + lens, d, len);
+        lens += len;
+        free(d);
+    }
+    GV_CHECK_MSG(w0 != NULL && lens == len0 && memcmp(w0, cat, len0) == 0,
+                 "worker 0's parameters differ from the servers' shards");
+    for (int w = 1; w < W; w++) {
+        size_t len = 0;
+        snprintf(path, sizeof(path), "%s/worker%d.bin", dir, w);
+        char *d = e2e_slurp(path, &len);
+        GV_CHECK_MSG(d != NULL && len == len0 && memcmp(d, w0, len0) == 0,
+                     "worker %d's parameters differ from worker 0's", w);
+        free(d);
+    }
+    *P_p = len0 / 4;
+    free(w0);
+    free(cat);
+}
+
+static void run_case(const char *what, const char *jobargs, int steps, bool garbage,
+                     bool want_cf_changes)
+{
+    fprintf(stderr, "==== %s\n", what);
+    char dir[] = "/tmp/gv_e2e_train_XXXXXX";
+    if (mkdtemp(dir) == NULL)
+        return;
+    char common[2048], args[3072], log[600], prog[600], job[1024];
+    snprintf(job, sizeof(job), "%s --steps %d", jobargs, steps);
+    snprintf(common, sizeof(common), "%s --num-servers %d --num-workers %d "
+             "--rendezvous-dir %s --insecure --connect-timeout 20s", job, S, W, dir);
+    struct e2e_job j = {0};
+    snprintf(prog, sizeof(prog), "%s/gravac-server", bindir);
+    for (int s = 0; s < S; s++) {
+        snprintf(args, sizeof(args), "%s --rank %d --bind 127.0.0.1:0 --dump-params "
+                 "%s/server%%r.bin --decision-log %s/decisions.jsonl", common, s, dir, dir);
+        snprintf(log, sizeof(log), "%s/server%d.log", dir, s);
+        char name[16];
+        snprintf(name, sizeof(name), "server%d", s);
+        e2e_spawn(&j, name, prog, args, log);
+    }
+    snprintf(prog, sizeof(prog), "%s/gravac-worker", bindir);
+    for (int w = 0; w < W; w++) {
+        snprintf(args, sizeof(args), "%s --rank %d --quiet --metrics-file %s/worker%%r.jsonl "
+                 "--dump-params %s/worker%%r.bin", common, w, dir, dir);
+        snprintf(log, sizeof(log), "%s/worker%d.log", dir, w);
+        char name[16];
+        snprintf(name, sizeof(name), "worker%d", w);
+        e2e_spawn(&j, name, prog, args, log);
+    }
+    if (garbage)
+        send_garbage(dir);
+    int ok = e2e_wait(&j, 25);
+    GV_CHECK_MSG(ok == S + W, "%s: %d of %d processes succeeded", what, ok, S + W);
+    if (ok != S + W) {
+        for (int i = 0; i < j.n; i++)
+            e2e_dump_log(&j.p[i]);
+        e2e_rmdir(dir);
+        return;
+    }
+    if (garbage) {
+        char path[600];
+        snprintf(path, sizeof(path), "%s/server0.log", dir);
+        char *s = e2e_slurp(path, NULL);
+        GV_CHECK_MSG(s && strstr(s, "left before joining"), "the garbage connection was not "
+                     "logged and dropped");
+        free(s);
+    }
+    /* identical CF sequences on every worker */
+    cJSON *iters[W];
+    char path[600];
+    for (int w = 0; w < W; w++) {
+        snprintf(path, sizeof(path), "%s/worker%d.jsonl", dir, w);
+        iters[w] = e2e_records(path, "iter");
+        GV_CHECK_EQ(cJSON_GetArraySize(iters[w]), steps);
+    }
+    int diff = 0, changes = 0;
+    for (int i = 0; i < steps && cJSON_GetArraySize(iters[0]) == steps; i++) {
+        const cJSON *a = cJSON_GetArrayItem(iters[0], i);
+        for (int w = 1; w < W && cJSON_GetArraySize(iters[w]) == steps; w++) {
+            const cJSON *b = cJSON_GetArrayItem(iters[w], i);
+            diff += e2e_num(a, "cf") != e2e_num(b, "cf") ||
+                    strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "level")),
+                           cJSON_GetStringValue(cJSON_GetObjectItem(b, "level"))) != 0;
+        }
+        changes += i > 0 && e2e_num(a, "cf") != e2e_num(cJSON_GetArrayItem(iters[0], i - 1), "cf");
+    }
+    GV_CHECK_EQ(diff, 0);
+    if (want_cf_changes) {
+        GV_CHECK_MSG(changes > 0, "%s: the CF never changed", what);
+        snprintf(path, sizeof(path), "%s/decisions.jsonl", dir);
+        char *s = e2e_slurp(path, NULL);
+        GV_CHECK_MSG(s != NULL && strstr(s, "\"event\":\"window\"") != NULL,
+                     "server 0 wrote no decision log");
+        free(s);
+    }
+    if (strstr(jobargs, "accordion") != NULL) {
+        /* some layers went heavy (per-layer CFs reached the workers) */
+        snprintf(path, sizeof(path), "%s/decisions.jsonl", dir);
+        char *s = e2e_slurp(path, NULL);
+        bool heavy = false;
+        for (const char *q = s; q != NULL && (q = strstr(q, "\"heavy_layers\":")) != NULL; q++)
+            heavy |= q[15] >= '1' && q[15] <= '9';
+        GV_CHECK_MSG(s != NULL && strstr(s, "\"reason\":\"norm-check\"") != NULL && heavy,
+                     "accordion: no layer went heavy");
+        free(s);
+    }
+    size_t P = 0;
+    replicas_check(dir, &P);
+    GV_CHECK(P > 0);
+    if (strstr(jobargs, "accordion") == NULL) { /* the reference has no per-layer CFs */
+        struct ref r;
+        GV_CHECK_MSG(ref_init(&r, job) == 0, "reference set-up failed");
+        if (cJSON_GetArraySize(iters[0]) == steps)
+            ref_check(&r, dir, iters, steps);
+        ref_cleanup(&r);
+    }
+    for (int w = 0; w < W; w++)
+        cJSON_Delete(iters[w]);
+    if (gv_check_failed_ == 0)
+        e2e_rmdir(dir);
+    else
+        fprintf(stderr, "kept %s\n", dir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_e2e_train BIN_DIR\n");
+        return 2;
+    }
+    bindir = argv[1];
+    const char *base = "--dataset synthetic --synthetic-n 3072 --batch 32 --widths 48,24";
+    char a[512];
+    snprintf(a, sizeof(a), "%s --method dense --lr 0.05", base);
+    run_case("dense", a, 20, false, false);
+    snprintf(a, sizeof(a), "%s --method static --cf 10 --lr 0.05", base);
+    run_case("static top-k CF 10, with a garbage connection", a, 25, true, false);
+    snprintf(a, sizeof(a), "%s --method gravac-exp --window 4 --epsilon 0.3 --theta-min 5 "
+             "--lr-schedule cosine", base);
+    run_case("gravac", a, 30, false, true);
+    snprintf(a, sizeof(a), "%s --method accordion --theta-min 4 --theta-max 64 "
+             "--switch-epochs 1 --synthetic-n 1536", base);
+    run_case("accordion (replicas only)", a, 64, false, false);
+    return gv_check_summary();
+}

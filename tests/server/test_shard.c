@@ -1,0 +1,383 @@
+/* test_shard.c: the sharding map (balanced ranges, tensor pieces that tile every shard and
+ * every tensor exactly once, a big tensor split across servers, refusals), the job (layout
+ * without parameter memory, fingerprint sensitivity, resolution errors) and the cluster
+ * description (ranks from flags, MPI and Slurm variables, rendezvous files). */
+#include "check.h"
+#include "gv_server.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Every element of every tensor lies in exactly one piece, pieces tile each shard in order. */
+static void check_map(const struct gv_shard_map *m, const size_t *numel, uint32_t nt, uint32_t S)
+{
+    uint64_t P = 0;
+    for (uint32_t t = 0; t < nt; t++)
+        P += numel[t];
+    GV_CHECK_EQ(m->total, P);
+    GV_CHECK_EQ(m->lo[0], 0);
+    GV_CHECK_EQ(m->lo[S], P);
+    uint64_t maxn = 0, minn = UINT64_MAX;
+    for (uint32_t s = 0; s < S; s++) {
+        uint64_t n = gv_shard_numel(m, s);
+        maxn = GV_MAX(maxn, n);
+        minn = GV_MIN(minn, n);
+        GV_CHECK_EQ(m->lo[s], (uint64_t)((unsigned __int128)P * s / S));
+        uint64_t at = 0;
+        for (uint32_t p = m->piece_first[s]; p < m->piece_first[s + 1]; p++) {
+            const struct gv_shard_piece *pc = &m->pieces[p];
+            GV_CHECK_EQ(pc->shard_lo, at);
+            GV_CHECK(pc->len > 0);
+            GV_CHECK(pc->tensor_lo + pc->len <= numel[pc->tensor]);
+            GV_CHECK_EQ(m->tensor_off[pc->tensor] + pc->tensor_lo, m->lo[s] + pc->shard_lo);
+            at += pc->len;
+        }
+        GV_CHECK_EQ(at, gv_shard_numel(m, s));
+    }
+    GV_CHECK(maxn - minn <= 1); /* balanced whatever the tensor sizes */
+    for (uint32_t t = 0; t < nt; t++) {
+        uint64_t covered = 0;
+        for (uint32_t p = 0; p < m->num_pieces; p++)
+            if (m->pieces[p].tensor == t)
+                covered += m->pieces[p].len;
+        GV_CHECK_EQ(covered, numel[t]);
+    }
+    for (uint64_t i = 0; i < P; i += 1 + P / 97) {
+        uint32_t s = gv_shard_of(m, i);
+        GV_CHECK(m->lo[s] <= i && i < m->lo[s + 1]);
+    }
+}
+
+static void collect(const char *line, void *arg)
+{
+    char *buf = arg;
+    strncat(buf, line, 8000 - strlen(buf) - 2);
+    strcat(buf, "\n");
+}
+
+static void test_map(void)
+{
+    /* the MLP 784-256-128-10: one big tensor */
+    size_t mlp[] = {200704, 256, 32768, 128, 1280, 10};
+    for (uint32_t S = 1; S <= 7; S++) {
+        struct gv_shard_map m;
+        GV_CHECK_OK(gv_shard_map_init(&m, mlp, 6, S));
+        check_map(&m, mlp, 6, S);
+        gv_shard_map_cleanup(&m);
+    }
+    /* the big tensor is split: with 2 servers fc1.w lies on both */
+    struct gv_shard_map m;
+    GV_CHECK_OK(gv_shard_map_init(&m, mlp, 6, 2));
+    GV_CHECK_EQ(m.pieces[m.piece_first[0]].tensor, 0);
+    GV_CHECK_EQ(m.pieces[m.piece_first[1]].tensor, 0);
+    GV_CHECK_EQ(m.pieces[m.piece_first[1]].tensor_lo, 117573);
+    char buf[8000] = "";
+    const char *names[] = {"fc1.w", "fc1.b", "fc2.w", "fc2.b", "fc3.w", "fc3.b"};
+    gv_shard_map_describe(&m, names, collect, buf);
+    GV_CHECK_MSG(strstr(buf, "server 1: [117573, 235146) 117573 params: fc1.w[117573:200704) "
+                             "fc1.b fc2.w fc2.b fc3.w fc3.b") != NULL, "%s", buf);
+    GV_CHECK_MSG(strstr(buf, "server 0: [0, 117573) 117573 params: fc1.w[0:117573)") != NULL,
+                 "%s", buf);
+    gv_shard_map_cleanup(&m);
+    /* many small tensors, more shards than tensors, random sizes */
+    srand(7);
+    for (int round = 0; round < 50; round++) {
+        uint32_t nt = 1 + (uint32_t)(rand() % 20), S = 1 + (uint32_t)(rand() % 9);
+        size_t numel[20];
+        uint64_t P = 0;
+        for (uint32_t t = 0; t < nt; t++)
+            P += numel[t] = 1 + (size_t)(rand() % (round % 3 == 0 ? 5 : 5000));
+        if (P < S)
+            S = (uint32_t)P;
+        GV_CHECK_OK(gv_shard_map_init(&m, numel, nt, S));
+        check_map(&m, numel, nt, S);
+        gv_shard_map_cleanup(&m);
+    }
+    /* refusals */
+    size_t three[] = {1, 1, 1};
+    GV_CHECK_STATUS(gv_shard_map_init(&m, three, 3, 4), GV_ERR_INVAL);
+    GV_CHECK_STATUS(gv_shard_map_init(&m, three, 3, 0), GV_ERR_INVAL);
+    size_t zero[] = {3, 0};
+    GV_CHECK_STATUS(gv_shard_map_init(&m, zero, 2, 1), GV_ERR_INVAL);
+    size_t huge[] = {(size_t)1 << 33};
+    GV_CHECK_STATUS(gv_shard_map_init(&m, huge, 1, 2), GV_ERR_INVAL);
+    GV_CHECK_OK(gv_shard_map_init(&m, huge, 1, 5));
+    gv_shard_map_cleanup(&m);
+}
+
+/* A job with the option defaults, as gv_cfg would fill them. */
+static struct gv_cfg *job_defaults(struct gv_job *job, int argc, char **argv)
+{
+    static struct gv_opt_table tab;
+    static struct gv_cfg_spec spec;
+    tab = (struct gv_opt_table){gv_job_options, gv_job_options_n, job};
+    spec = (struct gv_cfg_spec){.program = "test", .tables = &tab, .n_tables = 1};
+    struct gv_cfg *cfg = NULL;
+    memset(job, 0, sizeof(*job));
+    if (gv_cfg_create(&spec, &cfg) != GV_OK || gv_cfg_load(cfg, argc, argv, NULL) != GV_OK) {
+        gv_cfg_destroy(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+static uint64_t fingerprint_of(int argc, char **argv, uint32_t W)
+{
+    struct gv_job job;
+    struct gv_cfg *cfg = job_defaults(&job, argc, argv);
+    if (cfg == NULL)
+        return 0;
+    char names[32][24];
+    size_t numel[32];
+    uint32_t n = 0;
+    uint64_t fp = 0;
+    if (gv_job_resolve(&job, W) == GV_OK && gv_job_layout(&job, names, numel, 32, &n) == GV_OK)
+        fp = gv_job_fingerprint(&job, (const char(*)[24])names, numel, n, NULL, 0);
+    gv_cfg_destroy(cfg);
+    return fp;
+}
+
+static void test_job(void)
+{
+    struct gv_job job;
+    char *a0[] = {"t", "--dataset", "synthetic"};
+    struct gv_cfg *cfg = job_defaults(&job, 3, a0);
+    GV_CHECK(cfg != NULL);
+    GV_CHECK_OK(gv_job_resolve(&job, 4));
+    GV_CHECK_EQ(job.model_cfg.in_w, 64);
+    GV_CHECK_EQ(job.n_train, 8192);
+    GV_CHECK_EQ(job.steps_per_epoch, 8192 / 4 / 64);
+    GV_CHECK_EQ(job.total_steps, 32);
+    char names[32][24];
+    size_t numel[32];
+    uint32_t n = 0;
+    uint64_t rss0 = gv_ps_rss();
+    GV_CHECK_OK(gv_job_layout(&job, names, numel, 32, &n));
+    GV_CHECK_EQ(n, 6);
+    GV_CHECK(strcmp(names[0], "fc1.w") == 0);
+    GV_CHECK_EQ(numel[0], 64 * 256);
+    (void)rss0;
+    gv_cfg_destroy(cfg);
+
+    /* the fingerprint changes with everything that must match, not with the batch */
+    char *base[] = {"t", "--dataset", "synthetic"};
+    uint64_t f0 = fingerprint_of(3, base, 2);
+    GV_CHECK(f0 != 0);
+    GV_CHECK_EQ(fingerprint_of(3, base, 2), f0);
+    char *v1[] = {"t", "--dataset", "synthetic", "--widths", "64"};
+    char *v2[] = {"t", "--dataset", "synthetic", "--lr", "0.1"};
+    char *v3[] = {"t", "--dataset", "synthetic", "--seed", "2"};
+    char *v4[] = {"t", "--dataset", "synthetic", "--method", "static"};
+    char *v5[] = {"t", "--dataset", "synthetic", "--compressor", "randomk"};
+    char *v6[] = {"t", "--dataset", "synthetic", "--momentum", "0.5"};
+    char *v7[] = {"t", "--dataset", "synthetic", "--lr-schedule", "cosine"};
+    GV_CHECK(fingerprint_of(5, v1, 2) != f0);
+    GV_CHECK(fingerprint_of(5, v2, 2) != f0);
+    GV_CHECK(fingerprint_of(5, v3, 2) != f0);
+    GV_CHECK(fingerprint_of(5, v4, 2) != f0);
+    GV_CHECK(fingerprint_of(5, v5, 2) != f0);
+    GV_CHECK(fingerprint_of(5, v6, 2) != f0);
+    GV_CHECK(fingerprint_of(5, v7, 2) != f0);
+    /* cosine's total depends on the worker count */
+    GV_CHECK(fingerprint_of(5, v7, 3) != fingerprint_of(5, v7, 2));
+    char *b1[] = {"t", "--dataset", "synthetic", "--batch", "32"};
+    GV_CHECK_EQ(fingerprint_of(5, b1, 2), f0);
+
+    /* errors */
+    char *e1[] = {"t", "--dataset", "synthetic", "--widths", "12,x"};
+    cfg = job_defaults(&job, 5, e1);
+    GV_CHECK_STATUS(gv_job_resolve(&job, 2), GV_ERR_INVAL);
+    gv_cfg_destroy(cfg);
+    char *e2[] = {"t", "--dataset", "synthetic", "--synthetic-n", "100"};
+    cfg = job_defaults(&job, 5, e2);
+    GV_CHECK_STATUS(gv_job_resolve(&job, 2), GV_ERR_INVAL); /* shard < one batch */
+    gv_cfg_destroy(cfg);
+    char *e3[] = {"t", "--model", "lstm", "--dataset", "fashion-mnist"};
+    cfg = job_defaults(&job, 5, e3);
+    GV_CHECK_STATUS(gv_job_resolve(&job, 2), GV_ERR_INVAL);
+    gv_cfg_destroy(cfg);
+    char *e4[] = {"t", "--dataset", "idx", "--train-images", "/nonexistent/a", "--train-labels",
+                  "b", "--test-images", "c", "--test-labels", "d"};
+    cfg = job_defaults(&job, 11, e4);
+    GV_CHECK_STATUS(gv_job_resolve(&job, 2), GV_ERR_IO);
+    gv_cfg_destroy(cfg);
+    /* fashion-mnist from the Debian package: header only */
+    char *f1[] = {"t"};
+    cfg = job_defaults(&job, 1, f1);
+    if (access(GV_NN_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) == 0) {
+        GV_CHECK_OK(gv_job_resolve(&job, 3));
+        GV_CHECK_EQ(job.n_train, 60000);
+        GV_CHECK_EQ(job.model_cfg.in_h, 28);
+        GV_CHECK_EQ(job.model_cfg.in_w, 28);
+        GV_CHECK_EQ(job.steps_per_epoch, 20000 / 64);
+    }
+    gv_cfg_destroy(cfg);
+
+    /* the layout computed from the configuration equals the model nn/ builds */
+    FILE *corpus = fopen("/tmp/gv_test_shard_corpus.txt", "w");
+    for (int i = 0; corpus != NULL && i < 300; i++)
+        fprintf(corpus, "line %d of a corpus, with some words: %c%c\n", i, 'a' + i % 26,
+                'A' + i % 17);
+    if (corpus != NULL)
+        fclose(corpus);
+    const char *variants[] = {
+        "--model softmax --dataset synthetic",
+        "--model mlp --dataset synthetic --widths 17",
+        "--model mlp --dataset synthetic --widths 300,200,100,50",
+        "--model cnn --dataset synthetic",
+        "--model cnn --dataset synthetic --cnn 3,5,7",
+        "--model lstm --dataset text --text /tmp/gv_test_shard_corpus.txt --seq-len 8",
+        "--model lstm --dataset text --text /tmp/gv_test_shard_corpus.txt --seq-len 8 "
+        "--layers 3 --embed 5 --hidden 9",
+    };
+    for (size_t v = 0; v < GV_ARRAY_LEN(variants); v++) {
+        char vb[300], *va[20] = {"t"};
+        int vc = 1;
+        snprintf(vb, sizeof(vb), "%s", variants[v]);
+        for (char *sv = NULL, *tk = strtok_r(vb, " ", &sv); tk && vc < 19;
+             tk = strtok_r(NULL, " ", &sv))
+            va[vc++] = tk;
+        cfg = job_defaults(&job, vc, va);
+        GV_CHECK(cfg != NULL);
+        if (cfg == NULL || gv_job_resolve(&job, 1) != GV_OK) {
+            GV_CHECK_MSG(0, "%s does not resolve", variants[v]);
+            gv_cfg_destroy(cfg);
+            continue;
+        }
+        GV_CHECK_OK(gv_job_layout(&job, names, numel, 32, &n));
+        struct gv_nn_backend *be = NULL;
+        struct gv_nn_model *m = NULL;
+        GV_CHECK_OK(gv_nn_backend_create(GV_NN_CPU, 1, &be));
+        GV_CHECK_OK(gv_nn_model_create(be, &job.model_cfg, &m));
+        int bad = m == NULL || gv_nn_model_tensor_count(m) != (int)n;
+        for (uint32_t t = 0; !bad && t < n; t++) {
+            const struct gv_nn_tensor *tt = gv_nn_model_tensor(m, (int)t);
+            bad |= strcmp(tt->name, names[t]) != 0 || tt->numel != numel[t];
+        }
+        GV_CHECK_MSG(!bad, "%s: the computed layout differs from nn/'s model", variants[v]);
+        gv_nn_model_destroy(m);
+        gv_nn_backend_destroy(be);
+        gv_cfg_destroy(cfg);
+    }
+
+    unlink("/tmp/gv_test_shard_corpus.txt");
+
+    /* adapt configurations */
+    struct gv_adapt_config ac;
+    char *g1[] = {"t", "--method", "gravac-geo", "--theta-min", "5", "--window", "20"};
+    cfg = job_defaults(&job, 7, g1);
+    gv_job_adapt_config(&job, 6, &ac);
+    GV_CHECK_EQ(ac.kind, GV_ADAPT_GRAVAC);
+    GV_CHECK_EQ(ac.gravac.policy, GV_ADAPT_POLICY_GEOMETRIC);
+    GV_CHECK(ac.gravac.theta_min == 5 && ac.gravac.window == 20);
+    GV_CHECK(gv_job_min_cf(&job) == 5 && gv_job_min_cand_cf(&job) == 10);
+    GV_CHECK_OK(gv_adapt_config_validate(&ac));
+    gv_cfg_destroy(cfg);
+}
+
+static void test_cluster(void)
+{
+    struct gv_cluster cl;
+    memset(&cl, 0, sizeof(cl));
+    struct gv_hostport hp[2] = {{"a", 7000}, {"b", 7001}};
+    cl.servers = (struct gv_hostlist){2, hp};
+    cl.rank = -1;
+    cl.rendezvous_dir = "";
+    /* MPMD under mpirun: servers first */
+    char *env1[] = {"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=5", NULL};
+    GV_CHECK_OK(gv_cluster_resolve(&cl, GV_ROLE_WORKER, env1));
+    GV_CHECK_EQ(cl.my_rank, 1);
+    GV_CHECK_EQ(cl.n_workers, 3);
+    GV_CHECK_EQ(cl.n_servers, 2);
+    GV_CHECK_STATUS(gv_cluster_resolve(&cl, GV_ROLE_SERVER, env1), GV_ERR_INVAL);
+    char *env2[] = {"SLURM_PROCID=1", "SLURM_NTASKS=6", NULL};
+    GV_CHECK_OK(gv_cluster_resolve(&cl, GV_ROLE_SERVER, env2));
+    GV_CHECK_EQ(cl.my_rank, 1);
+    GV_CHECK_EQ(cl.n_workers, 4);
+    GV_CHECK_STATUS(gv_cluster_resolve(&cl, GV_ROLE_WORKER, env2), GV_ERR_INVAL);
+    char *env3[] = {"PMI_RANK=2", NULL};
+    GV_CHECK_STATUS(gv_cluster_resolve(&cl, GV_ROLE_WORKER, env3), GV_ERR_INVAL); /* no W */
+    cl.num_workers = 2;
+    GV_CHECK_OK(gv_cluster_resolve(&cl, GV_ROLE_WORKER, env3));
+    GV_CHECK_EQ(cl.my_rank, 0);
+    /* explicit rank wins; range checked */
+    cl.rank = 5;
+    GV_CHECK_STATUS(gv_cluster_resolve(&cl, GV_ROLE_WORKER, env3), GV_ERR_INVAL);
+    cl.rank = 1;
+    GV_CHECK_OK(gv_cluster_resolve(&cl, GV_ROLE_WORKER, NULL));
+    struct gv_hostport out;
+    GV_CHECK_OK(gv_cluster_server_addr(&cl, 1, 0, &out));
+    GV_CHECK(strcmp(out.host, "b") == 0 && out.port == 7001);
+    /* no servers at all */
+    cl.servers = (struct gv_hostlist){0, NULL};
+    GV_CHECK_STATUS(gv_cluster_resolve(&cl, GV_ROLE_WORKER, NULL), GV_ERR_INVAL);
+
+    /* rendezvous: publish and read back; a missing file times out */
+    char dir[] = "/tmp/gv_test_rdv_XXXXXX";
+    GV_CHECK(mkdtemp(dir) != NULL);
+    cl.rendezvous_dir = dir;
+    cl.num_servers = 2;
+    cl.rank = 0;
+    GV_CHECK_OK(gv_cluster_resolve(&cl, GV_ROLE_SERVER, NULL));
+    GV_CHECK_OK(gv_cluster_publish(&cl, 0, "127.0.0.1:4242"));
+    GV_CHECK_OK(gv_cluster_server_addr(&cl, 0, gv_now_ns() + 1000000000ull, &out));
+    GV_CHECK(strcmp(out.host, "127.0.0.1") == 0 && out.port == 4242);
+    uint64_t t0 = gv_now_ns();
+    GV_CHECK_STATUS(gv_cluster_server_addr(&cl, 1, t0 + 100000000ull, &out), GV_ERR_TIMEOUT);
+    GV_CHECK(gv_now_ns() - t0 >= 100000000ull);
+    char path[200];
+    snprintf(path, sizeof(path), "%s/server-1.addr", dir);
+    FILE *f = fopen(path, "w");
+    fputs("garbage\n", f);
+    fclose(f);
+    GV_CHECK_STATUS(gv_cluster_server_addr(&cl, 1, gv_now_ns(), &out), GV_ERR_PROTO);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/server-0.addr", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_util(void)
+{
+    float a[1001], b[1001];
+    for (int i = 0; i < 1001; i++)
+        a[i] = b[i] = (float)i * 0.37f - 100.0f;
+    GV_CHECK(gv_ps_checksum(a, 1001) == gv_ps_checksum(b, 1001));
+    b[1000] = -b[1000];
+    GV_CHECK(gv_ps_checksum(a, 1001) != gv_ps_checksum(b, 1001));
+    b[1000] = a[1000];
+    b[3] = nextafterf(b[3], 1e9f);
+    GV_CHECK(gv_ps_checksum(a, 1001) != gv_ps_checksum(b, 1001));
+    float z[2] = {0.0f, -0.0f}, z2[2] = {0.0f, 0.0f};
+    GV_CHECK(gv_ps_checksum(z, 2) != gv_ps_checksum(z2, 2)); /* bit patterns, not values */
+    GV_CHECK(gv_ps_checksum(a, 1000) != gv_ps_checksum(a, 1001));
+
+    float x[3] = {3.0f, 1.0f, -0.0f};
+    gv_ps_average(x, 3, 3);
+    GV_CHECK(x[0] == 1.0f && x[1] == 1.0f / 3.0f && signbit(x[2]));
+
+    struct gv_ps_bytes by;
+    memset(&by, 0, sizeof(by));
+    gv_ps_bytes_add(&by, 10, 100, 200, 80);
+    gv_ps_bytes_add(&by, 1, 4000, 4000, 3900);
+    gv_ps_bytes_add(&by, 10, 110, 210, 90);
+    GV_CHECK_EQ(by.n, 2);
+    GV_CHECK_EQ(by.by_cf[0].iters, 2);
+    GV_CHECK_EQ(by.by_cf[0].sent, 210);
+    GV_CHECK_EQ(by.iter_recv, 4410);
+    char buf[8000] = "";
+    gv_ps_bytes_describe(&by, collect, buf);
+    GV_CHECK_MSG(strstr(buf, "CF     1.0:") < strstr(buf, "CF    10.0:"), "%s", buf);
+    uint64_t rss = gv_ps_rss();
+    GV_CHECK(rss > 0 && gv_ps_peak_rss() >= rss);
+}
+
+int main(void)
+{
+    test_map();
+    test_job();
+    test_cluster();
+    test_util();
+    return gv_check_summary();
+}

@@ -1,0 +1,510 @@
+/* test_worker_runtime.c: 2 servers and 3 workers, each in its own thread with its own transport
+ * on 127.0.0.1, run the worker runtime on gradients the test chooses (the MLP layout, whose
+ * first tensor straddles the shard boundary), and a single-threaded reference recomputes every
+ * iteration from scratch: the same compression and error feedback per worker, the decisions the
+ * workers were given, the sum in worker-rank order, the average and the optimizer step. Checked:
+ * the parameters of every worker and of the servers' shards equal the reference bit for bit;
+ * worker 0's initial model reaches everyone; every worker saw the same decision sequence; the
+ * bytes of every iteration, both ways, equal the encoder's planned sizes plus the headers, and
+ * equal what the transport itself moved. Dense, static top-k, fp16 values, GraVAC with changing
+ * levels, random-k, DGC and Redsync (variable counts), and periodic resyncs.
+ * With the argument "cuda" (test_worker_runtime_cuda) the workers' replicas are GPU memory:
+ * gradients uploaded, compression and the optimizer step on the GPU, and the same bitwise
+ * reference (exact top-k, host-drawn random-k and DGC samples, and an optimizer kernel that
+ * rounds as the CPU does give the same bits); Redsync is left out there (its mean of |x| is
+ * summed on the GPU in another order, so a threshold can land elsewhere). SKIP (77) without a
+ * GPU or without CUDA in the build. With "mirror" (test_worker_runtime_mirror) the GPU worker's
+ * data path runs on the CPU backend (host_mirrors): replicas apart from the host mirrors, every
+ * copy through the backend, so that path is checked on every machine. */
+#include "check.h"
+#include "gv_worker.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define S 2
+#define W 3
+#define ITERS 14
+#define MAXT 16
+
+/* where the workers' replicas are: host memory, or behind host mirrors on the GPU or (to test
+ * that path anywhere) on the CPU backend */
+static enum { MODE_HOST, MODE_MIRROR, MODE_CUDA } mode;
+
+struct harness {
+    struct gv_job job;
+    struct gv_cfg *cfg;
+    struct gv_cluster scl[S], wcl[W];
+    char dir[64];
+    struct gv_auth_secret secret;
+    char names[MAXT][24];
+    size_t numel[MAXT];
+    uint32_t T;
+    size_t P;
+    struct gv_server *srv[S];
+    pthread_t st[S], wt[W];
+    gv_status_t srv_status[S], w_status[W];
+    float *params[W], *grads[W], *mom[W];
+    float *init0;
+    struct gv_worker_step_out out[W][ITERS];
+    int steps[W];
+    struct gv_worker_summary sum[W];
+};
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* The gradient of worker w at iteration i: uneven magnitudes so top-k has something to pick. */
+static void gen_grad(float *g, size_t n, int w, int i)
+{
+    for (size_t j = 0; j < n; j++) {
+        uint64_t r = mix(((uint64_t)w << 48) ^ ((uint64_t)i << 32) ^ j);
+        float u = (float)(r & 0xffffff) / (float)0x1000000 - 0.5f;
+        float scale = (r >> 40) % 17 == 0 ? 4.0f : 0.05f;
+        g[j] = u * scale;
+    }
+}
+
+static void cluster_init(struct gv_cluster *cl, const char *dir, int rank, enum gv_role role)
+{
+    memset(cl, 0, sizeof(*cl));
+    cl->num_servers = S;
+    cl->num_workers = W;
+    cl->rank = rank;
+    cl->rendezvous_dir = dir;
+    snprintf(cl->bind.host, sizeof(cl->bind.host), "127.0.0.1");
+    cl->advertise = "";
+    cl->cluster_id = "test";
+    cl->transport = "tcp";
+    cl->connect_timeout = 20000000000ull;
+    cl->io_timeout = 10000000000ull;
+    cl->dump_params = "";
+    GV_CHECK_OK(gv_cluster_resolve(cl, role, NULL));
+}
+
+struct srv_arg {
+    struct harness *h;
+    int s;
+};
+struct wk_arg {
+    struct harness *h;
+    int w;
+};
+
+static void *srv_thread(void *p)
+{
+    struct srv_arg *a = p;
+    a->h->srv_status[a->s] = gv_server_run(a->h->srv[a->s], NULL);
+    return NULL;
+}
+
+/* The replica behind mirrors: its own backend and vectors, starting from the host ones. */
+static gv_status_t wk_device(struct harness *h, int w, struct gv_nn_backend **be,
+                             struct gv_buf *dv, struct gv_worker_model *m)
+{
+    size_t bytes = h->P * sizeof(float);
+    gv_status_t status = gv_nn_backend_create(mode == MODE_CUDA ? GV_NN_CUDA : GV_NN_CPU, 1, be);
+    if (status == GV_OK)
+        status = gv_buf_alloc(dv, 3 * bytes, mode == MODE_CUDA ? GV_MEM_DEVICE : GV_MEM_HOST);
+    if (status != GV_OK)
+        return status;
+    m->params = dv->ptr;
+    m->grads = m->params + h->P;
+    m->momentum = m->grads + h->P;
+    m->be = *be;
+    status = gv_nn_backend_upload(*be, m->params, h->params[w], bytes);
+    return status == GV_OK ? gv_nn_backend_upload(*be, m->momentum, h->mom[w], bytes) : status;
+}
+
+static void *wk_thread(void *p)
+{
+    struct wk_arg *a = p;
+    struct harness *h = a->h;
+    int w = a->w;
+    struct gv_worker_model m = {.params = h->params[w], .grads = h->grads[w],
+                                .momentum = h->mom[w], .numel = h->P, .n_tensors = h->T,
+                                .tensor_numel = h->numel, .names = (const char(*)[24])h->names};
+    struct gv_worker_config wc = {.job = &h->job, .cluster = &h->wcl[w], .secret = &h->secret,
+                                  .cmp_threads = 1, .verify_every = 1,
+                                  .host_mirrors = mode == MODE_MIRROR};
+    struct gv_worker *wk = NULL;
+    struct gv_nn_backend *be = NULL;
+    struct gv_buf dv = {0};
+    size_t bytes = h->P * sizeof(float);
+    bool mirrored = mode != MODE_HOST;
+    gv_status_t status = mirrored ? wk_device(h, w, &be, &dv, &m) : GV_OK;
+    if (status == GV_OK)
+        status = gv_worker_create(&wc, &m, &wk);
+    h->w_status[w] = status;
+    for (int i = 0; status == GV_OK && i < ITERS; i++) {
+        gen_grad(h->grads[w], h->P, w, i);
+        if (mirrored && (status = gv_nn_backend_upload(be, m.grads, h->grads[w], bytes)) != GV_OK)
+            break;
+        struct gv_worker_step_in in = {.loss = 1.0 + w, .compute_s = 0.001, .samples = 32};
+        status = gv_worker_step(wk, &in, &h->out[w][i]);
+        if (status != GV_OK || h->out[w][i].stop)
+            break;
+        h->steps[w]++;
+    }
+    h->w_status[w] = status;
+    if (wk != NULL) {
+        gv_worker_finish(wk, (uint64_t)h->steps[w]);
+        gv_worker_get_summary(wk, &h->sum[w]);
+        gv_worker_destroy(wk);
+    }
+    if (mirrored && status == GV_OK) { /* the reference checks the host copies */
+        status = gv_nn_backend_download(be, h->params[w], m.params, bytes);
+        if (status == GV_OK)
+            status = gv_nn_backend_download(be, h->mom[w], m.momentum, bytes);
+        h->w_status[w] = status;
+    }
+    gv_buf_free(&dv);
+    gv_nn_backend_destroy(be);
+    return NULL;
+}
+
+static int harness_setup(struct harness *h, int argc, char **argv)
+{
+    memset(h, 0, sizeof(*h));
+    static struct gv_opt_table tab;
+    static struct gv_cfg_spec spec;
+    tab = (struct gv_opt_table){gv_job_options, gv_job_options_n, &h->job};
+    spec = (struct gv_cfg_spec){.program = "test", .tables = &tab, .n_tables = 1};
+    if (gv_cfg_create(&spec, &h->cfg) != GV_OK || gv_cfg_load(h->cfg, argc, argv, NULL) != GV_OK ||
+        gv_job_resolve(&h->job, W) != GV_OK ||
+        gv_job_layout(&h->job, h->names, h->numel, MAXT, &h->T) != GV_OK) {
+        GV_CHECK_MSG(0, "job set-up failed");
+        return -1;
+    }
+    for (uint32_t t = 0; t < h->T; t++)
+        h->P += h->numel[t];
+    snprintf(h->dir, sizeof(h->dir), "/tmp/gv_test_wrt_XXXXXX");
+    if (mkdtemp(h->dir) == NULL)
+        return -1;
+    for (int s = 0; s < S; s++)
+        cluster_init(&h->scl[s], h->dir, s, GV_ROLE_SERVER);
+    for (int w = 0; w < W; w++)
+        cluster_init(&h->wcl[w], h->dir, w, GV_ROLE_WORKER);
+    h->init0 = malloc(h->P * sizeof(float));
+    for (int w = 0; w < W; w++) {
+        h->params[w] = malloc(h->P * sizeof(float));
+        h->grads[w] = malloc(h->P * sizeof(float));
+        h->mom[w] = malloc(h->P * sizeof(float));
+        for (size_t j = 0; j < h->P; j++) {
+            /* worker 0's values seed the servers; the others start from garbage */
+            h->params[w][j] = w == 0 ? (float)((int)(mix(j) % 2001) - 1000) * 1e-3f : 1e6f;
+            h->mom[w][j] = w == 0 ? 0.0f : -7.0f;
+        }
+    }
+    memcpy(h->init0, h->params[0], h->P * sizeof(float));
+    return 0;
+}
+
+static void harness_run(struct harness *h)
+{
+    struct srv_arg sa[S];
+    struct wk_arg wa[W];
+    for (int s = 0; s < S; s++) {
+        struct gv_server_config sc = {.job = &h->job, .cluster = &h->scl[s],
+                                      .secret = &h->secret,
+                                      .handshake_timeout_ns = 5000000000ull};
+        GV_CHECK_OK(gv_server_create(&sc, &h->srv[s]));
+    }
+    for (int s = 0; s < S; s++) {
+        sa[s] = (struct srv_arg){h, s};
+        pthread_create(&h->st[s], NULL, srv_thread, &sa[s]);
+    }
+    for (int w = 0; w < W; w++) {
+        wa[w] = (struct wk_arg){h, w};
+        pthread_create(&h->wt[w], NULL, wk_thread, &wa[w]);
+    }
+    for (int w = 0; w < W; w++)
+        pthread_join(h->wt[w], NULL);
+    for (int s = 0; s < S; s++)
+        pthread_join(h->st[s], NULL);
+}
+
+static void harness_cleanup(struct harness *h)
+{
+    for (int s = 0; s < S; s++)
+        gv_server_destroy(h->srv[s]);
+    for (int w = 0; w < W; w++) {
+        free(h->params[w]);
+        free(h->grads[w]);
+        free(h->mom[w]);
+    }
+    free(h->init0);
+    gv_cfg_destroy(h->cfg);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", h->dir);
+}
+
+/* ---------------------------------------------------------------- the reference */
+
+struct ref_worker {
+    struct gv_cmp *cmp;
+    struct gv_ef *ef[MAXT];
+    struct gv_sparse lmin[MAXT], lcand[MAXT];
+};
+
+static size_t plan_bytes(const uint32_t *idx, const float *val, uint32_t count, uint32_t n,
+                         enum gv_val_type vt)
+{
+    struct gv_sparse sp = {.idx = (uint32_t *)(uintptr_t)idx, .val = (float *)(uintptr_t)val,
+                           .cap = count, .count = count, .n = n};
+    struct gv_sparse_info info;
+    if (gv_sparse_plan(&sp, vt, GV_IDX_AUTO, &info) != GV_OK)
+        return (size_t)-1;
+    return info.idx_len - GV_SPARSE_HDR_LEN + info.val_len;
+}
+
+static void reference(struct harness *h)
+{
+    const struct gv_job *job = &h->job;
+    size_t P = h->P;
+    size_t off[MAXT + 1] = {0};
+    for (uint32_t t = 0; t < h->T; t++)
+        off[t + 1] = off[t] + h->numel[t];
+    struct gv_shard_map map;
+    GV_CHECK_OK(gv_shard_map_init(&map, h->numel, h->T, S));
+    float *p = malloc(P * 4), *v = calloc(P, 4), *acc = malloc(P * 4), *g = malloc(P * 4);
+    float *resid[W];
+    uint32_t *sidx = malloc(P * 4);
+    float *sval = malloc(P * 4);
+    memcpy(p, h->init0, P * 4);
+    struct ref_worker rw[W];
+    memset(rw, 0, sizeof(rw));
+    bool dense_method = job->method == GV_JOB_DENSE;
+    enum gv_val_type vt = job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
+    for (int w = 0; w < W && !dense_method; w++) {
+        struct gv_cmp_config cc;
+        gv_cmp_config_init(&cc);
+        cc.kind = gv_job_cmp_kind(job);
+        cc.val_type = vt;
+        cc.max_numel = 4096;
+        cc.min_cf = gv_job_min_cf(job);
+        cc.seed = job->seed;
+        GV_CHECK_OK(gv_cmp_create(&cc, &rw[w].cmp));
+        resid[w] = calloc(P, 4);
+        for (uint32_t t = 0; t < h->T; t++) {
+            GV_CHECK_OK(gv_ef_create(rw[w].cmp, (uint32_t)h->numel[t], resid[w] + off[t],
+                                     &rw[w].ef[t]));
+            uint32_t b = (uint32_t)h->numel[t];
+            rw[w].lmin[t] = (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4),
+                                               .cap = b};
+            rw[w].lcand[t] = (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4),
+                                                .cap = b};
+        }
+    }
+    int bad_bytes = 0, bad_dec = 0;
+    for (int i = 0; i < h->steps[0]; i++) {
+        const struct gv_worker_step_out *o0 = &h->out[0][i];
+        bool dense = o0->level == GV_ADAPT_LEVEL_DENSE;
+        uint32_t levels = dense_method ? 0
+                          : job->method == GV_JOB_STATIC ? 1
+                          : o0->cf_candidate > o0->theta_min ? 2 : 1;
+        memset(acc, 0, P * 4);
+        for (int w = 0; w < W; w++) {
+            const struct gv_worker_step_out *ow = &h->out[w][i];
+            bad_dec += ow->level != o0->level || ow->cf != o0->cf ||
+                       ow->theta_min != o0->theta_min || ow->cf_candidate != o0->cf_candidate;
+            gen_grad(g, P, w, i);
+            uint64_t push_payload = 0;
+            size_t nsel = 0;
+            for (uint32_t t = 0; t < h->T && levels > 0; t++) {
+                struct gv_cmp_req req = {.iter = (uint64_t)i, .tensor_id = t,
+                                         .cf_min = o0->theta_min,
+                                         .cf_cand = levels == 2 ? o0->cf_candidate : 0};
+                rw[w].lmin[t].cap = gv_cmp_bound(rw[w].cmp, (uint32_t)h->numel[t], req.cf_min);
+                if (levels == 2)
+                    rw[w].lcand[t].cap =
+                        gv_cmp_bound(rw[w].cmp, (uint32_t)h->numel[t], req.cf_cand);
+                struct gv_norms nm;
+                GV_CHECK_OK(gv_cmp_compress(rw[w].cmp, rw[w].ef[t], g + off[t], &req,
+                                            &rw[w].lmin[t], levels == 2 ? &rw[w].lcand[t] : NULL,
+                                            &nm));
+                if (dense)
+                    continue;
+                const struct gv_sparse *sent =
+                    o0->level == GV_ADAPT_LEVEL_CANDIDATE ? &rw[w].lcand[t] : &rw[w].lmin[t];
+                for (uint32_t k = 0; k < sent->count; k++) {
+                    acc[off[t] + sent->idx[k]] += sent->val[k];
+                    sidx[nsel] = (uint32_t)(off[t] + sent->idx[k]);
+                    sval[nsel++] = sent->val[k];
+                }
+                GV_CHECK_OK(gv_cmp_apply(rw[w].cmp, rw[w].ef[t], GV_SENT_SPARSE, sent));
+            }
+            if (dense) {
+                const float *src = dense_method ? g : resid[w];
+                for (size_t j = 0; j < P; j++)
+                    acc[j] += src[j];
+                push_payload = 4 * P;
+                for (uint32_t t = 0; t < h->T && !dense_method; t++)
+                    GV_CHECK_OK(gv_cmp_apply(rw[w].cmp, rw[w].ef[t], GV_SENT_DENSE, NULL));
+            } else {
+                /* per shard: the entries within its range, shard-relative */
+                size_t a = 0;
+                for (uint32_t s = 0; s < S; s++) {
+                    size_t b = a;
+                    while (b < nsel && sidx[b] < map.lo[s + 1])
+                        sidx[b++] -= (uint32_t)map.lo[s];
+                    push_payload += plan_bytes(sidx + a, sval + a, (uint32_t)(b - a),
+                                               (uint32_t)gv_shard_numel(&map, s), vt);
+                    a = b;
+                }
+            }
+            bad_bytes += ow->payload_sent != push_payload;
+            /* the last iteration may also read the servers' BYE */
+            bool wire_bad = ow->bytes_sent != ow->wire_sent ||
+                            (ow->bytes_recv != ow->wire_recv && i + 1 < ITERS);
+            bad_bytes += wire_bad;
+            if (wire_bad)
+                fprintf(stderr, "iter %d worker %d: counted %llu/%llu bytes, the transport moved "
+                        "%llu/%llu\n", i, w, (unsigned long long)ow->bytes_sent,
+                        (unsigned long long)ow->bytes_recv, (unsigned long long)ow->wire_sent,
+                        (unsigned long long)ow->wire_recv);
+            bad_bytes += ow->bytes_sent <= ow->payload_sent;
+            if (ow->payload_sent != push_payload)
+                fprintf(stderr, "iter %d worker %d: pushed %llu payload bytes, plan says %llu\n",
+                        i, w, (unsigned long long)ow->payload_sent,
+                        (unsigned long long)push_payload);
+        }
+        gv_ps_average(acc, P, W);
+        /* the update each server sends: the entries whose bits are not +0.0 */
+        uint64_t upd = 0;
+        for (uint32_t s = 0; s < S; s++) {
+            uint32_t n = (uint32_t)gv_shard_numel(&map, s), c = 0;
+            const float *x = acc + map.lo[s];
+            for (uint32_t j = 0; j < n; j++) {
+                uint32_t bits;
+                memcpy(&bits, &x[j], 4);
+                if (bits != 0) {
+                    sidx[c] = j;
+                    sval[c++] = x[j];
+                }
+            }
+            upd += 2 * (uint64_t)c > n ? 4ull * n : plan_bytes(sidx, sval, c, n, GV_VAL_F32);
+        }
+        bool resync = false;
+        for (int w = 0; w < W; w++)
+            resync |= h->out[w][i].resynced;
+        for (int w = 0; w < W && !resync; w++) {
+            bad_bytes += h->out[w][i].payload_recv != upd;
+            if (h->out[w][i].payload_recv != upd)
+                fprintf(stderr, "iter %d worker %d: received %llu payload bytes, expected %llu\n",
+                        i, w, (unsigned long long)h->out[w][i].payload_recv,
+                        (unsigned long long)upd);
+        }
+        float lr = gv_optim_lr(&job->optim, i);
+        GV_CHECK(lr == h->out[0][i].lr);
+        gv_optim_apply_host(&job->optim, lr, p, v, acc, P);
+    }
+    GV_CHECK_EQ(bad_bytes, 0);
+    GV_CHECK_EQ(bad_dec, 0);
+    for (int w = 0; w < W; w++) {
+        GV_CHECK_MSG(memcmp(h->params[w], p, P * 4) == 0, "worker %d's parameters differ from "
+                     "the reference", w);
+        GV_CHECK_MSG(memcmp(h->mom[w], v, P * 4) == 0, "worker %d's momentum differs", w);
+    }
+    for (int s = 0; s < S; s++) {
+        struct gv_ckpt_section sec[4];
+        size_t n;
+        GV_CHECK_OK(gv_server_state_sections(h->srv[s], sec, 4, &n));
+        GV_CHECK(sec[0].len == gv_shard_numel(&map, (uint32_t)s) * 4);
+        GV_CHECK_MSG(memcmp(sec[0].data, p + map.lo[s], sec[0].len) == 0,
+                     "server %d's shard differs from the reference", s);
+        GV_CHECK(memcmp(sec[1].data, v + map.lo[s], sec[1].len) == 0);
+    }
+    for (int w = 0; w < W && !dense_method; w++) {
+        for (uint32_t t = 0; t < h->T; t++) {
+            gv_ef_destroy(rw[w].ef[t]);
+            free(rw[w].lmin[t].idx), free(rw[w].lmin[t].val);
+            free(rw[w].lcand[t].idx), free(rw[w].lcand[t].val);
+        }
+        gv_cmp_destroy(rw[w].cmp);
+        free(resid[w]);
+    }
+    gv_shard_map_cleanup(&map);
+    free(p), free(v), free(acc), free(g), free(sidx), free(sval);
+}
+
+static void run_case(const char *what, int argc, char **argv, int want_levels_changed)
+{
+    struct harness *h = calloc(1, sizeof(*h));
+    fprintf(stderr, "---- %s\n", what);
+    if (harness_setup(h, argc, argv) != 0) {
+        free(h);
+        return;
+    }
+    harness_run(h);
+    for (int s = 0; s < S; s++)
+        GV_CHECK_MSG(h->srv_status[s] == GV_OK, "%s: server %d: %s", what, s,
+                     gv_status_str(h->srv_status[s]));
+    for (int w = 0; w < W; w++) {
+        GV_CHECK_MSG(h->w_status[w] == GV_OK, "%s: worker %d: %s", what, w,
+                     gv_status_str(h->w_status[w]));
+        GV_CHECK_EQ(h->steps[w], ITERS);
+        GV_CHECK_EQ(h->sum[w].checksum_mismatches, 0);
+    }
+    if (h->steps[0] == ITERS) {
+        reference(h);
+        int changes = 0;
+        for (int i = 1; i < ITERS; i++)
+            changes += h->out[0][i].cf != h->out[0][i - 1].cf;
+        if (want_levels_changed)
+            GV_CHECK_MSG(changes > 0, "%s: the CF never changed", what);
+    }
+    harness_cleanup(h);
+    free(h);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
+        struct gv_nn_backend *be = NULL;
+        int ndev = 0;
+        gv_status_t st = gv_nn_backend_create(GV_NN_CUDA, 0, &be);
+        gv_nn_backend_destroy(be);
+        if (st == GV_OK)
+            st = gv_cmp_cuda_probe(&ndev);
+        if (st == GV_ERR_UNSUPPORTED || st == GV_ERR_NODEV)
+            GV_SKIP("no GPU worker possible here (%s)", gv_status_str(st));
+        GV_CHECK_OK(st);
+        mode = MODE_CUDA;
+    }
+    if (argc > 1 && strcmp(argv[1], "mirror") == 0)
+        mode = MODE_MIRROR;
+    char *dense[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "dense",
+                     "--lr", "0.1", "--weight-decay", "0.001"};
+    run_case("dense", 11, dense, 0);
+    char *stat[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "static",
+                    "--cf", "10", "--nesterov", "--lr-schedule", "step:5,9@0.5"};
+    run_case("static top-k CF 10, nesterov, step schedule", 12, stat, 0);
+    char *fp16[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "static",
+                    "--cf", "4", "--fp16"};
+    run_case("static CF 4, fp16 values", 10, fp16, 0);
+    char *grv[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "gravac-exp",
+                   "--window", "3", "--epsilon", "0.2", "--theta-min", "4", "--theta-max", "64"};
+    run_case("gravac: candidate, floor and dense levels", 15, grv, 1);
+    char *rk[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "gravac-geo",
+                  "--window", "2", "--epsilon", "0.05", "--compressor", "randomk",
+                  "--theta-min", "2", "--resync-every", "4"};
+    run_case("gravac geometric, random-k, resync every 4", 17, rk, 1);
+    char *dgc[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "static",
+                   "--cf", "20", "--compressor", "dgc"};
+    run_case("static CF 20, DGC (variable counts)", 11, dgc, 0);
+    char *rs[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "gravac-exp",
+                  "--window", "3", "--epsilon", "0.2", "--compressor", "redsync"};
+    if (mode != MODE_CUDA)
+        run_case("gravac, Redsync", 13, rs, 0);
+    return gv_check_summary();
+}

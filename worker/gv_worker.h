@@ -1,0 +1,131 @@
+/* gv_worker.h: the distributed worker runtime, the library a training loop calls. It connects
+ * to every server (handshake, model fingerprint check), seeds the servers with the initial model
+ * (worker 0) and receives the model and the decision in force from each, then per iteration:
+ * compresses the gradient with error feedback (both GraVAC levels, per tensor), pushes one
+ * message per server as soon as that server's shard is compressed (so compression overlaps the
+ * transfers), receives every server's update (the averaged gradient of its shard, sparse or
+ * dense), applies the same optimizer step the server applied, verifies the shard checksum, and
+ * adopts the next decision. The replica is host memory (the CPU path) or device memory (a GPU
+ * worker: compression on the GPU, pushes and updates through pinned host mirrors, the
+ * optimizer step as a kernel; see gv_worker_model).
+ * Threading: one worker object belongs to one thread; it runs its transport's event loop inside
+ * its own calls. */
+#ifndef GV_WORKER_H
+#define GV_WORKER_H
+
+#include "gv_server.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gv_worker;
+
+
+struct gv_worker_config {
+    const struct gv_job *job;         /* borrowed, resolved: method, compressor, optimizer */
+    const struct gv_cluster *cluster; /* borrowed, resolved, role worker */
+    const struct gv_auth_secret *secret; /* borrowed; empty = --insecure */
+    int cmp_threads;                  /* compressor threads (0 or 1: the calling thread) */
+    uint32_t verify_every;            /* compare the shard checksums every N iterations (0: no) */
+    bool host_mirrors; /* treat a host replica (model.be a CPU backend) as a GPU one: separate
+                          host mirrors, copies through the backend, the backend's optimizer
+                          step; runs the GPU worker's data path on a CPU (tests) */
+};
+
+/* The replica the runtime updates: flat vectors, borrowed for the worker's life. Tensor t is
+ * [off_t, off_t + tensor_numel[t]) of each vector, back to back. With be a GPU backend
+ * (gv_nn_backend_mem(be) == GV_MEM_DEVICE) the vectors are device memory: the runtime then
+ * compresses on the GPU (compress/'s CUDA backend), copies the level sent to pinned host memory
+ * per tensor (a dense push: the shard's g_ef, once per iteration), receives updates and models
+ * into pinned host mirrors, uploads the averaged gradient and steps the device vectors with
+ * gv_optim_apply (the same bits as the servers' host step, so replicas stay bitwise equal to
+ * the servers and the checksum check stays exact; it downloads the shard to checksum it). */
+struct gv_worker_model {
+    float *params;   /* float[numel], host or device (be) */
+    float *grads;    /* float[numel]: the caller's gradient before a step, the averaged
+                        gradient after it */
+    float *momentum; /* float[numel] */
+    struct gv_nn_backend *be; /* borrowed, may be NULL: where the vectors live (NULL or a CPU
+                                 backend: host memory) */
+    size_t numel;
+    uint32_t n_tensors;
+    const size_t *tensor_numel;  /* [n_tensors] */
+    const char (*names)[24];     /* [n_tensors] */
+};
+
+/* Connects to every server, handshakes, seeds (worker 0) and receives the model: on success
+ * params and momentum hold the servers' shards and the first decision is known. Prints the
+ * shard map (worker 0) and every server address. Errors (each logged with the server named):
+ * GV_ERR_TIMEOUT (start-up deadline, --connect-timeout), GV_ERR_AUTH / GV_ERR_VERSION (refused),
+ * GV_ERR_PROTO (fingerprint or shard mismatch), GV_ERR_CLOSED, GV_ERR_NOMEM, GV_ERR_INVAL. */
+gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
+                             const struct gv_worker_model *model, struct gv_worker **w_p);
+void gv_worker_destroy(struct gv_worker *w);
+
+/* The iteration the next step runs (the servers' iteration at join, then +1 per step). */
+uint64_t gv_worker_iteration(const struct gv_worker *w);
+
+/* The decision in force for the next step. */
+struct gv_worker_decision {
+    enum gv_adapt_level level;
+    double cf_send, theta_min, cf_candidate;
+    uint32_t levels; /* compression levels computed: 0, 1 or 2 */
+};
+void gv_worker_decision(const struct gv_worker *w, struct gv_worker_decision *d);
+
+struct gv_worker_step_in {
+    double loss;      /* mean loss of this worker's batch (reported to the controller) */
+    double compute_s; /* forward + backward time */
+    uint64_t samples; /* samples in the batch */
+    bool epoch_end;   /* this iteration ends an epoch (Accordion's per-layer norms) */
+};
+
+struct gv_worker_step_out {
+    uint64_t iter;            /* the iteration just run */
+    enum gv_adapt_level level;
+    double cf;                /* compression factor sent (1: dense) */
+    double theta_min, cf_candidate;
+    float lr;                 /* learning rate applied */
+    double compress_s;        /* compression + encoding */
+    double comm_s;            /* from the last push to the last update */
+    uint64_t bytes_sent, bytes_recv;     /* prefix + header + payload of this iteration */
+    uint64_t payload_sent, payload_recv; /* payload only */
+    uint64_t wire_sent, wire_recv;       /* the transport's own counters over the iteration */
+    uint64_t nnz_sent;        /* entries pushed, over all servers */
+    bool resynced;            /* a full model was received (resync) */
+    bool stop;                /* the job ended instead (a server said BYE): nothing was applied */
+};
+
+/* One iteration. model->grads holds this iteration's gradient; on return params and momentum
+ * are stepped and grads holds the averaged gradient (out->stop: unchanged, the job is over).
+ * Errors: GV_ERR_CLOSED (a server died or aborted the job; logged, naming it), GV_ERR_PROTO
+ * (a malformed update, servers disagreeing on the decision), GV_ERR_INVAL. */
+gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *in,
+                           struct gv_worker_step_out *out);
+
+/* Says BYE to every server after `iterations` (so that worker 0 can end the job early) and
+ * waits, at most two seconds, for every server's BYE in answer. */
+gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations);
+
+struct gv_worker_summary {
+    uint32_t rank, num_workers, num_servers;
+    uint64_t iterations;
+    struct gv_ps_bytes bytes;
+    uint64_t setup_sent, setup_recv;
+    uint64_t checksum_checks, checksum_mismatches, resyncs;
+    uint64_t peak_rss;
+    uint64_t param_bytes; /* 4 x numel */
+    uint64_t buffer_bytes; /* host memory the runtime allocated (residuals, compression,
+                              staging, mirrors) */
+    uint64_t device_bytes; /* device memory the runtime allocated (GPU worker) */
+};
+void gv_worker_get_summary(const struct gv_worker *w, struct gv_worker_summary *sum);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GV_WORKER_H */

@@ -1,0 +1,791 @@
+/* worker.c: the worker runtime's set-up and connection layer: buffers sized once from the
+ * model and the job, the connections to every server (handshake, fingerprint check), seeding
+ * the servers (worker 0), the initial model and decision, and the transport callbacks that put
+ * updates and models straight into the replica. One iteration is in worker_step.c. */
+#include "worker_internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void wk_fail(struct gv_worker *w, gv_status_t status, const char *fmt, ...)
+{
+    if (w->fail_status != GV_OK)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->fail, sizeof(w->fail), fmt, ap);
+    va_end(ap);
+    w->fail_status = status;
+    gv_log(GV_LOG_ERROR, "worker %u: %s", w->rank, w->fail);
+}
+
+gv_status_t wk_server_status(struct gv_worker *w, struct wk_server *ws)
+{
+    if (ws->got_error) {
+        wk_fail(w, GV_ERR_CLOSED, "%s ended the job with an error: %s", ws->name, ws->error_text);
+        return GV_ERR_CLOSED;
+    }
+    if (ws->closed) {
+        wk_fail(w, GV_ERR_CLOSED, "%s closed the connection at iteration %" PRIu64 " (%s)",
+                ws->name, w->iter, gv_status_str(ws->close_reason));
+        return GV_ERR_CLOSED;
+    }
+    return w->fail_status;
+}
+
+uint32_t wk_levels(const struct gv_worker *w, const struct gv_proto_decision *d)
+{
+    switch (w->job->method) {
+    case GV_JOB_DENSE: return 0;
+    case GV_JOB_STATIC:
+    case GV_JOB_ACCORDION: return 1;
+    default: return d->cf_candidate > d->theta_min ? 2 : 1;
+    }
+}
+
+bool wk_decision_equal(const struct gv_worker *w, const struct gv_proto_decision *a,
+                       const struct gv_proto_decision *b)
+{
+    (void)w;
+    return a->level == b->level && a->theta_min == b->theta_min &&
+           a->cf_candidate == b->cf_candidate && a->cf_send == b->cf_send && a->lr == b->lr;
+}
+
+/* ---------------------------------------------------------------- transport callbacks */
+
+static gv_status_t wk_parse_prefix(const void *prefix, uint32_t *hdr_len_p,
+                                   uint64_t *payload_len_p, void *user)
+{
+    struct gv_worker *w = user;
+    return gv_proto_parse_prefix(prefix, &w->caps, hdr_len_p, payload_len_p);
+}
+
+static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
+                                    const struct gv_proto_msg *m, uint64_t payload_len,
+                                    struct gv_iov *dst, int *cnt)
+{
+    bool accordion = w->job->method == GV_JOB_ACCORDION;
+    uint32_t nseg = m->n_segs - (accordion ? 1 : 0);
+    if (!ws->synced || m->iteration != w->iter || m->shard != ws->s || m->numel != ws->n ||
+        m->n_segs < 1 || (accordion && (m->segs[m->n_segs - 1].kind != GV_PROTO_SEG_RAW ||
+                                        m->segs[m->n_segs - 1].bytes != w->m.n_tensors)))
+        goto bad;
+    if (!gv_ps_link_idle(&ws->link))
+        return GV_ERR_AGAIN; /* our push to this server is still leaving ubuf: wait */
+    int k = 0;
+    if (nseg == 1 && m->segs[0].kind == GV_PROTO_SEG_DENSE && m->segs[0].enc == GV_PROTO_ENC_F32) {
+        dst[k++] = (struct gv_iov){w->hg + ws->lo, 4 * ws->n};
+    } else if (nseg == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES &&
+               m->segs[1].kind == GV_PROTO_SEG_VALUES && m->segs[1].enc == GV_PROTO_ENC_F32 &&
+               GV_SPARSE_HDR_LEN + m->segs[0].bytes + m->segs[1].bytes <= ws->ucap) {
+        dst[k++] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN, (size_t)m->segs[0].bytes};
+        dst[k++] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN + m->segs[0].bytes,
+                                   (size_t)m->segs[1].bytes};
+    } else {
+        goto bad;
+    }
+    if (accordion)
+        dst[k++] = (struct gv_iov){ws->heavy, w->m.n_tensors};
+    *cnt = k;
+    (void)payload_len;
+    return GV_OK;
+bad:
+    gv_log(GV_LOG_ERROR, "worker %u: %s sent a malformed update (iteration %" PRIu64
+           ", shard %u, numel %" PRIu64 ", %u segments) during iteration %" PRIu64, w->rank,
+           ws->name, m->iteration, m->shard, m->numel, m->n_segs, w->iter);
+    return GV_ERR_PROTO;
+}
+
+static gv_status_t wk_on_header(struct gv_conn *c, const void *msg, size_t msg_len,
+                                uint64_t payload_len, struct gv_iov *dst, int *dst_cnt,
+                                void *user)
+{
+    struct gv_worker *w = user;
+    struct wk_server *ws = c->user;
+    struct gv_proto_msg m;
+    gv_status_t status = gv_proto_decode(msg, msg_len, &w->caps, &w->arena, &m);
+    if (status != GV_OK)
+        return status;
+    switch (m.type) {
+    case GV_PROTO_MSG_UPDATE:
+        return wk_update_header(w, ws, &m, payload_len, dst, dst_cnt);
+    case GV_PROTO_MSG_MODEL:
+        if (m.tensor_id > 1 || m.n_segs != 1 || m.segs[0].kind != GV_PROTO_SEG_DENSE ||
+            m.segs[0].enc != GV_PROTO_ENC_F32 || m.u.model.offset > ws->n ||
+            m.numel > ws->n - m.u.model.offset || m.numel > ws->model_left)
+            break;
+        dst[0] = (struct gv_iov){(m.tensor_id == 0 ? w->hp : w->hv) + ws->lo + m.u.model.offset,
+                                 (size_t)payload_len};
+        *dst_cnt = 1;
+        return GV_OK;
+    case GV_PROTO_MSG_DECISION:
+        if (w->job->method != GV_JOB_ACCORDION || m.n_segs != 1 ||
+            m.segs[0].kind != GV_PROTO_SEG_RAW || payload_len != w->m.n_tensors)
+            break;
+        dst[0] = (struct gv_iov){ws->heavy, w->m.n_tensors};
+        *dst_cnt = 1;
+        return GV_OK;
+    default:
+        break;
+    }
+    gv_log(GV_LOG_ERROR, "worker %u: %s sent an unexpected %s with a %" PRIu64 "-byte payload",
+           w->rank, ws->name, gv_proto_msg_type_str(m.type), payload_len);
+    return GV_ERR_PROTO;
+}
+
+static void wk_seed(struct gv_worker *w, struct wk_server *ws)
+{
+    for (uint64_t off = 0; off < ws->n; off += WK_MODEL_CHUNK) {
+        uint64_t len = GV_MIN(WK_MODEL_CHUNK, ws->n - off);
+        struct gv_proto_msg m;
+        gv_proto_msg_init(&m, GV_PROTO_MSG_MODEL);
+        m.role = GV_PROTO_ROLE_WORKER;
+        m.rank = w->rank;
+        m.shard = ws->s;
+        m.dtype = GV_PROTO_DTYPE_F32;
+        m.numel = len;
+        m.u.model.offset = off;
+        gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, GV_PROTO_ENC_F32, len, 4 * len);
+        struct gv_iov pl = {w->hp + ws->lo + off, 4 * len};
+        gv_status_t status = gv_ps_link_send(&ws->link, &m, &pl, 1, NULL);
+        if (status != GV_OK) {
+            wk_fail(w, status, "cannot send the initial model to %s", ws->name);
+            return;
+        }
+    }
+    gv_log(GV_LOG_INFO, "worker %u: seeded %s with the initial model", w->rank, ws->name);
+}
+
+static void wk_welcomed(struct gv_worker *w, struct wk_server *ws)
+{
+    const struct gv_proto_welcome *we = &ws->hs.welcome;
+    if (we->model_fingerprint != w->fingerprint) {
+        char text[240];
+        snprintf(text, sizeof(text), "model fingerprint mismatch: worker %u has %016" PRIx64
+                 ", server %u has %016" PRIx64 ": the model, optimizer or compression options "
+                 "differ", w->rank, w->fingerprint, ws->s, we->model_fingerprint);
+        struct gv_proto_msg m;
+        gv_proto_msg_init(&m, GV_PROTO_MSG_REFUSE);
+        m.role = GV_PROTO_ROLE_WORKER;
+        m.rank = w->rank;
+        m.u.refuse.code = GV_PROTO_REFUSE_MODEL;
+        m.u.refuse.text = text;
+        (void)gv_ps_link_send(&ws->link, &m, NULL, 0, NULL);
+        wk_fail(w, GV_ERR_PROTO, "%s: %s", ws->name, text);
+        return;
+    }
+    if (we->shard_offset != ws->lo || we->shard_numel != ws->n ||
+        we->model_numel != w->map.total || we->num_shards != w->S) {
+        wk_fail(w, GV_ERR_PROTO, "%s holds shard [%" PRIu64 ", +%" PRIu64 ") of %" PRIu64
+                " over %u, this worker expects [%" PRIu64 ", +%" PRIu64 ") of %" PRIu64 " over %u",
+                ws->name, we->shard_offset, we->shard_numel, we->model_numel, we->num_shards,
+                ws->lo, ws->n, w->map.total, w->S);
+        return;
+    }
+    gv_log(GV_LOG_INFO, "worker %u: joined %s at iteration %" PRIu64, w->rank, ws->name,
+           ws->hs.iteration);
+    ws->model_left = 2 * ws->n;
+    if (w->rank == 0 && ws->hs.iteration == 0)
+        wk_seed(w, ws);
+}
+
+/* A server's whole shard (params and momentum) has arrived in the host view: check it, and
+ * put it on the GPU for a device replica. */
+static void wk_model_received(struct gv_worker *w, struct wk_server *ws)
+{
+    if (ws->model_checksum != 0 && gv_ps_checksum(w->hp + ws->lo, ws->n) != ws->model_checksum) {
+        wk_fail(w, GV_ERR_PROTO, "the model from %s does not match its checksum", ws->name);
+        return;
+    }
+    if (w->mirrored &&
+        wk_upload(w, w->m.params + ws->lo, w->hp + ws->lo, ws->n, "the model") == GV_OK)
+        wk_upload(w, w->m.momentum + ws->lo, w->hv + ws->lo, ws->n, "the momentum");
+}
+
+static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *user)
+{
+    struct gv_worker *w = user;
+    struct wk_server *ws = c->user;
+    struct gv_proto_msg m;
+    if (gv_proto_decode(msg, msg_len, &w->caps, &w->arena, &m) != GV_OK) {
+        wk_fail(w, GV_ERR_PROTO, "%s sent an undecodable header", ws->name);
+        gv_tp_conn_close(c);
+        return;
+    }
+    uint64_t bytes = msg_len + m.payload_len;
+    ws->link.bytes_recv += bytes;
+    if (ws->hs.state != 3) {
+        if (gv_ps_client_hs_on_msg(&ws->hs, &ws->link, &m) != GV_OK) {
+            wk_fail(w, GV_ERR_AUTH, "handshake with %s failed: %s", ws->name, ws->hs.why);
+            return;
+        }
+        if (ws->hs.state == 3)
+            wk_welcomed(w, ws);
+        return;
+    }
+    switch (m.type) {
+    case GV_PROTO_MSG_UPDATE:
+        if (w->in_step) {
+            w->it_recv += bytes;
+            w->it_payload_recv += m.payload_len;
+        }
+        wk_apply_update(w, ws, &m);
+        return;
+    case GV_PROTO_MSG_MODEL:
+        ws->model_left -= m.numel;
+        if (m.tensor_id == 0)
+            ws->model_checksum = m.u.model.checksum;
+        if (w->in_step) {
+            w->it_recv += bytes;
+            w->it_payload_recv += m.payload_len;
+        }
+        if (ws->model_left == 0)
+            wk_model_received(w, ws);
+        return;
+    case GV_PROTO_MSG_DECISION:
+        if (ws->synced || ws->model_left != 0) {
+            wk_fail(w, GV_ERR_PROTO, "%s sent a decision out of turn", ws->name);
+            return;
+        }
+        ws->dec = m.u.decision;
+        ws->dec_iter = m.iteration;
+        ws->got_decision = true;
+        ws->synced = true;
+        return;
+    case GV_PROTO_MSG_BYE:
+        ws->got_bye = true;
+        return;
+    case GV_PROTO_MSG_ERROR:
+        ws->got_error = true;
+        snprintf(ws->error_text, sizeof(ws->error_text), "%s",
+                 m.u.error.text ? m.u.error.text : "(no text)");
+        return;
+    case GV_PROTO_MSG_HEARTBEAT:
+        return;
+    default:
+        wk_fail(w, GV_ERR_PROTO, "%s sent an unexpected %s", ws->name,
+                gv_proto_msg_type_str(m.type));
+    }
+}
+
+static void wk_on_close(struct gv_conn *c, gv_status_t reason, void *user)
+{
+    (void)user;
+    struct wk_server *ws = c->user;
+    ws->closed = true;
+    ws->close_reason = reason == GV_OK ? GV_ERR_CLOSED : reason;
+    ws->link.c = NULL;
+}
+
+static void wk_link_idle(struct gv_ps_link *l, void *arg)
+{
+    (void)arg;
+    /* an update deferred while our push was leaving may be read now */
+    if (l->c != NULL)
+        (void)gv_tp_conn_resume_recv(l->c);
+}
+
+struct gv_tp_handler wk_handler(void)
+{
+    return (struct gv_tp_handler){.prefix_len = GV_PROTO_PREFIX_LEN,
+                                  .parse_prefix = wk_parse_prefix,
+                                  .on_header = wk_on_header,
+                                  .on_msg = wk_on_msg,
+                                  .on_close = wk_on_close};
+}
+
+/* ---------------------------------------------------------------- set-up */
+
+static void *wk_alloc(struct gv_worker *w, size_t n, size_t size)
+{
+    void *p = gv_calloc(n ? n : 1, size);
+    if (p != NULL)
+        w->buffer_bytes += n * size;
+    return p;
+}
+
+gv_status_t wk_download(struct gv_worker *w, float *host, const float *dev, size_t n,
+                        const char *what)
+{
+    gv_status_t status = gv_nn_backend_download(w->m.be, host, dev, n * sizeof(float));
+    if (status != GV_OK)
+        wk_fail(w, status, "cannot copy %s from the GPU (%s)", what, gv_status_str(status));
+    return status;
+}
+
+gv_status_t wk_upload(struct gv_worker *w, float *dev, const float *host, size_t n,
+                      const char *what)
+{
+    gv_status_t status = gv_nn_backend_upload(w->m.be, dev, host, n * sizeof(float));
+    if (status != GV_OK)
+        wk_fail(w, status, "cannot copy %s to the GPU (%s)", what, gv_status_str(status));
+    return status;
+}
+
+/* Host memory the GPU copies to and from: pinned (page-locked, copied by DMA at full speed)
+ * when the CUDA backend installed its allocator, else ordinary. */
+static gv_status_t wk_host_buf(struct gv_worker *w, struct gv_buf *b, size_t bytes)
+{
+    gv_status_t status = gv_buf_alloc(b, bytes, GV_MEM_PINNED);
+    if (status == GV_ERR_UNSUPPORTED)
+        status = gv_buf_alloc(b, bytes, GV_MEM_HOST);
+    if (status == GV_OK)
+        w->buffer_bytes += bytes;
+    return status;
+}
+
+/* A compression output's arrays, of the compressor's memory kind. */
+static void *wk_cmp_alloc(struct gv_worker *w, size_t n, size_t size)
+{
+    if (!w->mirrored)
+        return wk_alloc(w, n, size);
+    void *p = NULL;
+    if (gv_cmp_mem_alloc(w->cmp, (n ? n : 1) * size, &p) != GV_OK)
+        return NULL;
+    if (gv_cmp_get_config(w->cmp)->mem == GV_MEM_DEVICE)
+        w->device_bytes += n * size;
+    else
+        w->buffer_bytes += n * size;
+    return p;
+}
+
+static void wk_cmp_free(struct gv_worker *w, void *p)
+{
+    if (p == NULL)
+        return;
+    if (w->mirrored)
+        gv_cmp_mem_free(w->cmp, p);
+    else
+        gv_free(p);
+}
+
+/* The host views of the replica: the replica itself, or for a GPU replica pinned mirrors
+ * (and a host copy of one tensor's level sent, as large as the largest). */
+static gv_status_t wk_host_views(struct gv_worker *w)
+{
+    w->mirrored = w->m.be != NULL &&
+                  (gv_nn_backend_mem(w->m.be) == GV_MEM_DEVICE || w->cfg.host_mirrors);
+    if (!w->mirrored) {
+        w->hp = w->m.params, w->hg = w->m.grads, w->hv = w->m.momentum;
+        return GV_OK;
+    }
+    gv_status_t status = wk_host_buf(w, &w->mirror, 3 * w->m.numel * sizeof(float));
+    if (status != GV_OK)
+        return status;
+    w->hp = w->mirror.ptr;
+    w->hg = w->hp + w->m.numel;
+    w->hv = w->hg + w->m.numel;
+    gv_log(GV_LOG_INFO, "worker %u: the replica is in %s memory; host mirrors in %s memory",
+           w->rank, gv_mem_str(gv_nn_backend_mem(w->m.be)), gv_mem_str(w->mirror.mem));
+    /* worker 0 seeds the servers from its initial model */
+    return w->rank == 0 ? wk_download(w, w->hp, w->m.params, w->m.numel, "the initial model")
+                        : GV_OK;
+}
+
+static gv_status_t wk_compressor(struct gv_worker *w)
+{
+    const struct gv_job *job = w->job;
+    uint32_t T = w->m.n_tensors;
+    w->ef = wk_alloc(w, T, sizeof(*w->ef));
+    w->lmin = wk_alloc(w, T, sizeof(*w->lmin));
+    w->lcand = wk_alloc(w, T, sizeof(*w->lcand));
+    if (w->ef == NULL || w->lmin == NULL || w->lcand == NULL)
+        return GV_ERR_NOMEM;
+    if (job->method == GV_JOB_DENSE)
+        return GV_OK;
+    size_t maxn = 0;
+    for (uint32_t t = 0; t < T; t++)
+        maxn = GV_MAX(maxn, w->m.tensor_numel[t]);
+    struct gv_cmp_config cc;
+    gv_cmp_config_init(&cc);
+    cc.kind = gv_job_cmp_kind(job);
+    /* a GPU replica compresses on the GPU */
+    cc.mem = w->m.be != NULL ? gv_nn_backend_mem(w->m.be) : GV_MEM_HOST;
+    cc.val_type = job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
+    cc.max_numel = maxn;
+    cc.min_cf = gv_job_min_cf(job);
+    cc.nthreads = w->cfg.cmp_threads > 0 ? w->cfg.cmp_threads : 1;
+    cc.seed = job->seed;
+    gv_status_t status = gv_cmp_create(&cc, &w->cmp);
+    if (status != GV_OK)
+        return status;
+    w->resid = wk_cmp_alloc(w, w->m.numel, sizeof(float));
+    if (w->resid == NULL)
+        return GV_ERR_NOMEM;
+    double cand_cf = gv_job_min_cand_cf(job);
+    uint32_t most = 0;
+    for (uint32_t t = 0; t < T; t++) {
+        uint32_t n = (uint32_t)w->m.tensor_numel[t];
+        if ((status = gv_ef_create(w->cmp, n, w->resid + w->off[t], &w->ef[t])) != GV_OK)
+            return status;
+        uint32_t b = gv_cmp_bound(w->cmp, n, cc.min_cf);
+        most = GV_MAX(most, b);
+        w->lmin[t] = (struct gv_sparse){.idx = wk_cmp_alloc(w, b, 4),
+                                        .val = wk_cmp_alloc(w, b, 4), .cap = b};
+        if (w->lmin[t].idx == NULL || w->lmin[t].val == NULL)
+            return GV_ERR_NOMEM;
+        if (cand_cf > 0) {
+            uint32_t bc = gv_cmp_bound(w->cmp, n, cand_cf);
+            w->lcand[t] = (struct gv_sparse){.idx = wk_cmp_alloc(w, bc, 4),
+                                             .val = wk_cmp_alloc(w, bc, 4), .cap = bc};
+            if (w->lcand[t].idx == NULL || w->lcand[t].val == NULL)
+                return GV_ERR_NOMEM;
+        }
+    }
+    if (w->mirrored) {
+        /* the level sent goes to the host tensor by tensor, for staging and encoding */
+        if ((status = wk_host_buf(w, &w->hsent_buf, (size_t)most * 8)) != GV_OK)
+            return status;
+        w->hsent = (struct gv_sparse){.idx = w->hsent_buf.ptr,
+                                      .val = (float *)w->hsent_buf.ptr + most, .cap = most};
+    }
+    gv_log(GV_LOG_INFO, "worker %u: compressor %s (%s), floor CF %g, %d thread(s)", w->rank,
+           gv_cmp_kind_str(cc.kind), gv_cmp_backend(w->cmp), cc.min_cf, gv_cmp_nthreads(w->cmp));
+    return GV_OK;
+}
+
+/* Per server: push staging (the sent entries of its shard) and the push/update buffer. */
+static gv_status_t wk_shard_buffers(struct gv_worker *w, struct wk_server *ws)
+{
+    const struct gv_shard_map *map = &w->map;
+    uint64_t cap = 0;
+    double mcf = gv_job_min_cf(w->job);
+    for (uint32_t p = map->piece_first[ws->s]; p < map->piece_first[ws->s + 1]; p++) {
+        const struct gv_shard_piece *pc = &map->pieces[p];
+        uint32_t b = w->cmp ? gv_cmp_bound(w->cmp, w->m.tensor_numel[pc->tensor], mcf) : 0;
+        cap += GV_MIN(pc->len, (uint64_t)b);
+    }
+    ws->cap = (uint32_t)GV_MIN(cap, ws->n);
+    size_t push = gv_sparse_idx_bound(ws->n, ws->cap) + gv_sparse_val_len(ws->cap, GV_VAL_F32);
+    size_t upd = GV_SPARSE_HDR_LEN + 4 * ws->n + 64; /* a sparse update holds <= n/2 entries */
+    ws->ucap = GV_MAX(push, upd);
+    ws->sidx = wk_alloc(w, ws->cap, 4);
+    ws->sval = wk_alloc(w, ws->cap, 4);
+    ws->ubuf = wk_alloc(w, ws->ucap, 1);
+    ws->heavy = wk_alloc(w, w->m.n_tensors, 1);
+    if (ws->sidx == NULL || ws->sval == NULL || ws->ubuf == NULL || ws->heavy == NULL)
+        return GV_ERR_NOMEM;
+    return gv_ps_link_init(&ws->link, &w->caps, WK_HDR_SLOTS,
+                           (size_t)w->caps.max_hdr_len + GV_PROTO_PREFIX_LEN);
+}
+
+static void wk_log_line(const char *line, void *arg)
+{
+    (void)arg;
+    gv_log(GV_LOG_INFO, "%s", line);
+}
+
+static gv_status_t wk_layout(struct gv_worker *w)
+{
+    const struct gv_worker_model *m = &w->m;
+    w->off = wk_alloc(w, m->n_tensors + 1, sizeof(size_t));
+    if (w->off == NULL)
+        return GV_ERR_NOMEM;
+    for (uint32_t t = 0; t < m->n_tensors; t++)
+        w->off[t + 1] = w->off[t] + m->tensor_numel[t];
+    if (w->off[m->n_tensors] != m->numel) {
+        gv_log(GV_LOG_ERROR, "worker: tensors add up to %zu elements, the model has %zu",
+               w->off[m->n_tensors], m->numel);
+        return GV_ERR_INVAL;
+    }
+    gv_status_t status = gv_shard_map_init(&w->map, m->tensor_numel, m->n_tensors, w->S);
+    if (status != GV_OK)
+        return status;
+    if (w->rank == 0) {
+        const char *names[256];
+        for (uint32_t t = 0; t < m->n_tensors && t < 256; t++)
+            names[t] = m->names[t];
+        gv_shard_map_describe(&w->map, m->n_tensors <= 256 ? names : NULL, wk_log_line, NULL);
+    }
+    w->fingerprint = gv_job_fingerprint(w->job, m->names, m->tensor_numel, m->n_tensors, NULL, 0);
+    return GV_OK;
+}
+
+static gv_status_t wk_connect(struct gv_worker *w, uint64_t deadline)
+{
+    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER, .rank = w->rank,
+                                    .num_workers = w->W, .num_servers = w->S,
+                                    .cluster_id = w->cl->cluster_id, .secret = w->cfg.secret};
+    for (uint32_t s = 0; s < w->S; s++) {
+        struct wk_server *ws = &w->srv[s];
+        struct gv_hostport hp;
+        gv_status_t status = gv_cluster_server_addr(w->cl, s, deadline, &hp);
+        if (status != GV_OK)
+            return status;
+        snprintf(ws->name, sizeof(ws->name), "server %u (%.60s:%u)", s, hp.host, hp.port);
+        gv_log(GV_LOG_INFO, "worker %u: connecting to %s", w->rank, ws->name);
+        struct gv_conn *c;
+        if ((status = gv_tp_connect(w->tp, hp.host, hp.port, &c)) != GV_OK) {
+            wk_fail(w, status, "cannot connect to %s: %s", ws->name, gv_status_str(status));
+            return status;
+        }
+        c->user = ws;
+        ws->link.c = c;
+        if ((status = gv_ps_client_hs_start(&ws->hs, &ws->link, &info)) != GV_OK) {
+            wk_fail(w, status, "handshake with %s: %s", ws->name, ws->hs.why);
+            return status;
+        }
+    }
+    return GV_OK;
+}
+
+static gv_status_t wk_sync(struct gv_worker *w, uint64_t deadline)
+{
+    for (;;) {
+        bool all = true;
+        for (uint32_t s = 0; s < w->S; s++) {
+            struct wk_server *ws = &w->srv[s];
+            gv_status_t status = wk_server_status(w, ws);
+            if (status != GV_OK)
+                return status;
+            all &= ws->synced && ws->model_left == 0;
+        }
+        if (all)
+            break;
+        if (gv_now_ns() > deadline) {
+            char missing[200] = "";
+            size_t off = 0;
+            for (uint32_t s = 0; s < w->S && off < sizeof(missing) - 12; s++)
+                if (!w->srv[s].synced)
+                    off += (size_t)snprintf(missing + off, sizeof(missing) - off, " %u", s);
+            wk_fail(w, GV_ERR_TIMEOUT, "start-up did not complete within %.1f s "
+                    "(--connect-timeout): no model and decision yet from servers%s (waiting for "
+                    "the other workers to join?)", (double)w->cl->connect_timeout * 1e-9, missing);
+            return GV_ERR_TIMEOUT;
+        }
+        if (gv_tp_progress(w->tp, 50) < 0) {
+            wk_fail(w, GV_ERR_IO, "transport failure during start-up");
+            return GV_ERR_IO;
+        }
+    }
+    /* every server sent the same iteration and decision */
+    const struct wk_server *s0 = &w->srv[0];
+    for (uint32_t s = 1; s < w->S; s++) {
+        const struct wk_server *ws = &w->srv[s];
+        if (ws->dec_iter != s0->dec_iter || !wk_decision_equal(w, &ws->dec, &s0->dec) ||
+            memcmp(ws->heavy, s0->heavy, w->m.n_tensors) != 0) {
+            wk_fail(w, GV_ERR_PROTO, "servers 0 and %u disagree on the starting iteration or "
+                    "decision (%" PRIu64 " vs %" PRIu64 ")", s, s0->dec_iter, ws->dec_iter);
+            return GV_ERR_PROTO;
+        }
+    }
+    w->iter = s0->dec_iter;
+    w->dec = s0->dec;
+    memcpy(w->heavy, s0->heavy, w->m.n_tensors);
+    return GV_OK;
+}
+
+gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
+                             const struct gv_worker_model *model, struct gv_worker **w_p)
+{
+    struct gv_worker *w = gv_calloc(1, sizeof(*w));
+    if (w == NULL)
+        return GV_ERR_NOMEM;
+    w->cfg = *cfg;
+    w->job = cfg->job;
+    w->cl = cfg->cluster;
+    w->m = *model;
+    w->rank = w->cl->my_rank;
+    w->S = w->cl->n_servers;
+    w->W = w->cl->n_workers;
+    uint64_t t0 = gv_now_ns(), deadline = t0 + w->cl->connect_timeout;
+    gv_ps_caps(&w->caps, &w->tp_cfg, w->cl->io_timeout, w->cl->connect_timeout);
+    size_t ab = gv_proto_arena_bound(&w->caps);
+    w->arena_buf = wk_alloc(w, ab, 1);
+    w->srv = wk_alloc(w, w->S, sizeof(*w->srv));
+    w->heavy = wk_alloc(w, w->m.n_tensors, 1);
+    gv_status_t status = w->arena_buf && w->srv && w->heavy ? GV_OK : GV_ERR_NOMEM;
+    if (status == GV_OK)
+        status = wk_layout(w);
+    if (status == GV_OK)
+        status = wk_host_views(w);
+    if (status == GV_OK)
+        status = wk_compressor(w);
+    if (status == GV_OK && w->job->method == GV_JOB_ACCORDION && w->rank == 0) {
+        w->epoch_acc = wk_alloc(w, w->m.numel, sizeof(float));
+        w->layer_norms = wk_alloc(w, w->m.n_tensors, sizeof(double));
+        if (w->epoch_acc == NULL || w->layer_norms == NULL)
+            status = GV_ERR_NOMEM;
+    }
+    for (uint32_t s = 0; status == GV_OK && s < w->S; s++) {
+        struct wk_server *ws = &w->srv[s];
+        ws->w = w;
+        ws->s = s;
+        ws->lo = w->map.lo[s];
+        ws->n = gv_shard_numel(&w->map, s);
+        status = wk_shard_buffers(w, ws);
+        ws->link.on_idle = wk_link_idle;
+        ws->link.arg = ws;
+    }
+    if (status == GV_OK) {
+        gv_proto_arena_init(&w->arena, w->arena_buf, ab);
+        struct gv_tp_handler h = wk_handler();
+        status = gv_tp_create(w->cl->transport, &w->tp_cfg, &h, w, &w->tp);
+        if (status != GV_OK)
+            gv_log(GV_LOG_ERROR, "worker: cannot create the %s transport", w->cl->transport);
+    }
+    if (status == GV_OK && !gv_tp_has_cap(w->tp, GV_TP_CAP_DEFER_RECV)) {
+        gv_log(GV_LOG_ERROR, "worker: the %s transport cannot defer a receive",
+               w->cl->transport);
+        status = GV_ERR_UNSUPPORTED;
+    }
+    if (status == GV_ERR_NOMEM)
+        gv_log(GV_LOG_ERROR, "worker: cannot allocate the runtime's buffers");
+    if (status == GV_OK)
+        status = wk_connect(w, deadline);
+    if (status == GV_OK)
+        status = wk_sync(w, deadline);
+    if (status != GV_OK) {
+        gv_worker_destroy(w);
+        return status;
+    }
+    gv_log(GV_LOG_INFO, "worker %u of %u: in sync with %u servers at iteration %" PRIu64
+           " after %.2f s (first decision: %s, CF %g)", w->rank, w->W, w->S, w->iter,
+           (double)(gv_now_ns() - t0) * 1e-9, gv_proto_level_str(w->dec.level), w->dec.cf_send);
+    *w_p = w;
+    return GV_OK;
+}
+
+/* A worker that fails tells the servers still connected why, so that their abort names the
+ * cause (a server that only saw this worker's connection close would name this worker). */
+static void wk_tell_failure(struct gv_worker *w)
+{
+    char text[240];
+    snprintf(text, sizeof(text), "worker %u stops: %.200s", w->rank, w->fail);
+    bool sent = false;
+    for (uint32_t s = 0; w->srv != NULL && s < w->S; s++) {
+        struct wk_server *ws = &w->srv[s];
+        if (ws->closed || ws->link.c == NULL || ws->got_error || ws->hs.state != 3)
+            continue;
+        struct gv_proto_msg m;
+        gv_proto_msg_init(&m, GV_PROTO_MSG_ERROR);
+        m.role = GV_PROTO_ROLE_WORKER;
+        m.rank = w->rank;
+        m.iteration = w->iter;
+        m.u.error.code = w->fail_status;
+        m.u.error.text = text;
+        sent |= gv_ps_link_send(&ws->link, &m, NULL, 0, NULL) == GV_OK;
+    }
+    uint64_t end = gv_now_ns() + 200000000ull;
+    while (sent && gv_now_ns() < end) {
+        bool idle = true;
+        for (uint32_t s = 0; s < w->S; s++)
+            idle &= w->srv[s].closed || gv_ps_link_idle(&w->srv[s].link);
+        if (idle || gv_tp_progress(w->tp, 10) < 0)
+            break;
+    }
+}
+
+void gv_worker_destroy(struct gv_worker *w)
+{
+    if (w == NULL)
+        return;
+    if (w->fail_status != GV_OK && w->tp != NULL)
+        wk_tell_failure(w);
+    gv_tp_destroy(w->tp);
+    for (uint32_t s = 0; w->srv != NULL && s < w->S; s++) {
+        struct wk_server *ws = &w->srv[s];
+        gv_ps_link_cleanup(&ws->link);
+        gv_free(ws->sidx);
+        gv_free(ws->sval);
+        gv_free(ws->ubuf);
+        gv_free(ws->heavy);
+    }
+    for (uint32_t t = 0; t < w->m.n_tensors; t++) {
+        if (w->ef != NULL)
+            gv_ef_destroy(w->ef[t]);
+        if (w->lmin != NULL) {
+            wk_cmp_free(w, w->lmin[t].idx);
+            wk_cmp_free(w, w->lmin[t].val);
+        }
+        if (w->lcand != NULL) {
+            wk_cmp_free(w, w->lcand[t].idx);
+            wk_cmp_free(w, w->lcand[t].val);
+        }
+    }
+    if (w->resid != NULL)
+        wk_cmp_free(w, w->resid);
+    gv_cmp_destroy(w->cmp); /* after the memory it gave */
+    gv_free(w->ef);
+    gv_free(w->lmin);
+    gv_free(w->lcand);
+    gv_buf_free(&w->hsent_buf);
+    gv_buf_free(&w->mirror);
+    gv_free(w->epoch_acc);
+    gv_free(w->layer_norms);
+    gv_shard_map_cleanup(&w->map);
+    gv_free(w->off);
+    gv_free(w->srv);
+    gv_free(w->heavy);
+    gv_free(w->arena_buf);
+    gv_free(w);
+}
+
+uint64_t gv_worker_iteration(const struct gv_worker *w)
+{
+    return w->iter;
+}
+
+void gv_worker_decision(const struct gv_worker *w, struct gv_worker_decision *d)
+{
+    d->level = gv_ps_level_from_proto(w->dec.level);
+    d->cf_send = w->dec.cf_send;
+    d->theta_min = w->dec.theta_min;
+    d->cf_candidate = w->dec.cf_candidate;
+    d->levels = wk_levels(w, &w->dec);
+}
+
+gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations)
+{
+    for (uint32_t s = 0; s < w->S; s++) {
+        struct wk_server *ws = &w->srv[s];
+        if (ws->closed)
+            continue;
+        struct gv_proto_msg m;
+        gv_proto_msg_init(&m, GV_PROTO_MSG_BYE);
+        m.role = GV_PROTO_ROLE_WORKER;
+        m.rank = w->rank;
+        m.iteration = iterations;
+        (void)gv_ps_link_send(&ws->link, &m, NULL, 0, NULL);
+    }
+    /* wait for every server's BYE (its answer), so that nothing is left unread when the
+     * connections close */
+    uint64_t end = gv_now_ns() + 2000000000ull;
+    for (;;) {
+        bool idle = true;
+        for (uint32_t s = 0; s < w->S; s++)
+            idle &= w->srv[s].closed || (gv_ps_link_idle(&w->srv[s].link) && w->srv[s].got_bye);
+        if (idle || gv_now_ns() > end)
+            break;
+        if (gv_tp_progress(w->tp, 20) < 0)
+            break;
+    }
+    return GV_OK;
+}
+
+void gv_worker_get_summary(const struct gv_worker *w, struct gv_worker_summary *sum)
+{
+    memset(sum, 0, sizeof(*sum));
+    sum->rank = w->rank;
+    sum->num_workers = w->W;
+    sum->num_servers = w->S;
+    sum->iterations = w->steps;
+    sum->bytes = w->bytes;
+    uint64_t sent = 0, recv = 0;
+    for (uint32_t s = 0; s < w->S; s++) {
+        sent += w->srv[s].link.bytes_sent;
+        recv += w->srv[s].link.bytes_recv;
+    }
+    sum->setup_sent = sent - w->bytes.iter_sent;
+    sum->setup_recv = recv - w->bytes.iter_recv;
+    sum->checksum_checks = w->checks;
+    sum->checksum_mismatches = w->mismatches;
+    sum->resyncs = w->resyncs;
+    sum->peak_rss = gv_ps_peak_rss();
+    sum->param_bytes = 4 * (uint64_t)w->m.numel;
+    sum->buffer_bytes = w->buffer_bytes;
+    sum->device_bytes = w->device_bytes;
+}

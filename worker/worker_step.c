@@ -1,0 +1,432 @@
+/* worker_step.c: one iteration of the worker runtime. Tensors are compressed from the last to
+ * the first, so the shards complete from the last server to server 0; each server's push leaves
+ * as soon as its shard is complete, while the next tensors are compressed (server 0's push, the
+ * last one, carries the iteration's statistics for the controller). Then every server's update
+ * is applied as it arrives: the same optimizer step the server applied to its shard. */
+#include "worker_internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+static void step_put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static enum gv_proto_enc step_proto_enc(enum gv_idx_enc e)
+{
+    return e == GV_IDX_RAW32    ? GV_PROTO_ENC_U32
+           : e == GV_IDX_VARINT ? GV_PROTO_ENC_DELTA_VARINT
+                                : GV_PROTO_ENC_BITMAP;
+}
+
+static enum gv_idx_enc step_idx_enc(enum gv_proto_enc e)
+{
+    return e == GV_PROTO_ENC_U32            ? GV_IDX_RAW32
+           : e == GV_PROTO_ENC_DELTA_VARINT ? GV_IDX_VARINT
+                                            : GV_IDX_BITMAP;
+}
+
+/* What one step needs to remember between its phases. */
+struct step_ctx {
+    const struct gv_worker_step_in *in;
+    struct gv_worker_step_out *out;
+    uint32_t levels;
+    bool dense;             /* the level sent is dense */
+    struct gv_norms norms;
+    uint64_t t0;
+    uint32_t next_push;     /* shards >= next_push have been pushed */
+};
+
+/* Splits the sent entries of tensor t over the shards it spans, into each shard's staging
+ * (filled back to front, so that the shard's entries end up in ascending order). */
+static void step_stage(struct gv_worker *w, uint32_t t, const struct gv_sparse *sent)
+{
+    uint64_t base = w->off[t];
+    uint32_t end = sent->count;
+    uint32_t s = gv_shard_of(&w->map, base + w->m.tensor_numel[t] - 1);
+    for (;; s--) {
+        struct wk_server *ws = &w->srv[s];
+        /* entries of this tensor at or above the shard's start */
+        uint64_t from = ws->lo > base ? ws->lo - base : 0;
+        uint32_t a = end;
+        while (a > 0 && sent->idx[a - 1] >= from)
+            a--;
+        uint32_t k = end - a;
+        ws->tail -= k;
+        for (uint32_t i = 0; i < k; i++) {
+            ws->sidx[ws->tail + i] = (uint32_t)(base + sent->idx[a + i] - ws->lo);
+            ws->sval[ws->tail + i] = sent->val[a + i];
+        }
+        end = a;
+        if (s == 0 || ws->lo <= base)
+            break;
+    }
+}
+
+static void step_stats(struct gv_worker *w, struct step_ctx *x, struct gv_proto_iter_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->g_ef_sq = x->norms.ef;
+    st->g_min_sq = x->norms.min;
+    st->g_c_sq = x->norms.cand;
+    st->compute_s = x->in->compute_s;
+    st->compress_s = (double)(gv_now_ns() - x->t0) * 1e-9;
+    st->samples = x->in->samples;
+    st->loss = x->in->loss;
+    if (w->norms_pending) {
+        st->n_layer_norms = w->m.n_tensors;
+        st->layer_norms = w->layer_norms;
+    }
+}
+
+static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s)
+{
+    struct wk_server *ws = &w->srv[s];
+    struct gv_proto_msg m;
+    gv_proto_msg_init(&m, GV_PROTO_MSG_PUSH);
+    m.role = GV_PROTO_ROLE_WORKER;
+    m.rank = w->rank;
+    m.iteration = w->iter;
+    m.shard = s;
+    m.dtype = GV_PROTO_DTYPE_F32;
+    m.numel = ws->n;
+    m.cf = w->dec.cf_send;
+    m.u.push.level = w->dec.level;
+    if (s == 0)
+        step_stats(w, x, &m.u.push.stats);
+    struct gv_iov pl[2];
+    int npl;
+    if (x->dense) {
+        const float *src = w->resid != NULL ? w->resid : w->m.grads; /* g_ef, or g (dense) */
+        if (w->mirrored) { /* the shard's part of it to the host, once this iteration */
+            gv_status_t status = wk_download(w, w->hg + ws->lo, src + ws->lo, ws->n, "g_ef");
+            if (status != GV_OK)
+                return status;
+            src = w->hg;
+        }
+        gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, GV_PROTO_ENC_F32, ws->n, 4 * ws->n);
+        m.nnz = ws->n;
+        pl[0] = (struct gv_iov){(void *)(uintptr_t)(src + ws->lo), 4 * ws->n};
+        npl = 1;
+    } else {
+        struct gv_sparse sp = {.idx = ws->sidx + ws->tail, .val = ws->sval + ws->tail,
+                               .cap = ws->cap - ws->tail, .count = ws->cap - ws->tail,
+                               .n = (uint32_t)ws->n};
+        struct gv_sparse_info info;
+        enum gv_val_type vt = w->job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
+        size_t ib = gv_sparse_idx_bound(ws->n, sp.count);
+        gv_status_t status = gv_sparse_encode(&sp, vt, GV_IDX_AUTO, ws->ubuf, ib, ws->ubuf + ib,
+                                              ws->ucap - ib, &info);
+        if (status != GV_OK) {
+            wk_fail(w, status, "cannot encode the push for %s", ws->name);
+            return status;
+        }
+        m.nnz = sp.count;
+        m.u.push.index_enc = step_proto_enc(info.enc);
+        gv_proto_seg_add(&m, GV_PROTO_SEG_INDICES, m.u.push.index_enc, sp.count,
+                         info.idx_len - GV_SPARSE_HDR_LEN);
+        gv_proto_seg_add(&m, GV_PROTO_SEG_VALUES,
+                         vt == GV_VAL_F16 ? GV_PROTO_ENC_F16 : GV_PROTO_ENC_F32, sp.count,
+                         info.val_len);
+        pl[0] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN, info.idx_len - GV_SPARSE_HDR_LEN};
+        pl[1] = (struct gv_iov){ws->ubuf + ib, info.val_len};
+        npl = 2;
+    }
+    uint64_t b = 0;
+    gv_status_t status = gv_ps_link_send(&ws->link, &m, pl, npl, &b);
+    if (status != GV_OK) {
+        wk_fail(w, status == GV_ERR_CLOSED ? GV_ERR_CLOSED : status,
+                "cannot push to %s: %s", ws->name, gv_status_str(status));
+        return status;
+    }
+    x->out->bytes_sent += b;
+    x->out->payload_sent += pl[0].len + (npl > 1 ? pl[1].len : 0);
+    x->out->nnz_sent += m.nnz;
+    ws->pushed = true;
+    return GV_OK;
+}
+
+/* Pushes every shard that no tensor below `below` contributes to. */
+static gv_status_t step_push_ready(struct gv_worker *w, struct step_ctx *x, uint64_t below)
+{
+    while (x->next_push > 0 && w->srv[x->next_push - 1].lo >= below) {
+        gv_status_t status = step_push(w, x, x->next_push - 1);
+        if (status != GV_OK)
+            return status;
+        x->next_push--;
+    }
+    return GV_OK;
+}
+
+static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
+{
+    const struct gv_proto_decision *d = &w->dec;
+    bool accordion = w->job->method == GV_JOB_ACCORDION;
+    for (uint32_t t = w->m.n_tensors; t-- > 0;) {
+        if (x->levels > 0) {
+            double cf = accordion && w->heavy[t] ? d->cf_candidate : d->theta_min;
+            struct gv_cmp_req req = {.iter = w->iter, .tensor_id = t, .cf_min = cf,
+                                     .cf_cand = x->levels == 2 ? d->cf_candidate : 0};
+            /* the capacity is the bound of this call's CF, not of the buffer: a threshold
+             * compressor (DGC, Redsync) falls back to exact top-k above the capacity, so the
+             * fallback happens at the documented min(n, 2k) whatever the buffer's size */
+            uint32_t n = (uint32_t)w->m.tensor_numel[t];
+            w->lmin[t].cap = gv_cmp_bound(w->cmp, n, req.cf_min);
+            if (x->levels == 2)
+                w->lcand[t].cap = gv_cmp_bound(w->cmp, n, req.cf_cand);
+            struct gv_norms nm;
+            gv_status_t status =
+                gv_cmp_compress(w->cmp, w->ef[t], w->m.grads + w->off[t], &req, &w->lmin[t],
+                                x->levels == 2 ? &w->lcand[t] : NULL, &nm);
+            if (status != GV_OK) {
+                wk_fail(w, status, "compression of tensor %s failed", w->m.names[t]);
+                return status;
+            }
+            gv_norms_add(&x->norms, &nm);
+            if (!x->dense) {
+                const struct gv_sparse *sent =
+                    d->level == GV_PROTO_LEVEL_CANDIDATE ? &w->lcand[t] : &w->lmin[t];
+                if (w->mirrored) { /* the entries sent, to the host for staging and encoding */
+                    if ((status = gv_cmp_sparse_to_host(w->cmp, sent, &w->hsent)) != GV_OK) {
+                        wk_fail(w, status, "cannot copy tensor %s's entries from the GPU",
+                                w->m.names[t]);
+                        return status;
+                    }
+                }
+                step_stage(w, t, w->mirrored ? &w->hsent : sent);
+                if ((status = gv_cmp_apply(w->cmp, w->ef[t], GV_SENT_SPARSE, sent)) != GV_OK)
+                    return status;
+            }
+        }
+        gv_status_t status = step_push_ready(w, x, w->off[t]);
+        if (status != GV_OK)
+            return status;
+        if (gv_tp_progress(w->tp, 0) < 0)
+            return GV_ERR_IO;
+    }
+    return GV_OK;
+}
+
+/* The optimizer step on the shard, with the averaged gradient g (host): on the host replica,
+ * or uploaded to the GPU and stepped there (the same bits). */
+static gv_status_t step_optim(struct gv_worker *w, struct wk_server *ws, float lr, const float *g)
+{
+    const struct gv_optim_cfg *oc = &w->job->optim;
+    if (!w->mirrored) {
+        gv_optim_apply_host(oc, lr, w->hp + ws->lo, w->hv + ws->lo, g, ws->n);
+        return GV_OK;
+    }
+    float *dg = w->m.grads + ws->lo;
+    gv_status_t status = wk_upload(w, dg, g, ws->n, "the update");
+    if (status == GV_OK)
+        status = gv_optim_apply(w->m.be, oc, lr, w->m.params + ws->lo, w->m.momentum + ws->lo,
+                                dg, ws->n);
+    if (status != GV_OK)
+        wk_fail(w, status, "the optimizer step on the GPU failed (%s)", gv_status_str(status));
+    return status;
+}
+
+void wk_apply_update(struct gv_worker *w, struct wk_server *ws, const struct gv_proto_msg *m)
+{
+    float *g = w->hg + ws->lo;
+    bool accordion = w->job->method == GV_JOB_ACCORDION;
+    if (ws->got_update) {
+        wk_fail(w, GV_ERR_PROTO, "%s sent two updates for iteration %" PRIu64, ws->name, w->iter);
+        return;
+    }
+    uint32_t nseg = m->n_segs - (accordion ? 1 : 0);
+    if (nseg == 2) {
+        uint8_t *h = ws->ubuf;
+        h[0] = GV_SPARSE_MAGIC;
+        h[1] = GV_SPARSE_VERSION;
+        h[2] = (uint8_t)step_idx_enc(m->segs[0].enc);
+        h[3] = GV_VAL_F32;
+        step_put_u32(h + 4, (uint32_t)ws->n);
+        step_put_u32(h + 8, (uint32_t)m->nnz);
+        size_t il = GV_SPARSE_HDR_LEN + (size_t)m->segs[0].bytes;
+        memset(g, 0, 4 * ws->n);
+        if (gv_sparse_decode_add(ws->ubuf, il, ws->ubuf + il, (size_t)m->segs[1].bytes,
+                                 (uint32_t)ws->n, 0, g, NULL) != GV_OK) {
+            wk_fail(w, GV_ERR_PROTO, "%s sent an update that does not decode", ws->name);
+            return;
+        }
+    }
+    ws->dec = m->u.update.decision;
+    ws->dec_iter = m->iteration + 1;
+    ws->resync = m->u.update.decision.resync;
+    ws->got_update = true;
+    float lr = (float)m->u.update.decision.lr;
+    if (step_optim(w, ws, lr, g) != GV_OK)
+        return;
+    if (ws->resync) {
+        ws->model_left = 2 * ws->n;
+        ws->model_checksum = 0;
+        w->resyncs++;
+        return;
+    }
+    if (w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0) {
+        /* a GPU replica is checked on a copy of its shard */
+        if (w->mirrored && wk_download(w, w->hp + ws->lo, w->m.params + ws->lo, ws->n,
+                                  "the shard to checksum") != GV_OK)
+            return;
+        w->checks++;
+        uint64_t ck = gv_ps_checksum(w->hp + ws->lo, ws->n);
+        if (ck != m->u.update.model_checksum) {
+            w->mismatches++;
+            gv_log(GV_LOG_WARN, "worker %u: shard %u drifted from %s at iteration %" PRIu64
+                   " (checksum %016" PRIx64 ", server %016" PRIx64 "): asking for a full model",
+                   w->rank, ws->s, ws->name, w->iter, ck, m->u.update.model_checksum);
+            struct gv_proto_msg r;
+            gv_proto_msg_init(&r, GV_PROTO_MSG_MODEL);
+            r.role = GV_PROTO_ROLE_WORKER;
+            r.rank = w->rank;
+            r.iteration = w->iter;
+            r.shard = ws->s;
+            (void)gv_ps_link_send(&ws->link, &r, NULL, 0, NULL);
+        }
+    }
+}
+
+/* Waits for every server's update (and resync model); GV_OK, or the job's end (stop). */
+static gv_status_t step_wait(struct gv_worker *w, bool *stop)
+{
+    for (;;) {
+        bool all = true;
+        for (uint32_t s = 0; s < w->S; s++) {
+            struct wk_server *ws = &w->srv[s];
+            bool done = ws->got_update && ws->model_left == 0;
+            if (!done && ws->got_bye) {
+                *stop = true;
+                return GV_OK;
+            }
+            if (!done) {
+                gv_status_t status = wk_server_status(w, ws);
+                if (status != GV_OK)
+                    return status;
+            }
+            all &= done;
+        }
+        if (w->fail_status != GV_OK)
+            return w->fail_status;
+        if (all)
+            return GV_OK;
+        if (gv_tp_progress(w->tp, 100) < 0) {
+            wk_fail(w, GV_ERR_IO, "transport failure");
+            return GV_ERR_IO;
+        }
+    }
+}
+
+/* Adopts the decision for the next iteration: every server must have sent the same. */
+static gv_status_t step_adopt(struct gv_worker *w)
+{
+    const struct wk_server *s0 = &w->srv[0];
+    for (uint32_t s = 1; s < w->S; s++) {
+        const struct wk_server *ws = &w->srv[s];
+        if (!wk_decision_equal(w, &ws->dec, &s0->dec) ||
+            memcmp(ws->heavy, s0->heavy, w->m.n_tensors) != 0) {
+            wk_fail(w, GV_ERR_PROTO, "servers 0 and %u sent different decisions for iteration "
+                    "%" PRIu64 " (CF %g vs %g, level %s vs %s)", s, w->iter + 1, s0->dec.cf_send,
+                    ws->dec.cf_send, gv_proto_level_str(s0->dec.level),
+                    gv_proto_level_str(ws->dec.level));
+            return GV_ERR_PROTO;
+        }
+    }
+    w->dec = s0->dec;
+    memcpy(w->heavy, s0->heavy, w->m.n_tensors);
+    return GV_OK;
+}
+
+/* Accordion, worker 0: the averaged gradient accumulated per tensor over the epoch. */
+static void step_accordion(struct gv_worker *w, bool epoch_end)
+{
+    if (w->epoch_acc == NULL)
+        return;
+    w->norms_pending = false; /* they left with this iteration's push */
+    for (size_t i = 0; i < w->m.numel; i++)
+        w->epoch_acc[i] += w->hg[i]; /* the averaged gradient, on the host */
+    if (!epoch_end)
+        return;
+    for (uint32_t t = 0; t < w->m.n_tensors; t++) {
+        double s = 0;
+        for (size_t i = w->off[t]; i < w->off[t + 1]; i++)
+            s += (double)w->epoch_acc[i] * (double)w->epoch_acc[i];
+        w->layer_norms[t] = sqrt(s);
+    }
+    memset(w->epoch_acc, 0, w->m.numel * sizeof(float));
+    w->norms_pending = true;
+}
+
+static uint64_t step_wire(const struct gv_worker *w, bool sent)
+{
+    uint64_t b = 0;
+    for (uint32_t s = 0; s < w->S; s++) {
+        const struct gv_conn *c = w->srv[s].link.c;
+        if (c != NULL)
+            b += sent ? c->bytes_sent : c->bytes_recv;
+    }
+    return b;
+}
+
+gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *in,
+                           struct gv_worker_step_out *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (w->fail_status != GV_OK)
+        return w->fail_status;
+    struct step_ctx x = {.in = in, .out = out, .levels = wk_levels(w, &w->dec),
+                         .dense = w->dec.level == GV_PROTO_LEVEL_DENSE, .t0 = gv_now_ns(),
+                         .next_push = w->S};
+    out->iter = w->iter;
+    out->level = gv_ps_level_from_proto(w->dec.level);
+    out->cf = w->dec.cf_send;
+    out->theta_min = w->dec.theta_min;
+    out->cf_candidate = w->dec.cf_candidate;
+    uint64_t wire_s0 = step_wire(w, true), wire_r0 = step_wire(w, false);
+    for (uint32_t s = 0; s < w->S; s++) {
+        struct wk_server *ws = &w->srv[s];
+        ws->tail = ws->cap;
+        ws->pushed = ws->got_update = ws->resync = false;
+    }
+    w->it_recv = w->it_payload_recv = 0;
+    w->in_step = true;
+    gv_status_t status = step_compress(w, &x);
+    if (status == GV_OK)
+        status = step_push_ready(w, &x, 0);
+    uint64_t t1 = gv_now_ns();
+    out->compress_s = (double)(t1 - x.t0) * 1e-9;
+    bool stop = false;
+    if (status == GV_OK)
+        status = step_wait(w, &stop);
+    w->in_step = false;
+    out->comm_s = (double)(gv_now_ns() - t1) * 1e-9;
+    if (status != GV_OK)
+        return w->fail_status != GV_OK ? w->fail_status : status;
+    if (stop) {
+        out->stop = true;
+        return GV_OK;
+    }
+    if (x.dense && w->cmp != NULL) /* g_ef has left (the updates came back): r = 0 */
+        for (uint32_t t = 0; t < w->m.n_tensors; t++)
+            if ((status = gv_cmp_apply(w->cmp, w->ef[t], GV_SENT_DENSE, NULL)) != GV_OK)
+                return status;
+    out->lr = (float)w->srv[0].dec.lr;
+    for (uint32_t s = 0; s < w->S; s++)
+        out->resynced |= w->srv[s].resync;
+    if ((status = step_adopt(w)) != GV_OK)
+        return status;
+    step_accordion(w, in->epoch_end);
+    out->bytes_recv = w->it_recv;
+    out->payload_recv = w->it_payload_recv;
+    out->wire_sent = step_wire(w, true) - wire_s0;
+    out->wire_recv = step_wire(w, false) - wire_r0;
+    gv_ps_bytes_add(&w->bytes, out->cf, out->bytes_sent, out->bytes_recv, out->payload_sent);
+    w->steps++;
+    w->iter++;
+    return GV_OK;
+}
