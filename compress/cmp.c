@@ -185,13 +185,15 @@ static gv_status_t level_select(struct gv_cmp *c, const float *x, uint32_t n, ui
     return GV_ERR_INVAL;
 }
 
-/* fp16 rounding of what is sent, then its squared norm. */
+/* fp16 rounding of what is sent, then its squared norm (which a backend's top-k may have
+ * computed already, for f32 values). */
 static gv_status_t finish(struct gv_cmp *c, struct gv_sparse *out)
 {
     gv_status_t status = GV_OK;
     if (c->cfg.val_type == GV_VAL_F16)
         status = c->ops->round_f16(c, out->val, out->count);
-    if (status == GV_OK)
+    int have = c->cfg.kind == GV_CMP_TOPK && c->ops->topk_sumsq && c->cfg.val_type == GV_VAL_F32;
+    if (status == GV_OK && !have)
         status = c->ops->sumsq(c, out->val, out->count, &out->sumsq);
     return status;
 }
@@ -247,6 +249,7 @@ static gv_status_t level2(struct gv_cmp *c, const struct gv_sparse *in, double c
         if (k == 0) { /* an empty first level (a threshold selected nothing) */
             out->dense = 0;
             out->count = 0;
+            out->sumsq = 0;
         } else {
             status = level_select(c, in->val, in->count, k, in->idx, iter, tensor_id, 2, out);
         }
@@ -255,13 +258,49 @@ static gv_status_t level2(struct gv_cmp *c, const struct gv_sparse *in, double c
     return status;
 }
 
-/* Both levels, unrounded: level 1 from x, level 2 over level 1's entries. (A variant that
- * collected level 2 while writing level 1 measured no faster than this second pass, which
- * reads level 1 from cache; see docs/compress.md.) */
+/* Both levels of top-k at once where the backend has it: the same checks, logs and results
+ * as level1 then level2 (level 2 is top-k2 of x, k2 capped at k1). */
+static gv_status_t levels_topk2(struct gv_cmp *c, const float *x, uint32_t n, double cf_min,
+                                double cf_cand, struct gv_sparse *lvl_min,
+                                struct gv_sparse *lvl_cand)
+{
+    uint32_t k1 = cmp_k(c, n, cf_min), k2 = cmp_k(c, n, cf_cand);
+    if (x == NULL || k1 == 0) {
+        gv_log(GV_LOG_ERROR, "compress: cannot select %u entries at cf %g (max_numel %llu, "
+               "min_cf %g)", n, cf_min, (unsigned long long)c->cfg.max_numel, c->cfg.min_cf);
+        return GV_ERR_INVAL;
+    }
+    if (k2 == 0) {
+        gv_log(GV_LOG_ERROR, "compress: second level at cf %g is invalid for %u entries",
+               cf_cand, n);
+        return GV_ERR_INVAL;
+    }
+    gv_status_t status = out_check(c, lvl_min, gv_cmp_bound(c, n, cf_min), "first-level");
+    if (status == GV_OK)
+        status = out_check(c, lvl_cand, gv_cmp_bound(c, n, cf_cand), "second-level");
+    if (status != GV_OK)
+        return status;
+    struct gv_sparse *outs[2] = {lvl_min, lvl_cand};
+    for (int l = 0; l < 2; l++) {
+        outs[l]->dense = 0;
+        outs[l]->count = 0;
+        outs[l]->sumsq = 0;
+    }
+    status = c->ops->topk2(c, x, n, k1, GV_MIN(k2, k1), lvl_min, lvl_cand);
+    lvl_min->n = n;
+    lvl_cand->n = n;
+    return status;
+}
+
+/* Both levels, unrounded: level 1 from x, level 2 over level 1's entries. For top-k the CPU
+ * backend does both in one call, whose first-level write step captures the second level's
+ * candidates (see topk_cpu.c); the other compressors and backends run the two levels. */
 static gv_status_t levels(struct gv_cmp *c, const float *x, uint32_t n, double cf_min,
                           double cf_cand, uint64_t iter, uint32_t tensor_id,
                           struct gv_sparse *lvl_min, struct gv_sparse *lvl_cand)
 {
+    if (c->cfg.kind == GV_CMP_TOPK && c->ops->topk2 != NULL)
+        return levels_topk2(c, x, n, cf_min, cf_cand, lvl_min, lvl_cand);
     gv_status_t status = level1(c, x, n, cf_min, iter, tensor_id, lvl_min);
     return status == GV_OK ? level2(c, lvl_min, cf_cand, iter, tensor_id, lvl_cand) : status;
 }

@@ -37,6 +37,23 @@ static inline uint32_t gv_key(float f)
     return a < GV_KEY_NAN ? a : GV_KEY_NAN; /* min(): branch-free, vectorises */
 }
 
+/* Streaming scans prefetch this many entries (2 KiB) ahead: with the compare-and-pack work of
+ * a dense selection (CF 10) the hardware prefetcher alone falls behind (measured on the
+ * 25M-entry scan: 16.3 ms without, 10.9-11.9 ms with; distances of 256..768 entries were within
+ * noise of each other, 1024 and beyond were slower again). */
+#define GV_SCAN_PREFETCH 512u
+
+/* Prefetches the cache lines of x[i + GV_SCAN_PREFETCH .. + 32) (a 32-entry step of a scan)
+ * where they exist. A macro: GCC 12 dropped the prefetch of an equivalent static inline function
+ * once it was also inlined into a target("avx512f") function of the same file. */
+#define GV_SCAN_PREFETCH_STEP(x, i, n)                                                             \
+    do {                                                                                           \
+        if ((i) + GV_SCAN_PREFETCH + 32 <= (n)) {                                                  \
+            __builtin_prefetch((x) + (i) + GV_SCAN_PREFETCH);                                      \
+            __builtin_prefetch((x) + (i) + GV_SCAN_PREFETCH + 16);                                 \
+        }                                                                                          \
+    } while (0)
+
 /* ---------------------------------------------------------------- random numbers
  * splitmix64 to derive seeds, xoshiro256** for streams, Lemire's unbiased bounded draw. The
  * same code (and so the same positions) on every worker and backend. */
@@ -99,9 +116,14 @@ struct gv_cmp_ops {
     /* r[idx[i]] = r[idx[i]] - val[i], non-finite results -> 0 (idx NULL: dense, i < count) */
     gv_status_t (*ef_apply)(struct gv_cmp *c, float *r, const uint32_t *idx, const float *val,
                             uint32_t count);
-    /* exact top-k (ordering of gv_compress.h), k <= n, out->cap >= k: fills idx, val, count */
+    /* exact top-k (ordering of gv_compress.h), k <= n, out->cap >= k: fills idx, val, count,
+     * and sumsq too where topk_sumsq is set */
     gv_status_t (*topk)(struct gv_cmp *c, const float *x, uint32_t n, uint32_t k,
                         const uint32_t *map, struct gv_sparse *out);
+    /* optional (NULL: two topk calls): out1 = top-k1 of x and out2 = top-k2 of x, k2 <= k1,
+     * both with x's indices, at once (as topk fills them) */
+    gv_status_t (*topk2)(struct gv_cmp *c, const float *x, uint32_t n, uint32_t k1, uint32_t k2,
+                         struct gv_sparse *out1, struct gv_sparse *out2);
     /* number of entries with key >= key_min (key_min <= GV_KEY_NAN) */
     gv_status_t (*count_ge)(struct gv_cmp *c, const float *x, uint32_t n, uint32_t key_min,
                             uint64_t *count_p);
@@ -123,6 +145,9 @@ struct gv_cmp_ops {
     gv_status_t (*sumsq)(struct gv_cmp *c, const float *x, uint32_t n, double *sumsq_p);
     gv_status_t (*scatter_add)(struct gv_cmp *c, float *dense, uint32_t n, const uint32_t *idx,
                                const float *val, uint32_t count);
+    /* topk and topk2 fill out->sumsq as the sumsq op would over the values they wrote (the CPU
+     * sums each finished output block in its write step, while the block is in the cache) */
+    int topk_sumsq;
 };
 
 extern const struct gv_cmp_ops gv_cmp_cpu_ops;
@@ -139,6 +164,8 @@ struct gv_topk_stats {
     uint64_t sampled;
     uint64_t missed;
     uint64_t exact;
+    uint64_t upper;    /* runs whose k-th key was among the keys >= hi (the sample's hi low) */
+    uint64_t captured; /* two-level runs whose second level came from the first's write step */
 };
 void gv_topk_ws_stats(const struct gv_topk_ws *ws, struct gv_topk_stats *st);
 
@@ -146,6 +173,16 @@ void gv_topk_ws_stats(const struct gv_topk_ws *ws, struct gv_topk_stats *st);
 gv_status_t gv_topk_cpu(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads,
                         uint64_t seed, const float *x, uint32_t n, uint32_t k,
                         const uint32_t *map, struct gv_sparse *out);
+/* Both levels of a two-level top-k (k2 <= k1): out1 = top-k1 of x, out2 = top-k2 of x, as two
+ * gv_topk_cpu calls would give them (the second over the first's output); the first level's
+ * write step captures the second's candidates when the sample allows. */
+gv_status_t gv_topk_cpu2(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads,
+                         uint64_t seed, const float *x, uint32_t n, uint32_t k1, uint32_t k2,
+                         struct gv_sparse *out1, struct gv_sparse *out2);
+/* The sampled path's cache lines for (n, k, seed): the first index of each 16-entry line it
+ * reads, in draw order, into pos (up to 4096 of them); returns how many. Tests use it to build
+ * inputs that the sample misjudges. */
+uint32_t gv_topk_sample_lines(uint32_t n, uint32_t k, uint64_t seed, uint32_t *pos);
 /* rank-th largest (1-based) of keys[0..m); destroys the array. Radix select, linear time. */
 uint32_t gv_select_keys(uint32_t *keys, size_t m, size_t rank);
 /* The oracle: sort by (key desc, index asc), take k, sort indices. Allocates; tests only. */
@@ -165,7 +202,8 @@ size_t gv_scan_generic(const float *x, size_t n, uint32_t key_min, uint32_t base
                        float *cv, size_t cap);
 /* The top-k form: as above with key_min = lo, and also the canonical keys of the entries with
  * key < hi ("middle" keys, in order) into mk; *mid_p gets their number. hi: a canonical key or
- * UINT32_MAX. */
+ * UINT32_MAX. When it returns cap + 1, the first cap candidates are in place and *mid_p counts
+ * the middle keys among them (so a caller can go on after ci[cap - 1] with other arrays). */
 typedef size_t (*gv_scan_split_fn)(const float *x, size_t n, uint32_t lo, uint32_t hi,
                                    uint32_t base, uint32_t *ci, float *cv, uint32_t *mk,
                                    size_t *mid_p, size_t cap);
@@ -179,11 +217,23 @@ typedef size_t (*gv_compact_fn)(const uint32_t *ci, const float *cv, size_t cnt,
 size_t gv_compact_generic(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
                           uint32_t *oi, float *ov, size_t want);
 
+/* The write step with the second level of a two-level top-k captured on the way: as
+ * gv_compact_fn, and the kept entries whose key is also >= t2 are appended, in order, to
+ * (c2i, c2v) from *n2_p on. When they would pass cap2, *n2_p becomes cap2 + 1 and the capture
+ * stops (the compaction goes on); nothing is written at or beyond c2i/c2v[cap2]. */
+typedef size_t (*gv_compact2_fn)(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
+                                 uint32_t *oi, float *ov, size_t want, uint32_t t2,
+                                 uint32_t *c2i, float *c2v, size_t cap2, size_t *n2_p);
+size_t gv_compact2_generic(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
+                           uint32_t *oi, float *ov, size_t want, uint32_t t2, uint32_t *c2i,
+                           float *c2v, size_t cap2, size_t *n2_p);
+
 struct gv_scan_kernels {
     const char *name; /* "avx512", "avx2", "generic" */
     gv_scan_fn scan;
     gv_scan_split_fn split;
     gv_compact_fn compact;
+    gv_compact2_fn compact2;
 };
 /* The fastest kernels this CPU runs (scan_x86.c on x86-64, else the generic ones).
  * GV_COMPRESS_SCAN=avx2 / =generic in the environment caps the choice (tests, benches). */

@@ -188,6 +188,13 @@ static gv_status_t cpu_topk(struct gv_cmp *c, const float *x, uint32_t n, uint32
     return gv_topk_cpu(c->topk_ws, c->pool, c->nthreads, c->cfg.seed, x, n, k, map, out);
 }
 
+static gv_status_t cpu_topk2(struct gv_cmp *c, const float *x, uint32_t n, uint32_t k1,
+                             uint32_t k2, struct gv_sparse *out1, struct gv_sparse *out2)
+{
+    return gv_topk_cpu2(c->topk_ws, c->pool, c->nthreads, c->cfg.seed, x, n, k1, k2, out1,
+                        out2);
+}
+
 struct thr_job {
     const float *x;
     size_t n;
@@ -373,6 +380,8 @@ const struct gv_cmp_ops gv_cmp_cpu_ops = {
     .accumulate = cpu_accumulate,
     .ef_apply = cpu_ef_apply,
     .topk = cpu_topk,
+    .topk2 = cpu_topk2,
+    .topk_sumsq = 1,
     .count_ge = cpu_count_ge,
     .select_ge = cpu_select_ge,
     .gather = cpu_gather,

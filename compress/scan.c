@@ -34,6 +34,7 @@ size_t gv_scan_generic(const float *x, size_t n, uint32_t key_min, uint32_t base
     const v4i tv = {t, t, t, t};
     size_t c = 0, i = 0;
     for (; i + 32 <= n; i += 32) {
+        GV_SCAN_PREFETCH_STEP(x, i, n);
         v4i a[8], m[8];
         memcpy(a, x + i, sizeof(a));
         for (int j = 0; j < 8; j++)
@@ -66,8 +67,10 @@ static size_t split_tail(const float *x, size_t n, uint32_t lo, uint32_t hi, uin
     for (size_t i = 0; i < n; i++) {
         uint32_t key = gv_key(x[i]);
         if (key >= lo) {
-            if (c >= cap)
+            if (c >= cap) {
+                *mid_p = mid;
                 return cap + 1;
+            }
             ci[c] = base + (uint32_t)i;
             cv[c] = x[i];
             c++;
@@ -87,6 +90,7 @@ size_t gv_scan_split_generic(const float *x, size_t n, uint32_t lo, uint32_t hi,
     const v4i tv = {t, t, t, t};
     size_t c = 0, i = 0, mid = 0;
     for (; i + 32 <= n; i += 32) {
+        GV_SCAN_PREFETCH_STEP(x, i, n);
         v4i a[8], m[8];
         memcpy(a, x + i, sizeof(a));
         for (int j = 0; j < 8; j++)
@@ -100,8 +104,10 @@ size_t gv_scan_split_generic(const float *x, size_t n, uint32_t lo, uint32_t hi,
             bits |= v4_bits(m[j]) << (4 * j);
         while (bits != 0) {
             int j = __builtin_ctz(bits);
-            if (c >= cap)
+            if (c >= cap) {
+                *mid_p = mid;
                 return cap + 1;
+            }
             uint32_t key = gv_key(x[i + (size_t)j]);
             ci[c] = base + (uint32_t)(i + (size_t)j);
             cv[c] = x[i + (size_t)j];
@@ -125,5 +131,28 @@ size_t gv_compact_generic(const uint32_t *ci, const float *cv, size_t cnt, uint3
         ov[o] = cv[i];
         o += gv_key(cv[i]) >= t;
     }
+    return o;
+}
+
+size_t gv_compact2_generic(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
+                           uint32_t *oi, float *ov, size_t want, uint32_t t2, uint32_t *c2i,
+                           float *c2v, size_t cap2, size_t *n2_p)
+{
+    size_t o = 0, n2 = *n2_p;
+    for (size_t i = 0; i < cnt && o < want; i++) {
+        uint32_t key = gv_key(cv[i]), id = ci[i];
+        float v = cv[i];
+        oi[o] = id;
+        ov[o] = v;
+        o += key >= t;
+        if (key >= t && key >= t2 && n2 <= cap2) {
+            if (n2 < cap2) {
+                c2i[n2] = id;
+                c2v[n2] = v;
+            }
+            n2++; /* cap2 + 1: overflow, and no more captures */
+        }
+    }
+    *n2_p = n2;
     return o;
 }

@@ -7,4 +7,5 @@ void gv_scan_pick(struct gv_scan_kernels *k)
     k->scan = gv_scan_generic;
     k->split = gv_scan_split_generic;
     k->compact = gv_compact_generic;
+    k->compact2 = gv_compact2_generic;
 }

@@ -113,19 +113,35 @@ uint64_t gv_seed_mix(uint64_t seed, uint64_t iter, uint32_t tensor_id, uint32_t 
 
 /* ---------------------------------------------------------------- sums of squares */
 
+/* Sixteen partial sums (lane j takes the entries i = j mod 16 below the last multiple of 16),
+ * added pairwise at the end, then the rest: eight independent two-lane add chains in vector
+ * registers instead of the two of a four-sum loop, which were latency bound (the 2.5 M values of
+ * a CF 10 level of 25 M entries took 1.1 ms). The order is fixed, so the result still depends
+ * only on the block's values. */
+typedef double v2d __attribute__((vector_size(16)));
+
 double gv_sumsq_block(const float *x, size_t n)
 {
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    v2d a0 = {0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        a0 += (double)x[i] * x[i];
-        a1 += (double)x[i + 1] * x[i + 1];
-        a2 += (double)x[i + 2] * x[i + 2];
-        a3 += (double)x[i + 3] * x[i + 3];
+    for (; i + 16 <= n; i += 16) {
+        const float *p = x + i;
+        v2d d0 = {p[0], p[1]}, d1 = {p[2], p[3]}, d2 = {p[4], p[5]}, d3 = {p[6], p[7]};
+        v2d d4 = {p[8], p[9]}, d5 = {p[10], p[11]}, d6 = {p[12], p[13]}, d7 = {p[14], p[15]};
+        a0 += d0 * d0;
+        a1 += d1 * d1;
+        a2 += d2 * d2;
+        a3 += d3 * d3;
+        a4 += d4 * d4;
+        a5 += d5 * d5;
+        a6 += d6 * d6;
+        a7 += d7 * d7;
     }
+    v2d s = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7));
+    double t = s[0] + s[1];
     for (; i < n; i++)
-        a0 += (double)x[i] * x[i];
-    return (a0 + a1) + (a2 + a3);
+        t += (double)x[i] * x[i];
+    return t;
 }
 
 double gv_sumsq_f32(const float *x, size_t n)
