@@ -64,6 +64,7 @@ gv_status_t gv_ps_link_send(struct gv_ps_link *l, const struct gv_proto_msg *m,
     status = gv_tp_send(l->c, iov, n + 1, link_sent, l);
     if (status != GV_OK && status != GV_INPROGRESS)
         return status;
+    l->t_sent_ns = gv_now_ns();
     l->n_sent++;
     if (status == GV_OK)
         l->n_done++;
@@ -100,6 +101,7 @@ gv_status_t gv_ps_client_hs_start(struct gv_ps_client_hs *hs, struct gv_ps_link 
     gv_proto_msg_init(&m, GV_PROTO_MSG_HELLO);
     m.role = info->role;
     m.rank = info->rank;
+    m.iteration = info->iteration;
     m.u.hello.num_workers = info->num_workers;
     m.u.hello.num_servers = info->num_servers;
     m.u.hello.features = info->secret->len > 0 ? GV_PROTO_FEAT_AUTH : 0;

@@ -75,6 +75,8 @@ struct launch {
     char **server_args, **worker_args; /* passthrough arguments (borrowed strings) */
     int n_server_args, n_worker_args;
     bool user_metrics;
+    int lost; /* workers that failed while the job went on (continue policy) */
+    struct gv_ops_server_cfg os; /* the ops options launch looks at (policy, metrics port) */
 };
 
 static int sig_pipe[2] = {-1, -1};
@@ -120,6 +122,12 @@ static int route(const char *arg, bool *takes_value)
         where = 1;
     else if ((o = find_opt(gv_train_options, gv_train_options_n, base)) != NULL)
         where = 2;
+    else if ((o = find_opt(gv_ops_server_options, gv_ops_server_options_n, base)) != NULL)
+        /* checkpoints concern both (the workers keep their residual's); the metrics address
+         * is given to each server with its own port (start_one) */
+        where = strncmp(base, "checkpoint", 10) == 0 ? 3
+                : strcmp(base, "metrics-addr") == 0  ? 0
+                                                     : 1;
     else if ((o = find_opt(gv_job_options, gv_job_options_n, base)) == NULL &&
              (o = find_opt(gv_cluster_options, gv_cluster_options_n, base)) == NULL)
         o = find_opt(gv_ops_common_options, gv_ops_common_options_n, base);
@@ -139,19 +147,20 @@ static gv_status_t launch_parse(struct launch *L, int argc, char **argv, struct 
     for (size_t i = 0; i < gv_cluster_options_n && ncl < GV_ARRAY_LEN(cl_opts); i++)
         if (!in_list(launch_owned, gv_cluster_options[i].name))
             cl_opts[ncl++] = gv_cluster_options[i];
-    static struct gv_opt_table tables[6];
+    static struct gv_opt_table tables[7];
     tables[0] = (struct gv_opt_table){launch_options, GV_ARRAY_LEN(launch_options), &L->lo};
     tables[1] = (struct gv_opt_table){gv_job_options, gv_job_options_n, &job};
     tables[2] = (struct gv_opt_table){cl_opts, ncl, &L->cl};
     tables[3] = (struct gv_opt_table){gv_ops_common_options, gv_ops_common_options_n, &oc};
     tables[4] = (struct gv_opt_table){gv_train_options, gv_train_options_n, &L->to};
     tables[5] = (struct gv_opt_table){gv_server_options, gv_server_options_n, &so};
+    tables[6] = (struct gv_opt_table){gv_ops_server_options, gv_ops_server_options_n, &L->os};
     static const char *const others[] = {"server", "worker", NULL};
     static struct gv_cfg_spec spec = {
         .program = "gravac-launch",
         .summary = "start S servers and W workers on this machine and train (options other than "
                    "launch's own go to the servers, the workers or both)",
-        .section = "launch", .other_sections = others, .tables = tables, .n_tables = 6};
+        .section = "launch", .other_sections = others, .tables = tables, .n_tables = 7};
     gv_status_t status = gv_cfg_create(&spec, cfg_p);
     if (status == GV_OK)
         status = gv_cfg_load(*cfg_p, argc, argv, environ);
@@ -264,7 +273,7 @@ static gv_status_t spawn(struct launch *L, const char *role, int rank, char *con
 /* argv for one child: program, passthrough options, then what launch decides. */
 static gv_status_t start_one(struct launch *L, const char *prog, bool server, int rank)
 {
-    char path[1100], num[4][32], metrics[700];
+    char path[1100], num[4][32], metrics[700], maddr[300];
     const char *argv[256];
     int n = 0;
     snprintf(path, sizeof(path), "%s/%s", L->lo.bin_dir, prog);
@@ -283,6 +292,15 @@ static gv_status_t start_one(struct launch *L, const char *prog, bool server, in
     argv[n++] = L->dir;
     if (server) {
         argv[n++] = "--bind=127.0.0.1:0";
+        const struct gv_hostport *ma = &L->os.metrics_addr;
+        if (ma->host[0] != '\0' || ma->port != 0) {
+            /* one port per server: PORT, PORT+1, ... (0 stays ephemeral) */
+            unsigned port = ma->port ? ma->port + (unsigned)rank : 0;
+            bool v6 = strchr(ma->host, ':') != NULL;
+            snprintf(maddr, sizeof(maddr), "--metrics-addr=%s%s%s:%u", v6 ? "[" : "", ma->host,
+                     v6 ? "]" : "", port);
+            argv[n++] = maddr;
+        }
     } else if (!L->user_metrics) {
         snprintf(metrics, sizeof(metrics), "--metrics-file=%s/worker%%r.jsonl", L->dir);
         argv[n++] = metrics;
@@ -298,10 +316,13 @@ static void signal_all(struct launch *L, int sig)
             kill(L->ch[i].pid, sig);
 }
 
+static void describe_exit(const struct child *c, char *out, size_t len);
+
 /* Collects exited children and keeps the failure to name. A process killed by a signal is the
  * likelier cause than one that exited 1 (the others exit 1 once they notice it is gone, and a
  * dying process closes its sockets before it becomes a zombie), so it replaces the first
- * failure seen when it shows up within a second of it. */
+ * failure seen when it shows up within a second of it. Under the continue policy a worker's
+ * failure is the servers' to judge: the job goes on, and it only counts if the job fails. */
 static void reap(struct launch *L, struct child **failed, uint64_t *failed_ns)
 {
     for (int i = 0; i < L->n; i++) {
@@ -313,6 +334,15 @@ static void reap(struct launch *L, struct child **failed, uint64_t *failed_ns)
         c->status = st;
         if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
             continue;
+        if (L->os.dead_worker_policy == GV_DEAD_CONTINUE && *failed == NULL &&
+            strncmp(c->name, "worker", 6) == 0) {
+            char why[96];
+            describe_exit(c, why, sizeof(why));
+            fprintf(stderr, "gravac-launch: %s failed (%s): the job goes on without it "
+                    "(--dead-worker-policy continue)\n", c->name, why);
+            L->lost++;
+            continue;
+        }
         if (*failed == NULL) {
             *failed = c;
             *failed_ns = gv_now_ns();
@@ -598,6 +628,9 @@ int main(int argc, char **argv)
         rc = 1;
     if (rc == 0)
         launch_summary(&L, gv_now_s() - t0);
+    if (rc == 0 && L.lost > 0)
+        printf("gravac-launch: %d worker%s failed; the job finished without %s (dead-worker "
+               "policy continue)\n", L.lost, L.lost == 1 ? "" : "s", L.lost == 1 ? "it" : "them");
 out:
     if (L.lo.keep_dir || rc != 0)
         fprintf(stderr, "gravac-launch: run directory kept: %s\n", L.dir);
