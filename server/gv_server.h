@@ -348,14 +348,62 @@ struct gv_ps_client_hs {
     struct gv_proto_welcome welcome; /* valid in state 3 */
     uint64_t iteration;              /* WELCOME's */
     char why[300];                   /* the failure, for the caller's error */
+    struct gv_auth_auth proof;       /* the AUTH to send (gv_ps_client_hs_step's *out) */
+    uint8_t nonce[GV_AUTH_NONCE_LEN]; /* the HELLO's (gv_ps_client_hs_begin's *out) */
+    char refuse_text[GV_AUTH_REASON_MAX]; /* our REFUSE's text */
 };
 gv_status_t gv_ps_client_hs_start(struct gv_ps_client_hs *hs, struct gv_ps_link *l,
                                   const struct gv_ps_hello_info *info);
+/* The same without a connection: the HELLO to send comes back in *out (valid while hs and
+ * info live). GV_ERR_IO when the random generator fails (hs->why). */
+gv_status_t gv_ps_client_hs_begin(struct gv_ps_client_hs *hs, const struct gv_ps_hello_info *info,
+                                  struct gv_proto_msg *out);
 /* Feeds one decoded message of the handshake. GV_OK (state advanced; 3 = welcomed),
  * GV_ERR_AUTH / GV_ERR_VERSION / GV_ERR_PROTO: failed (hs->why says why; a REFUSE was sent when
  * it was our refusal). The caller closes the connection on error. */
 gv_status_t gv_ps_client_hs_on_msg(struct gv_ps_client_hs *hs, struct gv_ps_link *l,
                                    const struct gv_proto_msg *m);
+/* The same without a connection: what to send comes back in *out (*have_out true: AUTH, or
+ * the REFUSE of a failure; out's bytes point into hs and into m, valid until the next call or
+ * until m's arena is reused). gv_ps_client_hs_on_msg is this plus the send. */
+gv_status_t gv_ps_client_hs_step(struct gv_ps_client_hs *hs, const struct gv_proto_msg *m,
+                                 struct gv_proto_msg *out, bool *have_out);
+
+/* ---------------------------------------------------------------- server handshake
+ * The accepting side of a connection as a state machine over decoded messages, without a
+ * connection (server_peer.c sends what it returns; the fuzz target feeds it anything): the
+ * HELLO's role, rank, cluster size and id are checked, then ops/'s HMAC exchange. Whether the
+ * rank is taken is the caller's to check once the peer is authenticated (an unauthenticated
+ * peer learns nothing of who has joined). */
+struct gv_ps_server_hs_cfg {
+    uint32_t rank;               /* this server's: only server 0 accepts servers */
+    uint32_t num_workers, num_servers;
+    const char *cluster_id;
+    const struct gv_auth_secret *secret; /* borrowed; empty: --insecure */
+};
+enum gv_ps_hs_result {
+    GV_PS_HS_REPLY = 0, /* send *out (the CHALLENGE) and wait for the next message */
+    GV_PS_HS_JOINED,    /* authenticated: role, rank and iteration are the peer's */
+    GV_PS_HS_REFUSED,   /* send *out (a REFUSE) and close; why: the detail for this side's log */
+    GV_PS_HS_CLOSED,    /* the peer refused (why: its text): close without an answer */
+};
+struct gv_ps_server_hs {
+    struct gv_auth auth;
+    bool hello_seen;
+    enum gv_proto_role role; /* from the HELLO */
+    uint32_t rank;
+    uint64_t iteration;      /* a server's newest checkpoint, from its HELLO */
+    enum gv_proto_refuse code; /* REFUSED */
+    uint8_t chal[GV_AUTH_NONCE_LEN + GV_AUTH_MAC_LEN]; /* the CHALLENGE's bytes (*out's) */
+    char why[300];           /* REFUSED / CLOSED: for the log */
+    char text[300];          /* REFUSED: what the peer is told (*out's text) */
+};
+void gv_ps_server_hs_init(struct gv_ps_server_hs *hs, const struct gv_auth_secret *secret);
+/* Feeds one decoded message; *out is filled for REPLY and REFUSED (its bytes point into hs,
+ * valid until the next call). */
+enum gv_ps_hs_result gv_ps_server_hs_on_msg(struct gv_ps_server_hs *hs,
+                                            const struct gv_ps_server_hs_cfg *cfg,
+                                            const struct gv_proto_msg *m, struct gv_proto_msg *out);
 
 /* ---------------------------------------------------------------- payload checks and decoders
  * What a server checks in a PUSH header and a worker in an UPDATE header before any byte of the
@@ -464,7 +512,9 @@ uint16_t gv_server_metrics_port(const struct gv_server *srv);
  * BYE (or worker 0 stopped early). GV_OK on a clean end; GV_ERR_TIMEOUT when start-up missed its
  * deadline; GV_ERR_CLOSED when a worker or server died (the job is aborted, every peer is told);
  * GV_ERR_PROTO on a protocol violation by a joined peer. *stop (may be NULL) is polled: when it
- * becomes non-zero the server aborts the job (SIGINT/SIGTERM). */
+ * becomes non-zero (the signal number, SIGINT or SIGTERM) the job is stopped on request: server
+ * 0 stops it at a round boundary (the others ask it to), every server writes its final
+ * checkpoint there, and the summary says `stopped`. */
 gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop);
 
 struct gv_server_summary {

@@ -4,6 +4,7 @@
 #include "server_internal.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -258,8 +259,12 @@ void srv_abort_now(struct gv_server *srv, gv_status_t status, bool consistent, c
     srv->state = SRV_ABORTED;
     srv->result = srv->stopped ? GV_ERR_CLOSED : status;
     char msg[400];
-    snprintf(msg, sizeof(msg), "server %u %s the job: %.200s", srv->rank,
-             srv->stopped ? "stopped" : "aborted", srv->fail);
+    if (srv->stopped && srv->rank == 0)
+        snprintf(msg, sizeof(msg), "server 0 stopped the job at iteration %" PRIu64 ": %.200s",
+                 srv->iter, srv->fail);
+    else
+        snprintf(msg, sizeof(msg), "server %u %s the job: %.200s", srv->rank,
+                 srv->stopped ? "stopped" : "aborted", srv->fail);
     for (struct srv_peer *p = srv->peers; p != NULL; p = p->next) {
         if (p->closed || p->kind == SRV_PEER_NEW)
             continue;
@@ -427,8 +432,8 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
         if (stop != NULL && *stop && !signalled) {
             signalled = true;
             char why[80];
-            snprintf(why, sizeof(why), "server %u received a signal (SIGTERM or SIGINT)",
-                     srv->rank);
+            snprintf(why, sizeof(why), "received %s", *stop == SIGINT ? "SIGINT" : *stop ==
+                     SIGTERM ? "SIGTERM" : "a signal");
             srv_stop(srv, why);
         }
         srv_check_handshakes(srv, now);

@@ -33,7 +33,7 @@ struct srv_peer {
     enum gv_proto_role hello_role; /* NEW peers: the role their HELLO claimed */
     uint32_t rank;
     char name[96];          /* "worker 2 (127.0.0.1:40312)" */
-    struct gv_auth auth;    /* server side of the handshake (NEW peers) */
+    struct gv_ps_server_hs shs; /* server side of the handshake (NEW peers) */
     struct gv_ps_client_hs hs; /* COORD: our client side */
     uint64_t t_accept_ns;
     bool synced;            /* worker: initial model and decision sent */

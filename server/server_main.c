@@ -19,8 +19,7 @@ static volatile int stop_flag;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_flag = 1;
+    stop_flag = sig;
 }
 
 static void print_line(const char *line, void *arg)

@@ -2,7 +2,7 @@
  * with --metrics-addr, serves on http://HOST:PORT/metrics: the iteration, samples and their
  * rate, bytes in and out, the compression factor and (server 0) GraVAC's gains, the workers'
  * liveness, the round time's quantiles, checkpoints and refused connections. Updated after
- * each round and, for the clocks and byte counters, at most every 200 ms from the loop. */
+ * each round and, for the clocks, at most every 200 ms from the loop. */
 #include "server_internal.h"
 
 #include <inttypes.h>
@@ -78,7 +78,8 @@ static gv_status_t mx_register(struct gv_server *srv, struct srv_metrics *x)
     MX(ckpt_total, GV_METRIC_COUNTER, "gravac_checkpoints_total", "Checkpoints written.");
     MX(ckpt_fail, GV_METRIC_COUNTER, "gravac_checkpoint_failures_total",
        "Checkpoint writes that failed (training went on).");
-    if (srv->rank == 0) {
+    bool gravac = srv->job->method == GV_JOB_GRAVAC_EXP || srv->job->method == GV_JOB_GRAVAC_GEO;
+    if (srv->rank == 0 && gravac) {
         static const char gain_help[] = "GraVAC's smoothed compression gain (the share of the "
                                         "gradient's energy kept) per level.";
         const char *const fl[] = {"level", "floor", NULL};
@@ -89,8 +90,9 @@ static gv_status_t mx_register(struct gv_server *srv, struct srv_metrics *x)
         if (st == GV_OK)
             st = mx_get(srv, GV_METRIC_GAUGE, "gravac_compression_gain", gain_help, ca,
                         &x->gain_cand);
-        MX(loss, GV_METRIC_GAUGE, "gravac_loss", "Mean training loss of the last round.");
     }
+    if (srv->rank == 0)
+        MX(loss, GV_METRIC_GAUGE, "gravac_loss", "Mean training loss of the last round.");
 #undef MX
     for (uint32_t w = 0; st == GV_OK && w < srv->W; w++) {
         char id[16];
@@ -147,6 +149,19 @@ uint16_t gv_server_metrics_port(const struct gv_server *srv)
     return srv->http != NULL ? gv_metrics_http_port(srv->http) : 0;
 }
 
+static void mx_bytes(struct gv_server *srv, struct srv_metrics *x)
+{
+    uint64_t in = 0, out = 0;
+    for (const struct srv_peer *p = srv->peers; p != NULL; p = p->next) {
+        in += p->link.bytes_recv;
+        out += p->link.bytes_sent;
+    }
+    gv_metric_inc(x->bytes_in, (double)(in - x->in_prev));
+    gv_metric_inc(x->bytes_out, (double)(out - x->out_prev));
+    x->in_prev = in;
+    x->out_prev = out;
+}
+
 void srv_metrics_round(struct gv_server *srv, uint64_t now)
 {
     struct srv_metrics *x = srv->mx;
@@ -157,6 +172,7 @@ void srv_metrics_round(struct gv_server *srv, uint64_t now)
     double samples = (double)srv->job->batch * srv->n_avg;
     gv_metric_set(x->iteration, (double)srv->iter + 1);
     gv_metric_inc(x->rounds, 1);
+    mx_bytes(srv, x);
     gv_metric_inc(x->samples, samples);
     if (period > 0) {
         gv_metric_set(x->rate, samples / period);
@@ -169,9 +185,9 @@ void srv_metrics_round(struct gv_server *srv, uint64_t now)
     if (srv->rank == 0) {
         struct gv_adapt_info info;
         gv_adapt_get_info(srv->ctl, &info);
-        if (info.gain_min_known)
+        if (info.gain_min_known && x->gain_floor != NULL)
             gv_metric_set(x->gain_floor, info.gain_min);
-        if (info.gain_cand_known)
+        if (info.gain_cand_known && x->gain_cand != NULL)
             gv_metric_set(x->gain_cand, info.gain_cand);
         if (srv->n_stats > 0)
             gv_metric_set(x->loss, srv->agg.loss_sum / srv->n_stats);
@@ -184,15 +200,7 @@ void srv_metrics_tick(struct gv_server *srv, uint64_t now)
     if (x == NULL || now - x->t_tick < 200000000ull)
         return;
     x->t_tick = now;
-    uint64_t in = 0, out = 0;
-    for (const struct srv_peer *p = srv->peers; p != NULL; p = p->next) {
-        in += p->link.bytes_recv;
-        out += p->link.bytes_sent;
-    }
-    gv_metric_inc(x->bytes_in, (double)(in - x->in_prev));
-    gv_metric_inc(x->bytes_out, (double)(out - x->out_prev));
-    x->in_prev = in;
-    x->out_prev = out;
+    mx_bytes(srv, x);
     double unix_now = mx_unix_now();
     uint32_t alive = 0;
     for (uint32_t w = 0; w < srv->W; w++) {

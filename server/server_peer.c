@@ -84,70 +84,6 @@ static void srv_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char
 
 /* ---------------------------------------------------------------- handshake, server side */
 
-static void srv_hs_hello(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
-{
-    const struct gv_proto_hello *h = &m->u.hello;
-    bool as_server = m->role == GV_PROTO_ROLE_SERVER;
-    if (m->role != GV_PROTO_ROLE_WORKER && !(as_server && srv->rank == 0)) {
-        srv_refuse(p, GV_PROTO_REFUSE_ROLE, "role %s is not accepted by server %u",
-                   gv_proto_role_str(m->role), srv->rank);
-        return;
-    }
-    uint32_t lim = as_server ? srv->S : srv->W;
-    if (m->rank >= lim || (as_server && m->rank == 0)) {
-        srv_refuse(p, GV_PROTO_REFUSE_ROLE, "%s rank %u is out of range (this job has %u %ss)",
-                   gv_proto_role_str(m->role), m->rank, lim, gv_proto_role_str(m->role));
-        return;
-    }
-    if (h->num_workers != srv->W || h->num_servers != srv->S) {
-        srv_refuse(p, GV_PROTO_REFUSE_CLUSTER, "the peer expects %u workers and %u servers, this "
-                   "job has %u and %u", h->num_workers, h->num_servers, srv->W, srv->S);
-        return;
-    }
-    const char *cid = h->cluster_id ? h->cluster_id : "";
-    if (strcmp(cid, srv->cl->cluster_id) != 0) {
-        srv_refuse(p, GV_PROTO_REFUSE_CLUSTER, "cluster id '%s' is not this job's '%s'", cid,
-                   srv->cl->cluster_id);
-        return;
-    }
-    struct srv_peer *cur = as_server ? srv->servers[m->rank] : srv->workers[m->rank];
-    if (cur != NULL) {
-        srv_refuse(p, GV_PROTO_REFUSE_FULL, "%s %u has already joined (%s)",
-                   gv_proto_role_str(m->role), m->rank, cur->name);
-        return;
-    }
-    struct gv_auth_hello ah = {.version = GV_AUTH_VERSION,
-                               .role = as_server ? GV_AUTH_ROLE_SERVER : GV_AUTH_ROLE_WORKER,
-                               .rank = m->rank};
-    if (h->nonce.len > sizeof(ah.nonce)) {
-        srv_refuse(p, GV_PROTO_REFUSE_OTHER, "nonce too long");
-        return;
-    }
-    if (h->nonce.len > 0)
-        memcpy(ah.nonce, h->nonce.data, h->nonce.len);
-    ah.nonce_len = (uint32_t)h->nonce.len;
-    struct gv_auth_challenge ch;
-    if (gv_auth_server_on_hello(&p->auth, &ah, &ch) != GV_OK) {
-        srv_refuse(p, GV_PROTO_REFUSE_AUTH, "%s", p->auth.reason);
-        return;
-    }
-    p->hello_role = m->role;
-    p->rank = m->rank;
-    p->hello_iter = as_server ? m->iteration : 0;
-    snprintf(p->name, sizeof(p->name), "%s %u (%s)", gv_proto_role_str(m->role), m->rank,
-             p->link.c->peer);
-    uint8_t nonce[GV_AUTH_NONCE_LEN + GV_AUTH_MAC_LEN];
-    memcpy(nonce, ch.nonce, GV_AUTH_NONCE_LEN);
-    memcpy(nonce + GV_AUTH_NONCE_LEN, ch.proof, ch.proof_len);
-    struct gv_proto_msg out;
-    gv_proto_msg_init(&out, GV_PROTO_MSG_CHALLENGE);
-    out.role = GV_PROTO_ROLE_SERVER;
-    out.rank = srv->rank;
-    out.u.challenge.nonce = (struct gv_proto_bytes){nonce, GV_AUTH_NONCE_LEN + ch.proof_len};
-    if (gv_ps_link_send(&p->link, &out, NULL, 0, NULL) != GV_OK)
-        srv_peer_close(p);
-}
-
 static gv_status_t srv_send_welcome(struct gv_server *srv, struct srv_peer *p)
 {
     struct gv_proto_msg out;
@@ -217,26 +153,15 @@ void srv_settle(struct gv_server *srv)
     srv_sync_ready_workers(srv);
 }
 
-static void srv_hs_auth(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
+/* Authenticated: the rank's slot, then WELCOME (workers) or, on server 0, the wait for every
+ * server before the starting iteration is agreed. */
+static void srv_hs_joined(struct gv_server *srv, struct srv_peer *p)
 {
-    struct gv_auth_auth a = {0};
-    struct gv_auth_welcome w;
-    if (m->u.auth.mac.len > sizeof(a.proof)) {
-        srv_refuse(p, GV_PROTO_REFUSE_AUTH, "proof too long");
-        return;
-    }
-    if (m->u.auth.mac.len > 0)
-        memcpy(a.proof, m->u.auth.mac.data, m->u.auth.mac.len);
-    a.proof_len = (uint32_t)m->u.auth.mac.len;
-    if (gv_auth_server_on_auth(&p->auth, &a, &w) != GV_OK) {
-        srv_refuse(p, GV_PROTO_REFUSE_AUTH, "%s", p->auth.reason);
-        return;
-    }
     bool as_server = p->hello_role == GV_PROTO_ROLE_SERVER;
     struct srv_peer **slot = as_server ? &srv->servers[p->rank] : &srv->workers[p->rank];
     if (*slot != NULL) {
-        srv_refuse(p, GV_PROTO_REFUSE_FULL, "%s %u joined meanwhile",
-                   gv_proto_role_str(p->hello_role), p->rank);
+        srv_refuse(p, GV_PROTO_REFUSE_FULL, "%s %u has already joined (%s)",
+                   gv_proto_role_str(p->hello_role), p->rank, (*slot)->name);
         return;
     }
     *slot = p;
@@ -264,27 +189,39 @@ static void srv_hs_auth(struct gv_server *srv, struct srv_peer *p, const struct 
 
 static void srv_hs_on_msg(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
 {
-    switch (m->type) {
-    case GV_PROTO_MSG_HELLO:
-        if (p->auth.state != GV_AUTH_ST_INIT)
-            break;
-        srv_hs_hello(srv, p, m);
+    struct gv_ps_server_hs_cfg hc = {.rank = srv->rank, .num_workers = srv->W,
+                                     .num_servers = srv->S, .cluster_id = srv->cl->cluster_id,
+                                     .secret = srv->cfg.secret};
+    struct gv_proto_msg out;
+    switch (gv_ps_server_hs_on_msg(&p->shs, &hc, m, &out)) {
+    case GV_PS_HS_REPLY:
+        p->hello_role = p->shs.role;
+        p->rank = p->shs.rank;
+        p->hello_iter = p->shs.iteration;
+        snprintf(p->name, sizeof(p->name), "%s %u (%s)", gv_proto_role_str(p->hello_role),
+                 p->rank, p->link.c->peer);
+        if (gv_ps_link_send(&p->link, &out, NULL, 0, NULL) != GV_OK)
+            srv_peer_close(p);
         return;
-    case GV_PROTO_MSG_AUTH:
-        if (p->auth.state != GV_AUTH_ST_WAIT_AUTH)
-            break;
-        srv_hs_auth(srv, p, m);
+    case GV_PS_HS_JOINED:
+        srv_hs_joined(srv, p);
         return;
-    case GV_PROTO_MSG_REFUSE:
+    case GV_PS_HS_REFUSED:
+        gv_log(GV_LOG_WARN, "server %u: refused %s: %s", srv->rank, p->name, p->shs.why);
+        srv_metrics_refused(srv, gv_proto_refuse_str(p->shs.code));
+        if (gv_ps_link_send(&p->link, &out, NULL, 0, NULL) == GV_OK &&
+            !gv_ps_link_idle(&p->link))
+            p->close_after_send = true;
+        else
+            srv_peer_close(p);
+        return;
+    case GV_PS_HS_CLOSED:
         gv_log(GV_LOG_WARN, "server %u: %s refused the handshake: %s", srv->rank, p->name,
-               m->u.refuse.text ? m->u.refuse.text : "");
+               p->shs.why);
+        srv_metrics_refused(srv, "auth");
         srv_peer_close(p);
         return;
-    default:
-        break;
     }
-    srv_refuse(p, GV_PROTO_REFUSE_OTHER, "%s before the handshake completed",
-               gv_proto_msg_type_str(m->type));
 }
 
 /* ---------------------------------------------------------------- the connection to server 0 */
@@ -751,8 +688,7 @@ static void srv_on_accept(struct gv_listener *l, struct gv_conn *c, void *user)
         gv_tp_conn_close(c);
         return;
     }
-    gv_auth_server_init(&p->auth, srv->cfg.secret,
-                        (1u << GV_AUTH_ROLE_WORKER) | (1u << GV_AUTH_ROLE_SERVER), UINT32_MAX);
+    gv_ps_server_hs_init(&p->shs, srv->cfg.secret);
     gv_log(GV_LOG_DEBUG, "server %u: connection from %s", srv->rank, c->peer);
 }
 

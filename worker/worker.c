@@ -27,7 +27,8 @@ gv_status_t wk_server_status(struct gv_worker *w, struct wk_server *ws)
     if (ws->got_error) {
         if (ws->error_code == GV_OK) { /* stopped on request: not a failure of this worker */
             w->stopped = true;
-            wk_fail(w, GV_ERR_CLOSED, "%s stopped the job: %s", ws->name, ws->error_text);
+            wk_fail(w, GV_ERR_CLOSED, "the job was stopped on request (said %s): %s", ws->name,
+                    ws->error_text);
         } else {
             wk_fail(w, GV_ERR_CLOSED, "%s ended the job with an error: %s", ws->name,
                     ws->error_text);
