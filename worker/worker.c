@@ -257,6 +257,7 @@ static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *
     case GV_PROTO_MSG_ERROR:
         ws->got_error = true;
         ws->error_code = m.u.error.code;
+        ws->error_iter = m.iteration;
         snprintf(ws->error_text, sizeof(ws->error_text), "%s",
                  m.u.error.text ? m.u.error.text : "(no text)");
         return;

@@ -31,6 +31,7 @@ struct wk_server {
     bool got_bye;
     bool got_error;
     int32_t error_code;     /* the ERROR's status: GV_OK means the job was stopped on request */
+    uint64_t error_iter;    /* the ERROR's iteration: where the servers stopped */
     char error_text[260];
     bool deferred;          /* its update waits for our push to leave: not held against it */
     uint64_t seen_bytes;    /* conn bytes_recv at the last liveness tick */

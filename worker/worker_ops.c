@@ -284,10 +284,19 @@ void gv_worker_stop(struct gv_worker *w, const char *why)
         if (answered || gv_tp_progress(w->tp, 20) < 0)
             break;
     }
+    /* between steps this worker's residual is that of iteration w->iter, and no server can
+     * complete that round without its push: the servers stop there, and so can its checkpoint */
+    bool same = sent && w->fail_status == GV_OK;
+    for (uint32_t s = 0; s < w->S; s++)
+        same &= w->srv[s].got_error && w->srv[s].error_code == GV_OK &&
+                w->srv[s].error_iter == w->iter;
     w->stopped = true;
     if (w->fail_status == GV_OK) {
         w->fail_status = GV_ERR_CLOSED;
         snprintf(w->fail, sizeof(w->fail), "stopped on request: %s", why);
     }
+    bool ckpt = same && w->ckpt_dir[0] != '\0' && ck_has_state(w);
     pthread_mutex_unlock(&w->mu);
+    if (ckpt)
+        wk_ckpt_write(w);
 }
