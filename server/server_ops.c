@@ -174,8 +174,12 @@ void srv_worker_dead(struct gv_server *srv, struct srv_peer *p, const char *why)
         return;
     if (srv->live_on)
         gv_liveness_mark_dead(&srv->live, p->rank, why);
-    bool started = srv->rounds_done > 0 || srv->round == SRV_ROUND_OPEN ||
-                   srv->round == SRV_ROUND_WAIT_DECISION;
+    /* the job has started once every worker has the model: before, it starts with all */
+    bool started = srv->rounds_done > 0;
+    for (uint32_t w = 0; !started && w < srv->W; w++)
+        started = w + 1 == srv->W && srv->workers[w] != NULL && srv->workers[w]->synced;
+    for (uint32_t w = 0; started && srv->rounds_done == 0 && w < srv->W; w++)
+        started = srv->workers[w] != NULL && srv->workers[w]->synced;
     if (srv->state != SRV_RUNNING || srv->cfg.dead_policy != GV_DEAD_CONTINUE || !started) {
         /* the abort policy, or start-up: a job starts with every one of its workers */
         srv_abort(srv, GV_ERR_CLOSED, "%s is dead: %s; the dead-worker policy is %s",
@@ -189,8 +193,8 @@ void srv_worker_dead(struct gv_server *srv, struct srv_peer *p, const char *why)
     for (uint32_t w = 0; w < srv->W; w++)
         left += srv->expected[w] && srv->workers[w] != NULL && !srv->workers[w]->dead;
     gv_log(GV_LOG_WARN, "server %u: %s is dead at iteration %" PRIu64 ": %s; continuing without it "
-           "(dead-worker policy continue, %u workers left)", srv->rank, p->name, srv->iter, why,
-           left);
+           "(dead-worker policy continue, %u of %u workers left)", srv->rank, p->name, srv->iter,
+           why, left, srv->W);
     srv_metrics_tick(srv, gv_now_ns());
     char text[300];
     snprintf(text, sizeof(text), "server %u declared worker %u dead (%.200s): the job goes on "

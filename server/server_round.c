@@ -439,6 +439,11 @@ void srv_round_maybe_decide(struct gv_server *srv)
     }
     if (d.n_missing > 0)
         gv_log(GV_LOG_WARN, "server 0: iteration %" PRIu64 ": %s", srv->iter, d.reason);
+    for (uint32_t w = 0; w < W; w++)
+        if (arr[w] && !srv->arrived[w])
+            gv_log(GV_LOG_WARN, "server 0: iteration %" PRIu64 ": worker %u's push reached some "
+                   "servers only: it counts in the average (over %u), as a zero gradient where "
+                   "it is missing", srv->iter, w, d.n_average);
     for (uint32_t w = 0; w < W; w++) {
         bool next = srv->expected[w] && !dead[w];
         if (srv->expected[w] && !next) {
