@@ -125,11 +125,22 @@ static bool ck_has_state(const struct gv_worker *w)
     return w->resid != NULL || w->epoch_acc != NULL;
 }
 
-static size_t ck_sections(struct gv_worker *w, struct gv_ckpt_section *sec, uint8_t *pending)
+/* The residual's memory is the compressor's: for a GPU replica (w->mirrored) it may be device
+ * memory, which the checkpoint code cannot read or write. Those replicas go through a host
+ * copy (every mirrored one, so that the CPU backend's mirror path exercises the same code). */
+static bool ck_resid_staged(const struct gv_worker *w)
+{
+    return w->resid != NULL && w->mirrored;
+}
+
+/* The sections of this worker's state; the residual's is `host` when staged (float[numel]). */
+static size_t ck_sections(struct gv_worker *w, struct gv_ckpt_section *sec, uint8_t *pending,
+                          float *host)
 {
     size_t n = 0;
     if (w->resid != NULL)
-        sec[n++] = (struct gv_ckpt_section){"residual", w->resid, w->m.numel * sizeof(float)};
+        sec[n++] = (struct gv_ckpt_section){"residual", ck_resid_staged(w) ? host : w->resid,
+                                            w->m.numel * sizeof(float)};
     if (w->epoch_acc != NULL) {
         *pending = w->norms_pending;
         sec[n++] = (struct gv_ckpt_section){"epoch_acc", w->epoch_acc,
@@ -139,6 +150,16 @@ static size_t ck_sections(struct gv_worker *w, struct gv_ckpt_section *sec, uint
         sec[n++] = (struct gv_ckpt_section){"norms_pending", pending, 1};
     }
     return n;
+}
+
+/* A host buffer for a staged residual (NULL, and logged, when none can be had). */
+static float *ck_stage_alloc(struct gv_worker *w)
+{
+    float *host = gv_malloc(w->m.numel * sizeof(float));
+    if (host == NULL)
+        gv_log(GV_LOG_ERROR, "worker %u: no memory for a host copy of the residual (%zu bytes)",
+               w->rank, w->m.numel * sizeof(float));
+    return host;
 }
 
 /* The servers resumed from iteration w->iter: this worker's residual of that iteration, if
@@ -156,18 +177,31 @@ static gv_status_t ck_restore(struct gv_worker *w)
                "an uninterrupted run would)", w->rank, w->iter, w->ckpt_dir);
         return gv_ps_ckpt_retire_newer(w->ckpt_dir, w->rank, w->iter);
     }
+    float *host = NULL;
+    if (ck_resid_staged(w) && (host = ck_stage_alloc(w)) == NULL)
+        return GV_ERR_NOMEM;
     struct gv_ckpt *ck;
     gv_status_t status = gv_ps_ckpt_open_iter(w->ckpt_dir, &id, w->iter, &ck);
     if (status == GV_OK) {
         struct gv_ckpt_section sec[4];
         uint8_t pending = 0;
-        size_t n = ck_sections(w, sec, &pending);
+        size_t n = ck_sections(w, sec, &pending, host);
         for (size_t i = 0; i < n && status == GV_OK; i++)
             status = gv_ckpt_read_section(ck, sec[i].name, (void *)(uintptr_t)sec[i].data,
                                           sec[i].len);
         w->norms_pending = pending != 0;
         gv_ckpt_close(ck);
     }
+    if (status == GV_OK && host != NULL) {
+        status = gv_cmp_copy_from_host(w->cmp, w->resid, host, w->m.numel * sizeof(float));
+        if (status != GV_OK) {
+            gv_log(GV_LOG_ERROR, "worker %u: cannot copy the restored residual to the GPU (%s)",
+                   w->rank, gv_status_str(status));
+            gv_free(host);
+            return status;
+        }
+    }
+    gv_free(host);
     if (status != GV_OK) {
         gv_log(GV_LOG_ERROR, "worker %u: refusing the checkpoint %s (see above): move it away "
                "to resume with a zero residual", w->rank, path);
@@ -189,12 +223,23 @@ void wk_ckpt_write(struct gv_worker *w)
 {
     struct gv_ckpt_ident id;
     ck_ident(w, &id);
-    struct gv_ckpt_section sec[4];
-    uint8_t pending = 0;
-    size_t n = ck_sections(w, sec, &pending);
-    int keep = w->cfg.checkpoint_keep > 0 ? w->cfg.checkpoint_keep : 3;
     uint64_t t0 = gv_now_ns();
-    gv_status_t status = gv_ckpt_write(w->ckpt_dir, &id, w->iter, sec, n, keep, NULL, 0);
+    float *host = NULL;
+    gv_status_t status = GV_OK;
+    if (ck_resid_staged(w)) {
+        host = ck_stage_alloc(w);
+        status = host == NULL ? GV_ERR_NOMEM
+                              : gv_cmp_copy_to_host(w->cmp, host, w->resid,
+                                                    w->m.numel * sizeof(float));
+    }
+    if (status == GV_OK) {
+        struct gv_ckpt_section sec[4];
+        uint8_t pending = 0;
+        size_t n = ck_sections(w, sec, &pending, host);
+        int keep = w->cfg.checkpoint_keep > 0 ? w->cfg.checkpoint_keep : 3;
+        status = gv_ckpt_write(w->ckpt_dir, &id, w->iter, sec, n, keep, NULL, 0);
+    }
+    gv_free(host);
     if (status != GV_OK) {
         gv_log(GV_LOG_ERROR, "worker %u: the residual checkpoint of iteration %" PRIu64 " failed "
                "(%s); training goes on", w->rank, w->iter, gv_status_str(status));
