@@ -63,6 +63,7 @@ struct child {
     size_t len;
     bool exited;
     int status;
+    int sent_sig;   /* the last signal gravac-launch itself sent it (0: none) */
 };
 
 struct launch {
@@ -312,8 +313,16 @@ static gv_status_t start_one(struct launch *L, const char *prog, bool server, in
 static void signal_all(struct launch *L, int sig)
 {
     for (int i = 0; i < L->n; i++)
-        if (!L->ch[i].exited)
+        if (!L->ch[i].exited) {
+            L->ch[i].sent_sig = sig;
             kill(L->ch[i].pid, sig);
+        }
+}
+
+/* Killed by a signal gravac-launch sent it: a consequence of another failure, not a cause. */
+static bool killed_by_us(const struct child *c)
+{
+    return WIFSIGNALED(c->status) && c->sent_sig != 0 && WTERMSIG(c->status) == c->sent_sig;
 }
 
 static void describe_exit(const struct child *c, char *out, size_t len);
@@ -321,7 +330,8 @@ static void describe_exit(const struct child *c, char *out, size_t len);
 /* Collects exited children and keeps the failure to name. A process killed by a signal is the
  * likelier cause than one that exited 1 (the others exit 1 once they notice it is gone, and a
  * dying process closes its sockets before it becomes a zombie), so it replaces the first
- * failure seen when it shows up within a second of it. Under the continue policy a worker's
+ * failure seen when it shows up within a second of it, unless gravac-launch sent that signal
+ * itself (stopping the others after the first failure). Under the continue policy a worker's
  * failure is the servers' to judge: the job goes on, and it only counts if the job fails. */
 static void reap(struct launch *L, struct child **failed, uint64_t *failed_ns)
 {
@@ -346,7 +356,7 @@ static void reap(struct launch *L, struct child **failed, uint64_t *failed_ns)
         if (*failed == NULL) {
             *failed = c;
             *failed_ns = gv_now_ns();
-        } else if (WIFSIGNALED(st) && !WIFSIGNALED((*failed)->status) &&
+        } else if (WIFSIGNALED(st) && !killed_by_us(c) && !WIFSIGNALED((*failed)->status) &&
                    gv_now_ns() - *failed_ns < 1000000000ull) {
             *failed = c;
         }
@@ -366,8 +376,8 @@ static void describe_exit(const struct child *c, char *out, size_t len)
     if (WIFEXITED(c->status))
         snprintf(out, len, "exit status %d", WEXITSTATUS(c->status));
     else if (WIFSIGNALED(c->status))
-        snprintf(out, len, "killed by signal %d (%s)", WTERMSIG(c->status),
-                 strsignal(WTERMSIG(c->status)));
+        snprintf(out, len, "killed by signal %d (%s)%s", WTERMSIG(c->status),
+                 strsignal(WTERMSIG(c->status)), killed_by_us(c) ? ", sent by gravac-launch" : "");
     else
         snprintf(out, len, "status 0x%x", (unsigned)c->status);
 }
@@ -584,6 +594,10 @@ int main(int argc, char **argv)
         return 0;
     }
     launch_bin_dir(&L);
+    /* the children get their cluster from the command line: a GV_SERVERS meant for launch (a
+     * count) or an inherited host list or advertised name would mislead them */
+    unsetenv("GV_SERVERS");
+    unsetenv("GV_ADVERTISE");
     const char *tmp = L.lo.tmp_dir[0] ? L.lo.tmp_dir : getenv("TMPDIR");
     snprintf(L.dir, sizeof(L.dir), "%s/gravac-launch-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     if (mkdtemp(L.dir) == NULL) {
