@@ -20,7 +20,8 @@
  *   bad_peers             garbage, truncated frames, huge lengths, another wire version, another
  *                         secret and a duplicate rank at both servers during training: each is
  *                         refused and logged, and the job's result equals an undisturbed run's
- *   metrics               /metrics scraped with curl during training: the values move
+ *   metrics               /metrics scraped with curl during a GraVAC job: the values move, the
+ *                         CF gauges and the gains are there
  * Times are bounded: --peer-timeout 1.5 s, heartbeats every 200 ms. */
 #include "e2e.h"
 
@@ -1035,7 +1036,10 @@ static void scenario_metrics(void)
     char extra[900];
     snprintf(extra, sizeof(extra), "--metrics-addr 127.0.0.1:0 --checkpoint-dir %s/ck "
              "--checkpoint-every 200", dir);
-    struct run r = {.dir = dir, .tag = "a", .S = 2, .W = 2, .steps = 100000000, .extra = extra};
+    /* GraVAC, so that the gains are exported (server 0): after its first windows the floor is
+     * used (CF 10) and the candidate has climbed to the top (1000) */
+    struct run r = {.dir = dir, .tag = "a", .S = 2, .W = 2, .steps = 100000000, .extra = extra,
+                    .method = "--method gravac-exp --window 25 --epsilon 0.3"};
     run_start(&r);
     int port = metrics_port(proc(&r, true, 0)->log), port1 = metrics_port(proc(&r, true, 1)->log);
     GV_CHECK(port > 0 && port1 > 0);
@@ -1059,7 +1063,16 @@ static void scenario_metrics(void)
     }
     GV_CHECK(sample(b, "gravac_iteration") >= 300);
     GV_CHECK(sample(b, "gravac_samples_per_second") > 0);
-    GV_CHECK_EQ(sample(b, "gravac_compression_factor"), 10.0);
+    double cf = sample(b, "gravac_compression_factor");
+    double floor_cf = sample(b, "gravac_compression_factor_floor");
+    double cand_cf = sample(b, "gravac_compression_factor_candidate");
+    GV_CHECK_EQ(floor_cf, 10.0);
+    GV_CHECK_MSG(cand_cf > floor_cf && (cf == floor_cf || cf == cand_cf),
+                 "CF %g, floor %g, candidate %g", cf, floor_cf, cand_cf);
+    double g_floor = sample(b, "gravac_compression_gain{level=\"floor\"}");
+    double g_cand = sample(b, "gravac_compression_gain{level=\"candidate\"}");
+    GV_CHECK_MSG(g_floor > 0 && g_floor <= 1 && g_cand > 0 && g_cand <= 1,
+                 "gains: floor %g, candidate %g", g_floor, g_cand);
     GV_CHECK_EQ(sample(b, "gravac_workers"), 2.0);
     GV_CHECK(sample(b, "gravac_loss") > 0);
     GV_CHECK(sample(b, "gravac_checkpoint_iteration") >= 200);
