@@ -6,8 +6,9 @@
  *   stop_worker_abort     SIGSTOP a worker: the heartbeat timeout finds it, everyone exits 1
  *   stop_worker_continue  SIGSTOP a worker under continue: dropped, the job finishes; woken up,
  *                         the worker learns why and exits 1
- *   kill_server           SIGKILL a server: every other process exits 1, naming it
- *   stop_server           SIGSTOP a server: found by the timeout, everyone exits 1
+ *   kill_server           SIGKILL server 1: every other process exits 1, naming it
+ *   stop_server           SIGSTOP server 1: found by the timeout, everyone exits 1
+ *   kill_server0, stop_server0  the same with server 0, the one that decides the rounds
  *   restart               SIGKILL a server mid-run, restart the job: it resumes from the newest
  *                         common checkpoint and the per-iteration losses and final parameters
  *                         equal an uninterrupted run's, bit for bit
@@ -302,31 +303,35 @@ static void scenario_worker_continue(bool stop)
         e2e_rmdir(r.dir);
 }
 
-/* A server killed or stopped: every other process exits 1 naming it, within the bound. */
-static void scenario_server(bool stop)
+/* A server killed or stopped: every other process exits 1 naming it, within the bound. Server
+ * 0 decides the rounds and the aborts, so losing it is checked as well as losing server 1. */
+static void scenario_server(bool stop, int victim)
 {
     struct run r = {.dir = mkdir_tmp(stop ? "stops" : "kills"), .tag = "a", .S = 2, .W = 2,
                     .steps = 100000000};
     GV_CHECK(r.dir != NULL);
     run_start(&r);
     GV_CHECK(wait_iter(&r, 0, 200, 20));
-    kill(proc(&r, true, 1)->pid, stop ? SIGSTOP : SIGKILL);
-    double secs = wait_others(&r, 1, 20);
-    fprintf(stderr, "every other process ended %.2f s after server 1 was %s\n", secs,
+    kill(proc(&r, true, victim)->pid, stop ? SIGSTOP : SIGKILL);
+    double secs = wait_others(&r, victim, 20);
+    fprintf(stderr, "every other process ended %.2f s after server %d was %s\n", secs, victim,
             stop ? "stopped" : "killed");
     GV_CHECK_MSG(secs < (stop ? DETECT_BOUND_S : 3.0), "took %.2f s", secs);
+    char name[32];
+    snprintf(name, sizeof(name), "server %d", victim);
     for (int i = 0; i < r.j.n; i++) {
-        if (i == 1)
+        if (i == victim)
             continue;
         GV_CHECK_MSG(r.j.p[i].done && e2e_exit_code(&r.j.p[i]) == 1, "%s exit %d", r.j.p[i].name,
                      e2e_exit_code(&r.j.p[i]));
-        GV_CHECK_MSG(file_has(r.j.p[i].log, "server 1"), "%s does not name server 1",
-                     r.j.p[i].name);
+        GV_CHECK_MSG(file_has(r.j.p[i].log, name), "%s does not name %s", r.j.p[i].name, name);
     }
-    if (stop)
-        for (int w = 0; w < r.W; w++)
-            GV_CHECK(file_has(proc(&r, false, w)->log, "not responding") ||
-                     file_has(proc(&r, true, 0)->log, "not responding"));
+    if (stop) {
+        bool said = false;
+        for (int i = 0; i < r.j.n; i++)
+            said |= i != victim && file_has(r.j.p[i].log, "not responding");
+        GV_CHECK_MSG(said, "nobody said that %s is not responding", name);
+    }
     run_kill(&r);
     if (gv_check_failed_ != 0)
         dump_all(&r);
@@ -1116,9 +1121,13 @@ int main(int argc, char **argv)
     else if (strcmp(s, "stop_worker_continue") == 0)
         scenario_worker_continue(true);
     else if (strcmp(s, "kill_server") == 0)
-        scenario_server(false);
+        scenario_server(false, 1);
     else if (strcmp(s, "stop_server") == 0)
-        scenario_server(true);
+        scenario_server(true, 1);
+    else if (strcmp(s, "kill_server0") == 0)
+        scenario_server(false, 0);
+    else if (strcmp(s, "stop_server0") == 0)
+        scenario_server(true, 0);
     else if (strcmp(s, "restart") == 0)
         scenario_restart();
     else if (strcmp(s, "restart_gravac") == 0)
