@@ -243,8 +243,18 @@ static gv_status_t spawn(struct launch *L, const char *role, int rank, char *con
         gv_log(GV_LOG_ERROR, "launch: pipe: %s", strerror(errno));
         return GV_ERR_IO;
     }
+    /* launch's handlers write to its signal pipe: a child must not run them between fork and
+     * exec (a SIGTERM launch sends it then would read as one sent to launch), so the signals
+     * stay blocked until the child has the default actions back */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &block, &old);
     pid_t pid = fork();
     if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
         gv_log(GV_LOG_ERROR, "launch: fork: %s", strerror(errno));
         close(p[0]);
         close(p[1]);
@@ -254,6 +264,10 @@ static gv_status_t spawn(struct launch *L, const char *role, int rank, char *con
         setpgid(0, 0); /* Ctrl-C reaches launch only; it forwards the signal */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGCHLD, SIG_DFL);
+        close(sig_pipe[0]);
+        close(sig_pipe[1]);
+        sigprocmask(SIG_SETMASK, &old, NULL);
         dup2(p[1], STDOUT_FILENO);
         dup2(p[1], STDERR_FILENO);
         close(p[0]);
@@ -262,6 +276,7 @@ static gv_status_t spawn(struct launch *L, const char *role, int rank, char *con
         fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    sigprocmask(SIG_SETMASK, &old, NULL);
     close(p[1]);
     fcntl(p[0], F_SETFL, O_NONBLOCK);
     c->pid = pid;
