@@ -271,7 +271,12 @@ static void scenario_worker_continue(bool stop)
         GV_CHECK(file_has(proc(&r, true, s)->log, "continuing without it"));
         GV_CHECK(file_has(proc(&r, true, s)->log, "workers left 2 of 3"));
     }
-    GV_CHECK(file_has(proc(&r, true, 0)->log, "averaging over 2"));
+    /* the round it died in: without it ("averaging over 2"), or, when its push had reached
+     * one server only, with it as a zero gradient on the other (over 3); the rounds after
+     * that average over the 2 survivors either way (test_membership checks the counts) */
+    GV_CHECK_MSG(file_has(proc(&r, true, 0)->log, "averaging over 2") ||
+                 file_has(proc(&r, true, 0)->log, "worker 2's push reached some servers only"),
+                 "server 0 does not say how the round worker 2 died in was averaged");
     /* the survivors ran every iteration, and their replicas equal the servers' shards */
     GV_CHECK_EQ(last_iter(&r, 0), 2999);
     GV_CHECK_EQ(last_iter(&r, 1), 2999);
@@ -924,7 +929,7 @@ static void attack(const int *ports, int n_ports, const char *wrong_key, const c
 }
 
 #ifndef BAD_PEERS_STEPS
-#define BAD_PEERS_STEPS 2500
+#define BAD_PEERS_STEPS 8000
 #endif
 
 static void scenario_bad_peers(void)
