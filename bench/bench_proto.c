@@ -119,7 +119,8 @@ int gv_bench_proto_main(int argc, char **argv)
         else if (strcmp(argv[i], "--cf") == 0 && i + 1 < argc)
             cf = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: gravac-bench proto [--iters N] [--numel N] [--cf CF]\n");
+            fprintf(stderr, "usage: gravac-bench proto [--iters N (default 200000)] "
+                            "[--numel N (default 25000000)] [--cf CF (default 100)]\n");
             return strcmp(argv[i], "--help") == 0 ? 0 : 2;
         }
     }

@@ -75,6 +75,16 @@ static void cfg_format_seconds(double s, char *buf, size_t len)
         snprintf(buf, len, "%gs", s);
 }
 
+/* The shortest of %.15g..%.17g that reads back as v (0.999999, not 0.99999899999999997). */
+static void cfg_format_number(double v, char *buf, size_t len)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
 void cfg_range_text(const struct gv_opt *o, char *buf, size_t len)
 {
     if (!(o->flags & GV_OPT_RANGE)) {
@@ -86,12 +96,14 @@ void cfg_range_text(const struct gv_opt *o, char *buf, size_t len)
         cfg_format_seconds(o->min, lo, sizeof(lo));
         cfg_format_seconds(o->max, hi, sizeof(hi));
         snprintf(buf, len, "%s to %s", lo, hi);
-    } else if (o->type == GV_OPT_SIZE) {
-        snprintf(buf, len, "%.17g to %.17g bytes", o->min, o->max);
-    } else if (o->type == GV_OPT_HOSTLIST) {
-        snprintf(buf, len, "%.17g to %.17g entries", o->min, o->max);
     } else {
-        snprintf(buf, len, "%.17g to %.17g", o->min, o->max);
+        char lo[32], hi[32];
+        cfg_format_number(o->min, lo, sizeof(lo));
+        cfg_format_number(o->max, hi, sizeof(hi));
+        snprintf(buf, len, "%s to %s%s", lo, hi,
+                 o->type == GV_OPT_SIZE       ? " bytes"
+                 : o->type == GV_OPT_HOSTLIST ? " entries"
+                                              : "");
     }
 }
 

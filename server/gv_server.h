@@ -309,6 +309,7 @@ struct gv_ps_link {
     size_t slot_bytes;
     uint64_t n_sent, n_done;     /* messages handed to the transport / completed */
     uint64_t bytes_sent, bytes_recv; /* prefix + header + payload */
+    uint64_t t_sent_ns;          /* gv_now_ns() of the last send (paces heartbeats) */
     gv_status_t send_error;      /* first failed completion */
     void (*on_idle)(struct gv_ps_link *l, void *arg); /* all sends completed (optional) */
     void *arg;
@@ -337,6 +338,7 @@ struct gv_ps_hello_info {
     uint32_t rank, num_workers, num_servers;
     const char *cluster_id;
     const struct gv_auth_secret *secret; /* empty: --insecure */
+    uint64_t iteration; /* a server: its newest checkpoint (0: none); a worker: 0 */
 };
 struct gv_ps_client_hs {
     struct gv_auth auth;
@@ -346,14 +348,116 @@ struct gv_ps_client_hs {
     struct gv_proto_welcome welcome; /* valid in state 3 */
     uint64_t iteration;              /* WELCOME's */
     char why[300];                   /* the failure, for the caller's error */
+    struct gv_auth_auth proof;       /* the AUTH to send (gv_ps_client_hs_step's *out) */
+    uint8_t nonce[GV_AUTH_NONCE_LEN]; /* the HELLO's (gv_ps_client_hs_begin's *out) */
+    char refuse_text[GV_AUTH_REASON_MAX]; /* our REFUSE's text */
 };
 gv_status_t gv_ps_client_hs_start(struct gv_ps_client_hs *hs, struct gv_ps_link *l,
                                   const struct gv_ps_hello_info *info);
+/* The same without a connection: the HELLO to send comes back in *out (valid while hs and
+ * info live). GV_ERR_IO when the random generator fails (hs->why). */
+gv_status_t gv_ps_client_hs_begin(struct gv_ps_client_hs *hs, const struct gv_ps_hello_info *info,
+                                  struct gv_proto_msg *out);
 /* Feeds one decoded message of the handshake. GV_OK (state advanced; 3 = welcomed),
  * GV_ERR_AUTH / GV_ERR_VERSION / GV_ERR_PROTO: failed (hs->why says why; a REFUSE was sent when
  * it was our refusal). The caller closes the connection on error. */
 gv_status_t gv_ps_client_hs_on_msg(struct gv_ps_client_hs *hs, struct gv_ps_link *l,
                                    const struct gv_proto_msg *m);
+/* The same without a connection: what to send comes back in *out (*have_out true: AUTH, or
+ * the REFUSE of a failure; out's bytes point into hs and into m, valid until the next call or
+ * until m's arena is reused). gv_ps_client_hs_on_msg is this plus the send. */
+gv_status_t gv_ps_client_hs_step(struct gv_ps_client_hs *hs, const struct gv_proto_msg *m,
+                                 struct gv_proto_msg *out, bool *have_out);
+
+/* ---------------------------------------------------------------- server handshake
+ * The accepting side of a connection as a state machine over decoded messages, without a
+ * connection (server_peer.c sends what it returns; the fuzz target feeds it anything): the
+ * HELLO's role, rank, cluster size and id are checked, then ops/'s HMAC exchange. Whether the
+ * rank is taken is the caller's to check once the peer is authenticated (an unauthenticated
+ * peer learns nothing of who has joined). */
+struct gv_ps_server_hs_cfg {
+    uint32_t rank;               /* this server's: only server 0 accepts servers */
+    uint32_t num_workers, num_servers;
+    const char *cluster_id;
+    const struct gv_auth_secret *secret; /* borrowed; empty: --insecure */
+};
+enum gv_ps_hs_result {
+    GV_PS_HS_REPLY = 0, /* send *out (the CHALLENGE) and wait for the next message */
+    GV_PS_HS_JOINED,    /* authenticated: role, rank and iteration are the peer's */
+    GV_PS_HS_REFUSED,   /* send *out (a REFUSE) and close; why: the detail for this side's log */
+    GV_PS_HS_CLOSED,    /* the peer refused (why: its text): close without an answer */
+};
+struct gv_ps_server_hs {
+    struct gv_auth auth;
+    bool hello_seen;
+    enum gv_proto_role role; /* from the HELLO */
+    uint32_t rank;
+    uint64_t iteration;      /* a server's newest checkpoint, from its HELLO */
+    enum gv_proto_refuse code; /* REFUSED */
+    uint8_t chal[GV_AUTH_NONCE_LEN + GV_AUTH_MAC_LEN]; /* the CHALLENGE's bytes (*out's) */
+    char why[300];           /* REFUSED / CLOSED: for the log */
+    char text[300];          /* REFUSED: what the peer is told (*out's text) */
+};
+void gv_ps_server_hs_init(struct gv_ps_server_hs *hs, const struct gv_auth_secret *secret);
+/* Feeds one decoded message; *out is filled for REPLY and REFUSED (its bytes point into hs,
+ * valid until the next call). */
+enum gv_ps_hs_result gv_ps_server_hs_on_msg(struct gv_ps_server_hs *hs,
+                                            const struct gv_ps_server_hs_cfg *cfg,
+                                            const struct gv_proto_msg *m, struct gv_proto_msg *out);
+
+/* ---------------------------------------------------------------- payload checks and decoders
+ * What a server checks in a PUSH header and a worker in an UPDATE header before any byte of the
+ * payload lands in a buffer, and the sparse decoder both run on the payload. Shared with the
+ * fuzz targets (tests/fuzz/), which so exercise the production code. */
+
+/* A PUSH for shard `shard` of n parameters under decision d, into a receive buffer of rcap
+ * bytes (sparse segments land GV_SPARSE_HDR_LEN bytes in): its shard, numel, level and CF
+ * match, and its segments are one dense f32 segment (exactly when d is dense) or an index and a
+ * value segment that fit. *dense_p tells which. GV_ERR_PROTO otherwise, with why (may be NULL)
+ * saying what differs. */
+gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len, uint32_t shard,
+                             uint64_t n, const struct gv_proto_decision *d, size_t rcap,
+                             bool *dense_p, char *why, size_t why_len);
+/* An UPDATE of iteration iter for shard `shard` of n parameters into a buffer of ucap bytes:
+ * one dense f32 segment or an index and an f32 value segment that fit, then (Accordion) one RAW
+ * segment of n_tensors bytes. *dense_p tells which. GV_ERR_PROTO otherwise. */
+gv_status_t gv_ps_update_check(const struct gv_proto_msg *m, uint64_t iter, uint32_t shard,
+                               uint64_t n, size_t ucap, bool accordion, uint32_t n_tensors,
+                               bool *dense_p);
+/* A sparse payload as received: the index segment at buf + GV_SPARSE_HDR_LEN, the value
+ * segment right behind it (m->segs[0] and [1] give their lengths). Writes compress/'s header in
+ * front from m's fields (encoding, value type, n, nnz) and adds the entries into acc[n];
+ * compress/ validates every index and length. GV_ERR_PROTO for anything inconsistent. */
+gv_status_t gv_ps_sparse_add(uint8_t *buf, const struct gv_proto_msg *m, uint32_t n, float *acc);
+
+/* Round membership between servers (docs/operations.md, "dead workers"): one byte per worker
+ * in a RAW segment. In a STATS a server s > 0 sends server 0 at the end of its aggregation:
+ * ARRIVED (it added the worker's push) and DEAD (it declared the worker dead). In the DECISION
+ * server 0 answers with: ARRIVED (the worker counts in this round's average) and NEXT (the
+ * worker is expected in the next round). */
+#define GV_PS_MEMB_ARRIVED 0x1u
+#define GV_PS_MEMB_DEAD 0x2u
+#define GV_PS_MEMB_NEXT 0x4u
+/* Checks a membership segment of num_workers bytes (only the bits allowed set); GV_ERR_PROTO. */
+gv_status_t gv_ps_memb_check(const uint8_t *memb, uint32_t num_workers, unsigned allowed);
+
+/* ---------------------------------------------------------------- checkpoint files
+ * ops/ names a checkpoint <dir>/shard<SSSS>-iter<IIIIIIIIIIII>.gvckpt; a worker's files go to
+ * <dir>/worker<RRRR>/ with the worker's rank as the index. */
+
+/* Creates dir and its missing parents (mode 0700). GV_ERR_IO (logged). */
+gv_status_t gv_ps_mkdir(const char *dir);
+/* The path of index's checkpoint of iteration iter in dir. */
+void gv_ps_ckpt_path(const char *dir, uint32_t index, uint64_t iter, char *out, size_t len);
+/* Opens, verifies and checks the identity of index's checkpoint of exactly iteration iter.
+ * GV_ERR_INVAL (not logged) when there is no such file; the errors of gv_ckpt_open and
+ * gv_ckpt_check_ident (logged) otherwise. */
+gv_status_t gv_ps_ckpt_open_iter(const char *dir, const struct gv_ckpt_ident *id, uint64_t iter,
+                                 struct gv_ckpt **ck_p);
+/* Renames index's checkpoint files of iterations above iter to "<name>.stale" (the abandoned
+ * future of a job that resumed from iter: they must never be mixed with the new one), logging
+ * each at WARN. GV_ERR_IO when dir cannot be read. */
+gv_status_t gv_ps_ckpt_retire_newer(const char *dir, uint32_t index, uint64_t iter);
 
 /* proto <-> adapt levels, and the number of compression levels a worker computes. */
 enum gv_proto_level gv_ps_level_to_proto(enum gv_adapt_level level);
@@ -379,6 +483,17 @@ struct gv_server_config {
     const struct gv_auth_secret *secret; /* borrowed; empty = --insecure */
     uint64_t handshake_timeout_ns;
     const char *decision_log;         /* server 0: JSON lines of the controller ("" none) */
+
+    /* ---- operations (docs/operations.md); zero-initialised fields disable each ---- */
+    uint64_t heartbeat_interval_ns; /* a HEARTBEAT on every idle link this often (0: none) */
+    uint64_t peer_timeout_ns;       /* a joined peer silent this long is dead (0: never) */
+    enum gv_dead_policy dead_policy; /* a dead worker aborts the job, or the job goes on */
+    uint32_t min_workers;           /* continue: abort below this many workers (0 means 1) */
+    const char *checkpoint_dir;     /* NULL or "": no checkpoints, no resume */
+    uint64_t checkpoint_every;      /* iterations between checkpoints (0: only at the end) */
+    int checkpoint_keep;            /* files kept per shard (0 means 3) */
+    bool checkpoint_fallback;       /* a corrupt newest checkpoint: fall back to an older one */
+    struct gv_hostport metrics_addr; /* host "" and port 0: no HTTP endpoint */
 };
 
 /* Builds the shard map, allocates every buffer (parameters, momentum, accumulator, one receive
@@ -389,13 +504,17 @@ gv_status_t gv_server_create(const struct gv_server_config *cfg, struct gv_serve
 void gv_server_destroy(struct gv_server *srv);
 /* The port the server listens on (after an ephemeral bind). */
 uint16_t gv_server_port(const struct gv_server *srv);
+/* The port of the metrics endpoint (0 when there is none). */
+uint16_t gv_server_metrics_port(const struct gv_server *srv);
 
 /* Runs the server until the job ends: connects to server 0 (servers 1..S-1), admits every
  * worker, receives the initial model from worker 0, then runs rounds until every worker said
  * BYE (or worker 0 stopped early). GV_OK on a clean end; GV_ERR_TIMEOUT when start-up missed its
  * deadline; GV_ERR_CLOSED when a worker or server died (the job is aborted, every peer is told);
  * GV_ERR_PROTO on a protocol violation by a joined peer. *stop (may be NULL) is polled: when it
- * becomes non-zero the server aborts the job (SIGINT/SIGTERM). */
+ * becomes non-zero (the signal number, SIGINT or SIGTERM) the job is stopped on request: server
+ * 0 stops it at a round boundary (the others ask it to), every server writes its final
+ * checkpoint there, and the summary says `stopped`. */
 gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop);
 
 struct gv_server_summary {
@@ -407,6 +526,13 @@ struct gv_server_summary {
     uint64_t peak_rss, bound_rss; /* VmHWM, and 4 x shard bytes + 64 MiB */
     double last_cf;
     uint64_t cf_changes;
+    /* operations */
+    bool stopped;              /* ended on request (a signal, or a peer's stop request) */
+    bool refused;              /* refused to start: checkpoint unusable or not shared by all */
+    uint32_t workers_left;     /* workers still in the job at the end */
+    uint64_t resumed_from;     /* the checkpoint iteration the run started from (0: fresh) */
+    uint64_t ckpt_iter;        /* iteration of the last checkpoint written (0: none) */
+    uint64_t ckpt_written;     /* checkpoints written by this run */
 };
 void gv_server_get_summary(const struct gv_server *srv, struct gv_server_summary *sum);
 

@@ -4,6 +4,7 @@
 #include "server_internal.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -65,17 +66,26 @@ static gv_status_t srv_buffers(struct gv_server *srv)
     srv->layer_cf = gv_calloc(srv->n_tensors, sizeof(double));
     srv->dec_cur.heavy = gv_calloc(srv->n_tensors, 1);
     srv->dec_next.heavy = gv_calloc(srv->n_tensors, 1);
+    srv->expected = gv_calloc(srv->W, sizeof(bool));
+    srv->arrived = gv_calloc(srv->W, sizeof(bool));
+    srv->scratch = gv_calloc(2 * (size_t)srv->W, sizeof(bool));
+    srv->memb = gv_calloc(srv->W, 1);
+    srv->reports = gv_calloc((size_t)srv->S * srv->W, 1);
+    srv->got_report = gv_calloc(srv->S, sizeof(bool));
     size_t ab = gv_proto_arena_bound(&srv->caps);
     srv->arena_buf = gv_malloc(ab);
     if (!srv->params || !srv->momentum || !srv->acc || !srv->rbuf || !srv->workers ||
         !srv->servers || !srv->layer_norms || !srv->layer_cf || !srv->dec_cur.heavy ||
-        !srv->dec_next.heavy || !srv->arena_buf) {
+        !srv->dec_next.heavy || !srv->arena_buf || !srv->expected || !srv->arrived ||
+        !srv->scratch || !srv->memb || !srv->reports || !srv->got_report) {
         gv_log(GV_LOG_ERROR, "server: cannot allocate the buffers of a %" PRIu64
                "-parameter shard", srv->n);
         return GV_ERR_NOMEM;
     }
     gv_proto_arena_init(&srv->arena, srv->arena_buf, ab);
     srv->dec_cur.iter = srv->dec_next.iter = UINT64_MAX;
+    for (uint32_t w = 0; w < srv->W; w++)
+        srv->expected[w] = true; /* every worker, until one is found dead */
     return GV_OK;
 }
 
@@ -161,13 +171,23 @@ gv_status_t gv_server_create(const struct gv_server_config *cfg, struct gv_serve
     srv->S = srv->cl->n_servers;
     srv->W = srv->cl->n_workers;
     gv_ps_caps(&srv->caps, &srv->tp_cfg, srv->cl->io_timeout, srv->cl->connect_timeout);
+    if (srv->cfg.min_workers == 0)
+        srv->cfg.min_workers = 1;
+    if (srv->cfg.checkpoint_keep <= 0)
+        srv->cfg.checkpoint_keep = 3;
     gv_status_t status = srv_layout(srv);
     if (status == GV_OK)
         status = srv_buffers(srv);
-    if (status == GV_OK)
-        status = srv_listen(srv);
     if (status == GV_OK && srv->rank == 0)
         status = srv_controller(srv);
+    if (status == GV_OK)
+        status = srv_ops_init(srv);
+    if (status == GV_OK)
+        status = srv_ckpt_init(srv); /* before listening: a refused checkpoint binds nothing */
+    if (status == GV_OK)
+        status = srv_listen(srv);
+    if (status == GV_OK)
+        status = srv_metrics_init(srv);
     if (status != GV_OK) {
         gv_server_destroy(srv);
         return status;
@@ -175,8 +195,9 @@ gv_status_t gv_server_create(const struct gv_server_config *cfg, struct gv_serve
     char b[32];
     gv_ps_fmt_bytes((double)srv->n * 4.0, b, sizeof(b));
     gv_log(GV_LOG_INFO, "server %u: shard [%" PRIu64 ", %" PRIu64 ") of %" PRIu64
-           " parameters (%s), %u workers, method %s", srv->rank, srv->lo, srv->lo + srv->n,
-           srv->map.total, b, srv->W, gv_job_method_str(srv->job->method));
+           " parameters (%s), %u workers, method %s, dead-worker policy %s", srv->rank, srv->lo,
+           srv->lo + srv->n, srv->map.total, b, srv->W, gv_job_method_str(srv->job->method),
+           gv_dead_policy_str(srv->cfg.dead_policy));
     *srv_p = srv;
     return GV_OK;
 }
@@ -185,6 +206,8 @@ void gv_server_destroy(struct gv_server *srv)
 {
     if (srv == NULL)
         return;
+    srv_ckpt_cleanup(srv);   /* joins a writer thread still running */
+    srv_metrics_cleanup(srv); /* stops the endpoint before the registry goes */
     gv_tp_destroy(srv->tp); /* closes every conn: on_close marks the peers */
     for (struct srv_peer *p = srv->peers, *next; p != NULL; p = next) {
         next = p->next;
@@ -209,6 +232,13 @@ void gv_server_destroy(struct gv_server *srv)
     gv_free(srv->dec_next.heavy);
     gv_free(srv->arena_buf);
     gv_free(srv->ctl_blob);
+    gv_free(srv->expected);
+    gv_free(srv->arrived);
+    gv_free(srv->scratch);
+    gv_free(srv->memb);
+    gv_free(srv->reports);
+    gv_free(srv->got_report);
+    srv_ops_cleanup(srv);
     gv_free(srv);
 }
 
@@ -217,20 +247,24 @@ uint16_t gv_server_port(const struct gv_server *srv)
     return srv->port;
 }
 
-void srv_abort(struct gv_server *srv, gv_status_t status, const char *fmt, ...)
+void srv_abort_now(struct gv_server *srv, gv_status_t status, bool consistent, const char *text)
 {
     if (srv->state == SRV_ABORTED)
         return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(srv->fail, sizeof(srv->fail), fmt, ap);
-    va_end(ap);
-    gv_log(GV_LOG_ERROR, "server %u: aborting the job at iteration %" PRIu64 ": %s", srv->rank,
-           srv->iter, srv->fail);
+    snprintf(srv->fail, sizeof(srv->fail), "%s", text);
+    srv->stopped = status == GV_OK;
+    srv->final_ok = consistent && srv->settled && !srv->refused;
+    gv_log(srv->stopped ? GV_LOG_WARN : GV_LOG_ERROR, "server %u: %s the job at iteration %" PRIu64
+           ": %s", srv->rank, srv->stopped ? "stopping" : "aborting", srv->iter, srv->fail);
     srv->state = SRV_ABORTED;
-    srv->result = status;
-    char text[400];
-    snprintf(text, sizeof(text), "server %u aborted the job: %.200s", srv->rank, srv->fail);
+    srv->result = srv->stopped ? GV_ERR_CLOSED : status;
+    char msg[400];
+    if (srv->stopped && srv->rank == 0)
+        snprintf(msg, sizeof(msg), "server 0 stopped the job at iteration %" PRIu64 ": %.200s",
+                 srv->iter, srv->fail);
+    else
+        snprintf(msg, sizeof(msg), "server %u %s the job: %.200s", srv->rank,
+                 srv->stopped ? "stopped" : "aborted", srv->fail);
     for (struct srv_peer *p = srv->peers; p != NULL; p = p->next) {
         if (p->closed || p->kind == SRV_PEER_NEW)
             continue;
@@ -239,10 +273,69 @@ void srv_abort(struct gv_server *srv, gv_status_t status, const char *fmt, ...)
         m.role = GV_PROTO_ROLE_SERVER;
         m.rank = srv->rank;
         m.iteration = srv->iter;
-        m.u.error.code = status;
-        m.u.error.text = text;
+        m.u.error.code = srv->stopped ? GV_OK : status;
+        m.u.error.text = msg;
         (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
     }
+}
+
+static bool srv_coord_alive(const struct gv_server *srv)
+{
+    const struct srv_peer *c = srv->coord;
+    return c != NULL && !c->closed && c->link.c != NULL && c->hs.state == 3;
+}
+
+/* Servers 1..S-1: asks server 0 to end the job (it decides, so that every server stops at the
+ * same iteration) and goes on meanwhile; srv_ops_tick aborts here if no answer comes. */
+static void srv_request_abort(struct gv_server *srv, gv_status_t status, const char *text)
+{
+    if (srv->abort_requested)
+        return;
+    srv->abort_requested = true;
+    srv->abort_status = status;
+    srv->abort_deadline = gv_now_ns() + (srv->cfg.peer_timeout_ns ? srv->cfg.peer_timeout_ns
+                                                                   : 5000000000ull);
+    snprintf(srv->fail, sizeof(srv->fail), "%s", text);
+    gv_log(status == GV_OK ? GV_LOG_WARN : GV_LOG_ERROR, "server %u: %s; asking server 0 to %s "
+           "the job", srv->rank, text, status == GV_OK ? "stop" : "end");
+    char msg[400];
+    snprintf(msg, sizeof(msg), "server %u: %.300s", srv->rank, text);
+    struct gv_proto_msg m;
+    gv_proto_msg_init(&m, GV_PROTO_MSG_ERROR);
+    m.role = GV_PROTO_ROLE_SERVER;
+    m.rank = srv->rank;
+    m.iteration = srv->iter;
+    m.u.error.code = status;
+    m.u.error.text = msg;
+    if (gv_ps_link_send(&srv->coord->link, &m, NULL, 0, NULL) != GV_OK)
+        srv_abort_now(srv, status, srv->round != SRV_ROUND_WAIT_DECISION, text);
+}
+
+void srv_abort(struct gv_server *srv, gv_status_t status, const char *fmt, ...)
+{
+    if (srv->state == SRV_ABORTED)
+        return;
+    char text[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (srv->rank > 0 && srv_coord_alive(srv)) {
+        srv_request_abort(srv, status, text);
+        return;
+    }
+    srv_abort_now(srv, status, srv->rank == 0 || srv->round != SRV_ROUND_WAIT_DECISION, text);
+}
+
+void srv_stop(struct gv_server *srv, const char *why)
+{
+    if (srv->state == SRV_ABORTED)
+        return;
+    if (srv->rank > 0 && srv_coord_alive(srv)) {
+        srv_request_abort(srv, GV_OK, why);
+        return;
+    }
+    srv_abort_now(srv, GV_OK, srv->rank == 0 || srv->round != SRV_ROUND_WAIT_DECISION, why);
 }
 
 /* The start-up deadline: names whoever is missing. */
@@ -256,15 +349,21 @@ static void srv_check_startup(struct gv_server *srv, uint64_t now)
     for (uint32_t w = 0; w < srv->W && off < sizeof(missing) - 16; w++)
         if (srv->workers[w] == NULL || !srv->workers[w]->synced)
             off += (size_t)snprintf(missing + off, sizeof(missing) - off, " %u", w);
-    if (off == 0 && srv->round == SRV_ROUND_WAIT_OPEN && srv->seeded)
+    if (off == 0 && srv->round == SRV_ROUND_WAIT_OPEN && srv->seeded && srv->settled)
         return; /* everyone is in: the first round opens as soon as the sends complete */
+    char servers[160] = "";
+    size_t so = 0;
+    for (uint32_t s = 1; srv->rank == 0 && s < srv->S && so < sizeof(servers) - 16; s++)
+        if (srv->servers[s] == NULL)
+            so += (size_t)snprintf(servers + so, sizeof(servers) - so, " %u", s);
     srv_abort(srv, GV_ERR_TIMEOUT,
-              "start-up did not complete within %.1f s (--connect-timeout): %s%s%s",
+              "start-up did not complete within %.1f s (--connect-timeout): %s%s%s%s%s",
               (double)srv->cl->connect_timeout * 1e-9,
               off ? "workers not joined or synced:" : "", missing,
               !srv->seeded ? (off ? "; model not seeded by worker 0" : "model not seeded by "
                                                                           "worker 0")
-                           : "");
+                           : "",
+              so ? "; servers not joined:" : "", servers);
 }
 
 static void srv_check_handshakes(struct gv_server *srv, uint64_t now)
@@ -317,18 +416,25 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
             srv->state = SRV_ABORTED;
             return status;
         }
+    } else {
+        srv_settle(srv); /* a single server settles at once */
     }
     uint64_t end_deadline = 0;
+    bool signalled = false;
+    int timeout_ms = 100;
     while (srv->state != SRV_DONE && srv->state != SRV_ABORTED) {
-        int n = gv_tp_progress(srv->tp, 100);
+        int n = gv_tp_progress(srv->tp, timeout_ms);
         if (n < 0) {
-            srv_abort(srv, (gv_status_t)n, "transport failure: %s", gv_status_str((gv_status_t)n));
+            srv_abort_now(srv, (gv_status_t)n, false, "transport failure");
             break;
         }
         uint64_t now = gv_now_ns();
-        if (stop != NULL && *stop) {
-            srv_abort(srv, GV_ERR_CLOSED, "interrupted (signal)");
-            break;
+        if (stop != NULL && *stop && !signalled) {
+            signalled = true;
+            char why[80];
+            snprintf(why, sizeof(why), "received %s", *stop == SIGINT ? "SIGINT" : *stop ==
+                     SIGTERM ? "SIGTERM" : "a signal");
+            srv_stop(srv, why);
         }
         srv_check_handshakes(srv, now);
         if (srv->state == SRV_STARTING || srv->state == SRV_RUNNING)
@@ -339,6 +445,11 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
             if (srv_peers_gone(srv) || now > end_deadline)
                 srv_finish(srv);
         }
+        timeout_ms = srv_ops_tick(srv, now);
+        if (srv_ckpt_busy(srv))
+            timeout_ms = GV_MIN(timeout_ms, 5);
+        else if (srv->round == SRV_ROUND_WAIT_OPEN)
+            srv_round_try_open(srv); /* a checkpoint that just finished lets the round open */
     }
     /* let the last messages (BYE, ERROR) leave before the connections close */
     uint64_t flush_end = gv_now_ns() + 1000000000ull;
@@ -352,10 +463,13 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
             break;
     }
     if (srv->state == SRV_DONE) {
-        gv_log(GV_LOG_INFO, "server %u: job finished after %" PRIu64 " iterations", srv->rank,
-               srv->rounds_done);
+        gv_log(GV_LOG_INFO, "server %u: job finished after %" PRIu64 " iterations (at iteration %"
+               PRIu64 ")", srv->rank, srv->rounds_done, srv->iter);
         srv->result = GV_OK;
+        srv->final_ok = srv->settled;
     }
+    srv_ckpt_final(srv);
+    srv_metrics_tick(srv, gv_now_ns());
     return srv->result;
 }
 
@@ -375,6 +489,14 @@ void gv_server_get_summary(const struct gv_server *srv, struct gv_server_summary
     sum->bound_rss = 4 * srv->n * sizeof(float) + (64ull << 20);
     sum->last_cf = srv->dec_cur.d.cf_send;
     sum->cf_changes = srv->cf_changes;
+    sum->stopped = srv->stopped;
+    sum->refused = srv->refused;
+    for (uint32_t w = 0; w < srv->W; w++)
+        sum->workers_left += srv->expected[w] && srv->workers[w] != NULL &&
+                             !srv->workers[w]->dead;
+    sum->resumed_from = srv->resumed_from;
+    sum->ckpt_iter = srv->ckpt_written > 0 ? srv->ckpt_last_iter : 0;
+    sum->ckpt_written = srv->ckpt_written;
 }
 
 gv_status_t gv_server_state_sections(struct gv_server *srv, struct gv_ckpt_section *sec,
@@ -385,7 +507,8 @@ gv_status_t gv_server_state_sections(struct gv_server *srv, struct gv_ckpt_secti
     static const char *const names[] = {"params", "momentum", "iteration"};
     sec[0] = (struct gv_ckpt_section){names[0], srv->params, srv->n * sizeof(float)};
     sec[1] = (struct gv_ckpt_section){names[1], srv->momentum, srv->n * sizeof(float)};
-    sec[2] = (struct gv_ckpt_section){names[2], &srv->iter, sizeof(srv->iter)};
+    srv->state_iter = srv->iter; /* a copy: the sections stay valid while rounds go on */
+    sec[2] = (struct gv_ckpt_section){names[2], &srv->state_iter, sizeof(srv->state_iter)};
     *n_p = 3;
     if (srv->ctl == NULL)
         return GV_OK;

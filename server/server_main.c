@@ -1,7 +1,10 @@
 /* server_main.c: the gravac-server program: one shard of the parameter server. Options come
  * from flags, GV_* environment variables and the config file ([server] and common sections);
  * the cluster from --servers/--rank, a rendezvous directory, or MPI/Slurm variables. Exit
- * status: 0 when the job finished, 1 when it failed or was aborted, 2 for bad options. */
+ * status: 0 when the job finished, 1 when it failed or was aborted, 2 for bad options or a
+ * refused checkpoint (retrying cannot help), 3 when it was stopped on request (SIGTERM or
+ * SIGINT here or at another process of the job; with --checkpoint-dir a checkpoint was written
+ * and a restart resumes from it). */
 #include "gv_server.h"
 
 #include <inttypes.h>
@@ -16,8 +19,7 @@ static volatile int stop_flag;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_flag = 1;
+    stop_flag = sig;
 }
 
 static void print_line(const char *line, void *arg)
@@ -48,6 +50,14 @@ static void print_summary(const struct gv_server *srv, uint64_t rss0)
     gv_ps_fmt_bytes((double)rss0, d, sizeof(d));
     printf("summary: peak RSS %s (%s at start); bound 4 x shard (%s) + 64 MiB = %s: %s\n", a, d,
            c, b, s.peak_rss <= s.bound_rss ? "within" : "EXCEEDED");
+    printf("summary: workers left %u of %u; %s; %" PRIu64 " checkpoints written%s", s.workers_left,
+           s.num_workers, s.resumed_from ? "resumed" : "fresh start", s.ckpt_written,
+           s.ckpt_written ? ", the last of iteration " : "");
+    if (s.ckpt_written)
+        printf("%" PRIu64, s.ckpt_iter);
+    if (s.resumed_from)
+        printf(" (resumed from iteration %" PRIu64 ")", s.resumed_from);
+    printf("\n");
     fflush(stdout);
 }
 
@@ -57,6 +67,7 @@ int main(int argc, char **argv)
     struct gv_job job;
     struct gv_cluster cl;
     struct gv_ops_common_cfg oc;
+    struct gv_ops_server_cfg os;
     struct gv_server_opts so;
     struct gv_train_opts unused; /* the workers' options: accepted, so that one command line or
                                   * config file serves every process of a job */
@@ -64,12 +75,14 @@ int main(int argc, char **argv)
     memset(&job, 0, sizeof(job));
     memset(&cl, 0, sizeof(cl));
     memset(&oc, 0, sizeof(oc));
+    memset(&os, 0, sizeof(os));
     memset(&so, 0, sizeof(so));
     gv_log_set_tag("server");
     struct gv_opt_table tables[] = {
         {gv_job_options, gv_job_options_n, &job},
         {gv_cluster_options, gv_cluster_options_n, &cl},
         {gv_ops_common_options, gv_ops_common_options_n, &oc},
+        {gv_ops_server_options, gv_ops_server_options_n, &os},
         {gv_server_options, gv_server_options_n, &so},
         {gv_train_options, gv_train_options_n, &unused},
     };
@@ -108,11 +121,37 @@ int main(int argc, char **argv)
     rc = 1;
     gv_log(GV_LOG_INFO, "gravac-server %u of %u (rank from %s), %u workers", cl.my_rank,
            cl.n_servers, cl.rank_source, cl.n_workers);
+    if (oc.heartbeat_interval * 2 > oc.peer_timeout) {
+        gv_log(GV_LOG_ERROR, "--heartbeat-interval (%.3f s) must be at most half of "
+               "--peer-timeout (%.3f s), or live peers would be declared dead",
+               (double)oc.heartbeat_interval * 1e-9, (double)oc.peer_timeout * 1e-9);
+        rc = 2;
+        goto out;
+    }
     struct gv_server_config sc = {.job = &job, .cluster = &cl, .secret = secret,
                                   .handshake_timeout_ns = oc.handshake_timeout,
-                                  .decision_log = so.decision_log};
-    if (gv_server_create(&sc, &srv) != GV_OK)
+                                  .decision_log = so.decision_log,
+                                  .heartbeat_interval_ns = oc.heartbeat_interval,
+                                  .peer_timeout_ns = oc.peer_timeout,
+                                  .dead_policy = (enum gv_dead_policy)os.dead_worker_policy,
+                                  .min_workers = (uint32_t)os.min_workers,
+                                  .checkpoint_dir = os.checkpoint_dir,
+                                  .checkpoint_every = os.checkpoint_every,
+                                  .checkpoint_keep = os.checkpoint_keep,
+                                  .checkpoint_fallback = os.checkpoint_fallback,
+                                  .metrics_addr = os.metrics_addr};
+    if ((uint32_t)os.min_workers > cl.n_workers) {
+        gv_log(GV_LOG_ERROR, "--min-workers %d is more than the job's %u workers",
+               os.min_workers, cl.n_workers);
+        rc = 2;
         goto out;
+    }
+    status = gv_server_create(&sc, &srv);
+    if (status != GV_OK) {
+        /* a refused checkpoint or a job the options describe wrongly: retrying cannot help */
+        rc = status == GV_ERR_PROTO || status == GV_ERR_VERSION || status == GV_ERR_INVAL ? 2 : 1;
+        goto out;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -120,6 +159,8 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     status = gv_server_run(srv, &stop_flag);
+    struct gv_server_summary sum;
+    gv_server_get_summary(srv, &sum);
     print_summary(srv, rss0);
     if (cl.dump_params[0] != '\0') {
         char path[1024];
@@ -130,7 +171,12 @@ int main(int argc, char **argv)
             gv_ps_dump_floats(path, sec[0].data, sec[0].len / sizeof(float)) != GV_OK)
             status = GV_ERR_IO;
     }
-    rc = status == GV_OK ? 0 : 1;
+    rc = sum.refused ? 2 : sum.stopped ? 3 : status == GV_OK ? 0 : 1;
+    if (rc != 0)
+        gv_log(rc == 3 ? GV_LOG_WARN : GV_LOG_ERROR, "gravac-server %u: exit status %d (%s)%s",
+               cl.my_rank, rc, rc == 2 ? "refused: fix the configuration or the checkpoints"
+               : rc == 3 ? "stopped on request" : "the job failed",
+               sum.ckpt_written > 0 ? "; a restart resumes from the last checkpoint" : "");
 out:
     gv_server_destroy(srv);
     if (secret != NULL)

@@ -69,6 +69,7 @@ static void srv_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     gv_log(GV_LOG_WARN, "server %u: refused %s: %s", p->srv->rank, p->name, text);
+    srv_metrics_refused(p->srv, gv_proto_refuse_str(code));
     struct gv_proto_msg m;
     gv_proto_msg_init(&m, GV_PROTO_MSG_REFUSE);
     m.role = GV_PROTO_ROLE_SERVER;
@@ -83,91 +84,8 @@ static void srv_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char
 
 /* ---------------------------------------------------------------- handshake, server side */
 
-static void srv_hs_hello(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
+static gv_status_t srv_send_welcome(struct gv_server *srv, struct srv_peer *p)
 {
-    const struct gv_proto_hello *h = &m->u.hello;
-    bool as_server = m->role == GV_PROTO_ROLE_SERVER;
-    if (m->role != GV_PROTO_ROLE_WORKER && !(as_server && srv->rank == 0)) {
-        srv_refuse(p, GV_PROTO_REFUSE_ROLE, "role %s is not accepted by server %u",
-                   gv_proto_role_str(m->role), srv->rank);
-        return;
-    }
-    uint32_t lim = as_server ? srv->S : srv->W;
-    if (m->rank >= lim || (as_server && m->rank == 0)) {
-        srv_refuse(p, GV_PROTO_REFUSE_ROLE, "%s rank %u is out of range (this job has %u %ss)",
-                   gv_proto_role_str(m->role), m->rank, lim, gv_proto_role_str(m->role));
-        return;
-    }
-    if (h->num_workers != srv->W || h->num_servers != srv->S) {
-        srv_refuse(p, GV_PROTO_REFUSE_CLUSTER, "the peer expects %u workers and %u servers, this "
-                   "job has %u and %u", h->num_workers, h->num_servers, srv->W, srv->S);
-        return;
-    }
-    const char *cid = h->cluster_id ? h->cluster_id : "";
-    if (strcmp(cid, srv->cl->cluster_id) != 0) {
-        srv_refuse(p, GV_PROTO_REFUSE_CLUSTER, "cluster id '%s' is not this job's '%s'", cid,
-                   srv->cl->cluster_id);
-        return;
-    }
-    struct srv_peer *cur = as_server ? srv->servers[m->rank] : srv->workers[m->rank];
-    if (cur != NULL) {
-        srv_refuse(p, GV_PROTO_REFUSE_FULL, "%s %u has already joined (%s)",
-                   gv_proto_role_str(m->role), m->rank, cur->name);
-        return;
-    }
-    struct gv_auth_hello ah = {.version = GV_AUTH_VERSION,
-                               .role = as_server ? GV_AUTH_ROLE_SERVER : GV_AUTH_ROLE_WORKER,
-                               .rank = m->rank};
-    if (h->nonce.len > sizeof(ah.nonce)) {
-        srv_refuse(p, GV_PROTO_REFUSE_OTHER, "nonce too long");
-        return;
-    }
-    if (h->nonce.len > 0)
-        memcpy(ah.nonce, h->nonce.data, h->nonce.len);
-    ah.nonce_len = (uint32_t)h->nonce.len;
-    struct gv_auth_challenge ch;
-    if (gv_auth_server_on_hello(&p->auth, &ah, &ch) != GV_OK) {
-        srv_refuse(p, GV_PROTO_REFUSE_AUTH, "%s", p->auth.reason);
-        return;
-    }
-    p->hello_role = m->role;
-    p->rank = m->rank;
-    snprintf(p->name, sizeof(p->name), "%s %u (%s)", gv_proto_role_str(m->role), m->rank,
-             p->link.c->peer);
-    uint8_t nonce[GV_AUTH_NONCE_LEN + GV_AUTH_MAC_LEN];
-    memcpy(nonce, ch.nonce, GV_AUTH_NONCE_LEN);
-    memcpy(nonce + GV_AUTH_NONCE_LEN, ch.proof, ch.proof_len);
-    struct gv_proto_msg out;
-    gv_proto_msg_init(&out, GV_PROTO_MSG_CHALLENGE);
-    out.role = GV_PROTO_ROLE_SERVER;
-    out.rank = srv->rank;
-    out.u.challenge.nonce = (struct gv_proto_bytes){nonce, GV_AUTH_NONCE_LEN + ch.proof_len};
-    if (gv_ps_link_send(&p->link, &out, NULL, 0, NULL) != GV_OK)
-        srv_peer_close(p);
-}
-
-static void srv_hs_auth(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
-{
-    struct gv_auth_auth a = {0};
-    struct gv_auth_welcome w;
-    if (m->u.auth.mac.len > sizeof(a.proof)) {
-        srv_refuse(p, GV_PROTO_REFUSE_AUTH, "proof too long");
-        return;
-    }
-    if (m->u.auth.mac.len > 0)
-        memcpy(a.proof, m->u.auth.mac.data, m->u.auth.mac.len);
-    a.proof_len = (uint32_t)m->u.auth.mac.len;
-    if (gv_auth_server_on_auth(&p->auth, &a, &w) != GV_OK) {
-        srv_refuse(p, GV_PROTO_REFUSE_AUTH, "%s", p->auth.reason);
-        return;
-    }
-    bool as_server = p->hello_role == GV_PROTO_ROLE_SERVER;
-    struct srv_peer **slot = as_server ? &srv->servers[p->rank] : &srv->workers[p->rank];
-    if (*slot != NULL) {
-        srv_refuse(p, GV_PROTO_REFUSE_FULL, "%s %u joined meanwhile",
-                   gv_proto_role_str(p->hello_role), p->rank);
-        return;
-    }
     struct gv_proto_msg out;
     gv_proto_msg_init(&out, GV_PROTO_MSG_WELCOME);
     out.role = GV_PROTO_ROLE_SERVER;
@@ -178,49 +96,132 @@ static void srv_hs_auth(struct gv_server *srv, struct srv_peer *p, const struct 
         .shard_offset = srv->lo, .shard_numel = srv->n, .model_numel = srv->map.total,
         .model_fingerprint = srv->fingerprint, .num_shards = srv->S,
         .features = srv->cfg.secret->len > 0 ? GV_PROTO_FEAT_AUTH : 0};
-    if (gv_ps_link_send(&p->link, &out, NULL, 0, NULL) != GV_OK) {
-        srv_peer_close(p);
+    return gv_ps_link_send(&p->link, &out, NULL, 0, NULL);
+}
+
+/* Server 0, once every other server has authenticated: the job starts from the newest
+ * checkpoint every server holds (each server named its newest in its HELLO; the periodic ones
+ * are common to all, a final one may be missing where a server died), or from scratch when
+ * none has any. Checkpoints on some servers only are refused: mixing a resumed shard with a
+ * fresh one would train a model that never existed. Then every server gets WELCOME(iteration)
+ * and the decision in force with the round membership (every worker). */
+void srv_settle(struct gv_server *srv)
+{
+    if (srv->settled || srv->rank != 0 || srv->n_servers_in + 1 < srv->S ||
+        srv->state == SRV_ABORTED)
+        return;
+    uint64_t c = srv->ckpt_own;
+    int some = srv->ckpt_own > 0 ? 0 : -1, none = srv->ckpt_own > 0 ? -1 : 0;
+    for (uint32_t s = 1; s < srv->S; s++) {
+        uint64_t h = srv->servers[s]->hello_iter;
+        c = GV_MIN(c, h);
+        if (h > 0 && some < 0)
+            some = (int)s;
+        if (h == 0 && none < 0)
+            none = (int)s;
+    }
+    if (some >= 0 && none >= 0) {
+        char text[300];
+        snprintf(text, sizeof(text), "checkpoints exist for some servers only: server %d has one "
+                 "(iteration %" PRIu64 "), server %d has none in its --checkpoint-dir; restore the "
+                 "missing files, or move every server's checkpoints away to start from scratch",
+                 some, some == 0 ? srv->ckpt_own : srv->servers[some]->hello_iter, none);
+        srv->refused = true;
+        srv_abort_now(srv, GV_ERR_PROTO, false, text);
+        return;
+    }
+    if (c != srv->iter && srv_ckpt_resume_at(srv, c) != GV_OK) {
+        srv->refused = true;
+        srv_abort_now(srv, GV_ERR_PROTO, false, "cannot resume from the iteration every server "
+                      "holds a checkpoint of (see above)");
+        return;
+    }
+    srv->settled = true;
+    if (c > 0)
+        gv_log(GV_LOG_INFO, "server 0: the job resumes from iteration %" PRIu64 " (the newest "
+               "checkpoint every server holds)", c);
+    for (uint32_t w = 0; w < srv->W; w++)
+        srv->memb[w] = srv->expected[w] ? GV_PS_MEMB_NEXT : 0;
+    for (uint32_t s = 1; s < srv->S; s++) {
+        struct srv_peer *p = srv->servers[s];
+        if (srv_send_welcome(srv, p) != GV_OK ||
+            srv_send_decision(srv, p, &srv->dec_cur, GV_PROTO_MSG_DECISION, srv->memb) != GV_OK) {
+            srv_abort(srv, GV_ERR_IO, "cannot send the welcome and decision to %s", p->name);
+            return;
+        }
+    }
+    srv_sync_ready_workers(srv);
+}
+
+/* Authenticated: the rank's slot, then WELCOME (workers) or, on server 0, the wait for every
+ * server before the starting iteration is agreed. */
+static void srv_hs_joined(struct gv_server *srv, struct srv_peer *p)
+{
+    bool as_server = p->hello_role == GV_PROTO_ROLE_SERVER;
+    struct srv_peer **slot = as_server ? &srv->servers[p->rank] : &srv->workers[p->rank];
+    if (*slot != NULL) {
+        srv_refuse(p, GV_PROTO_REFUSE_FULL, "%s %u has already joined (%s)",
+                   gv_proto_role_str(p->hello_role), p->rank, (*slot)->name);
         return;
     }
     *slot = p;
     if (as_server) {
         p->kind = SRV_PEER_SERVER;
         srv->n_servers_in++;
-        gv_log(GV_LOG_INFO, "server 0: %s joined", p->name);
-        if (srv_send_decision(srv, p, &srv->dec_cur, GV_PROTO_MSG_DECISION) != GV_OK)
-            srv_abort(srv, GV_ERR_IO, "cannot send the decision to %s", p->name);
+        gv_log(GV_LOG_INFO, "server 0: %s joined (newest checkpoint: iteration %" PRIu64 ")",
+               p->name, p->hello_iter);
+        srv_ops_joined(srv, p);
+        srv_settle(srv); /* once every server is in */
+        return;
+    }
+    if (srv_send_welcome(srv, p) != GV_OK) {
+        *slot = NULL;
+        srv_peer_close(p);
         return;
     }
     p->kind = SRV_PEER_WORKER;
     srv->n_workers_in++;
     gv_log(GV_LOG_INFO, "server %u: %s joined (%u of %u)", srv->rank, p->name, srv->n_workers_in,
            srv->W);
+    srv_ops_joined(srv, p);
     srv_sync_ready_workers(srv);
 }
 
 static void srv_hs_on_msg(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
 {
-    switch (m->type) {
-    case GV_PROTO_MSG_HELLO:
-        if (p->auth.state != GV_AUTH_ST_INIT)
-            break;
-        srv_hs_hello(srv, p, m);
+    struct gv_ps_server_hs_cfg hc = {.rank = srv->rank, .num_workers = srv->W,
+                                     .num_servers = srv->S, .cluster_id = srv->cl->cluster_id,
+                                     .secret = srv->cfg.secret};
+    struct gv_proto_msg out;
+    switch (gv_ps_server_hs_on_msg(&p->shs, &hc, m, &out)) {
+    case GV_PS_HS_REPLY:
+        p->hello_role = p->shs.role;
+        p->rank = p->shs.rank;
+        p->hello_iter = p->shs.iteration;
+        snprintf(p->name, sizeof(p->name), "%s %u (%s)", gv_proto_role_str(p->hello_role),
+                 p->rank, p->link.c->peer);
+        if (gv_ps_link_send(&p->link, &out, NULL, 0, NULL) != GV_OK)
+            srv_peer_close(p);
         return;
-    case GV_PROTO_MSG_AUTH:
-        if (p->auth.state != GV_AUTH_ST_WAIT_AUTH)
-            break;
-        srv_hs_auth(srv, p, m);
+    case GV_PS_HS_JOINED:
+        srv_hs_joined(srv, p);
         return;
-    case GV_PROTO_MSG_REFUSE:
+    case GV_PS_HS_REFUSED:
+        gv_log(GV_LOG_WARN, "server %u: refused %s: %s", srv->rank, p->name, p->shs.why);
+        srv_metrics_refused(srv, gv_proto_refuse_str(p->shs.code));
+        if (gv_ps_link_send(&p->link, &out, NULL, 0, NULL) == GV_OK &&
+            !gv_ps_link_idle(&p->link))
+            p->close_after_send = true;
+        else
+            srv_peer_close(p);
+        return;
+    case GV_PS_HS_CLOSED:
         gv_log(GV_LOG_WARN, "server %u: %s refused the handshake: %s", srv->rank, p->name,
-               m->u.refuse.text ? m->u.refuse.text : "");
+               p->shs.why);
+        srv_metrics_refused(srv, "auth");
         srv_peer_close(p);
         return;
-    default:
-        break;
     }
-    srv_refuse(p, GV_PROTO_REFUSE_OTHER, "%s before the handshake completed",
-               gv_proto_msg_type_str(m->type));
 }
 
 /* ---------------------------------------------------------------- the connection to server 0 */
@@ -246,8 +247,17 @@ static void srv_coord_welcomed(struct gv_server *srv, struct srv_peer *p)
         srv_abort(srv, GV_ERR_PROTO, "%s", text);
         return;
     }
-    srv->iter = p->hs.iteration;
-    gv_log(GV_LOG_INFO, "server %u: joined server 0 at %s", srv->rank, p->link.c->peer);
+    uint64_t c = p->hs.iteration;
+    if (c != srv->iter && srv_ckpt_resume_at(srv, c) != GV_OK) {
+        srv->refused = true;
+        srv_abort_now(srv, GV_ERR_PROTO, false, "cannot resume from the iteration server 0 chose "
+                      "(see above)");
+        return;
+    }
+    srv->iter = c;
+    gv_log(GV_LOG_INFO, "server %u: joined server 0 at %s; the job %s iteration %" PRIu64,
+           srv->rank, p->link.c->peer, c > 0 ? "resumes from" : "starts at", c);
+    srv_ops_joined(srv, p);
 }
 
 gv_status_t srv_connect_coord(struct gv_server *srv, uint64_t deadline_ns)
@@ -273,7 +283,7 @@ gv_status_t srv_connect_coord(struct gv_server *srv, uint64_t deadline_ns)
     struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_SERVER, .rank = srv->rank,
                                     .num_workers = srv->W, .num_servers = srv->S,
                                     .cluster_id = srv->cl->cluster_id,
-                                    .secret = srv->cfg.secret};
+                                    .secret = srv->cfg.secret, .iteration = srv->ckpt_own};
     if ((status = gv_ps_client_hs_start(&p->hs, &p->link, &info)) != GV_OK)
         return status;
     while (srv->state != SRV_ABORTED && !p->closed && srv->dec_cur.iter == UINT64_MAX) {
@@ -285,8 +295,10 @@ gv_status_t srv_connect_coord(struct gv_server *srv, uint64_t deadline_ns)
         if (gv_tp_progress(srv->tp, 50) < 0)
             return GV_ERR_IO;
     }
-    if (srv->state == SRV_ABORTED)
+    if (srv->state == SRV_ABORTED) {
+        gv_log(GV_LOG_ERROR, "server %u: start-up failed: %s", srv->rank, srv->fail);
         return srv->result;
+    }
     if (p->closed) {
         gv_log(GV_LOG_ERROR, "server %u: server 0 closed the connection during start-up%s%s",
                srv->rank, p->hs.why[0] ? ": " : "", p->hs.why);
@@ -298,7 +310,8 @@ gv_status_t srv_connect_coord(struct gv_server *srv, uint64_t deadline_ns)
 /* ---------------------------------------------------------------- model and decisions */
 
 gv_status_t srv_send_decision(struct gv_server *srv, struct srv_peer *p,
-                              const struct srv_decision *d, enum gv_proto_msg_type type)
+                              const struct srv_decision *d, enum gv_proto_msg_type type,
+                              const uint8_t *memb)
 {
     struct gv_proto_msg m;
     gv_proto_msg_init(&m, type);
@@ -307,13 +320,17 @@ gv_status_t srv_send_decision(struct gv_server *srv, struct srv_peer *p,
     m.iteration = d->iter;
     m.shard = srv->rank;
     m.u.decision = d->d;
-    struct gv_iov pl = {d->heavy, srv->n_tensors};
+    struct gv_iov pl[2];
     int n = 0;
+    if (memb != NULL) {
+        gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, srv->W, srv->W);
+        pl[n++] = (struct gv_iov){(void *)(uintptr_t)memb, srv->W};
+    }
     if (srv->job->method == GV_JOB_ACCORDION) {
         gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, srv->n_tensors, srv->n_tensors);
-        n = 1;
+        pl[n++] = (struct gv_iov){d->heavy, srv->n_tensors};
     }
-    return gv_ps_link_send(&p->link, &m, &pl, n, NULL);
+    return gv_ps_link_send(&p->link, &m, pl, n, NULL);
 }
 
 static gv_status_t srv_send_chunks(struct gv_server *srv, struct srv_peer *p, const float *v,
@@ -350,7 +367,7 @@ gv_status_t srv_send_model(struct gv_server *srv, struct srv_peer *p, bool with_
     if (status == GV_OK)
         status = srv_send_chunks(srv, p, srv->momentum, 1, 0, &bytes);
     if (status == GV_OK && with_decision)
-        status = srv_send_decision(srv, p, &srv->dec_cur, GV_PROTO_MSG_DECISION);
+        status = srv_send_decision(srv, p, &srv->dec_cur, GV_PROTO_MSG_DECISION, NULL);
     if (status != GV_OK) {
         srv_abort(srv, status, "cannot send the model to %s: %s", p->name, gv_status_str(status));
         return status;
@@ -363,7 +380,7 @@ gv_status_t srv_send_model(struct gv_server *srv, struct srv_peer *p, bool with_
 void srv_sync_ready_workers(struct gv_server *srv)
 {
     if (srv->state == SRV_ABORTED || srv->state == SRV_ENDING || !srv->seeded ||
-        srv->dec_cur.iter != srv->iter)
+        !srv->settled || srv->dec_cur.iter != srv->iter)
         return;
     if (srv->state == SRV_STARTING)
         srv->state = SRV_RUNNING;
@@ -444,14 +461,26 @@ static gv_status_t srv_on_header(struct gv_conn *c, const void *msg, size_t msg_
     case GV_PROTO_MSG_MODEL:
         return srv_seed_header(srv, p, &m, payload_len, dst, dst_cnt);
     case GV_PROTO_MSG_DECISION: {
-        if (p->kind != SRV_PEER_COORD || m.n_segs != 1 || m.segs[0].kind != GV_PROTO_SEG_RAW ||
-            payload_len != srv->n_tensors)
+        /* the round membership (W bytes), then Accordion's per-tensor levels */
+        bool acc = srv->job->method == GV_JOB_ACCORDION;
+        if (p->kind != SRV_PEER_COORD || m.n_segs != 1u + acc ||
+            m.segs[0].kind != GV_PROTO_SEG_RAW || m.segs[0].bytes != srv->W ||
+            (acc && (m.segs[1].kind != GV_PROTO_SEG_RAW || m.segs[1].bytes != srv->n_tensors)))
             break;
         struct srv_decision *d = srv->dec_cur.iter == UINT64_MAX ? &srv->dec_cur : &srv->dec_next;
-        dst[0] = (struct gv_iov){d->heavy, payload_len};
-        *dst_cnt = 1;
+        dst[0] = (struct gv_iov){srv->memb, srv->W};
+        if (acc)
+            dst[1] = (struct gv_iov){d->heavy, srv->n_tensors};
+        *dst_cnt = 1 + acc;
         return GV_OK;
     }
+    case GV_PROTO_MSG_STATS:
+        if (p->kind != SRV_PEER_SERVER || m.n_segs != 1 || m.segs[0].kind != GV_PROTO_SEG_RAW ||
+            m.segs[0].bytes != srv->W || srv->got_report[p->rank])
+            break;
+        dst[0] = (struct gv_iov){srv->reports + (size_t)p->rank * srv->W, srv->W};
+        *dst_cnt = 1;
+        return GV_OK;
     default:
         break;
     }
@@ -465,24 +494,35 @@ static void srv_on_coord_msg(struct gv_server *srv, struct srv_peer *p,
 {
     if (p->hs.state != 3) {
         if (gv_ps_client_hs_on_msg(&p->hs, &p->link, m) != GV_OK) {
-            srv_abort(srv, GV_ERR_AUTH, "handshake with server 0 failed: %s", p->hs.why);
+            srv_abort_now(srv, GV_ERR_AUTH, false, p->hs.why);
             return;
         }
         if (p->hs.state == 3)
             srv_coord_welcomed(srv, p);
         return;
     }
+    char text[320];
     switch (m->type) {
     case GV_PROTO_MSG_DECISION:
+        /* on_header put the membership in srv->memb (a DECISION without it is malformed) */
+        if (m->n_segs == 0 || gv_ps_memb_check(srv->memb, srv->W, GV_PS_MEMB_ARRIVED |
+                                                                      GV_PS_MEMB_NEXT) != GV_OK) {
+            srv_abort_now(srv, GV_ERR_PROTO, false, "server 0 sent a malformed decision");
+            return;
+        }
         if (srv->dec_cur.iter == UINT64_MAX && m->iteration == srv->iter) {
             srv->dec_cur.iter = m->iteration;
             srv->dec_cur.d = m->u.decision;
+            for (uint32_t w = 0; w < srv->W; w++)
+                srv->expected[w] = (srv->memb[w] & GV_PS_MEMB_NEXT) != 0;
+            srv->settled = true;
             srv_sync_ready_workers(srv);
             return;
         }
         if (m->iteration != srv->iter + 1 || srv->dec_next.iter == m->iteration) {
-            srv_abort(srv, GV_ERR_PROTO, "server 0 sent a decision for iteration %" PRIu64
-                      " during round %" PRIu64, m->iteration, srv->iter);
+            snprintf(text, sizeof(text), "server 0 sent a decision for iteration %" PRIu64
+                     " during round %" PRIu64, m->iteration, srv->iter);
+            srv_abort_now(srv, GV_ERR_PROTO, false, text);
             return;
         }
         srv->dec_next.iter = m->iteration;
@@ -490,13 +530,55 @@ static void srv_on_coord_msg(struct gv_server *srv, struct srv_peer *p,
         srv_round_on_decision(srv);
         return;
     case GV_PROTO_MSG_ERROR:
-        srv_abort(srv, GV_ERR_CLOSED, "%s", m->u.error.text ? m->u.error.text : "server 0 failed");
+        /* server 0 ended the job at its iteration m->iteration: this server's state is the
+         * same cut when it is at that iteration too (DECISIONs travel before the ERROR) */
+        snprintf(text, sizeof(text), "%s", m->u.error.text ? m->u.error.text : "server 0 failed");
+        srv_abort_now(srv, m->u.error.code == GV_OK ? GV_OK : GV_ERR_CLOSED,
+                      m->iteration == srv->iter, text);
         return;
     case GV_PROTO_MSG_HEARTBEAT:
     case GV_PROTO_MSG_BYE:
         return;
     default:
-        srv_abort(srv, GV_ERR_PROTO, "server 0 sent an unexpected %s",
+        snprintf(text, sizeof(text), "server 0 sent an unexpected %s",
+                 gv_proto_msg_type_str(m->type));
+        srv_abort_now(srv, GV_ERR_PROTO, false, text);
+    }
+}
+
+/* Server 0: a message from server s > 0. */
+static void srv_on_server_msg(struct gv_server *srv, struct srv_peer *p,
+                              const struct gv_proto_msg *m)
+{
+    switch (m->type) {
+    case GV_PROTO_MSG_BYE:
+        p->bye = true;
+        return;
+    case GV_PROTO_MSG_STATS:
+        if (m->n_segs != 1 || m->iteration != srv->iter || srv->got_report[p->rank] ||
+            gv_ps_memb_check(srv->reports + (size_t)p->rank * srv->W, srv->W,
+                             GV_PS_MEMB_ARRIVED | GV_PS_MEMB_DEAD) != GV_OK) {
+            srv_abort(srv, GV_ERR_PROTO, "%s sent a malformed membership for iteration %" PRIu64
+                      " during round %" PRIu64, p->name, m->iteration, srv->iter);
+            return;
+        }
+        srv_round_on_report(srv, p->rank);
+        return;
+    case GV_PROTO_MSG_ERROR:
+        if (m->u.error.code == GV_OK)
+            srv_stop(srv, m->u.error.text ? m->u.error.text : "a server asked to stop");
+        else
+            srv_abort(srv, GV_ERR_CLOSED, "%s", m->u.error.text ? m->u.error.text
+                                                              : "a server failed");
+        return;
+    case GV_PROTO_MSG_REFUSE:
+        srv_abort(srv, GV_ERR_PROTO, "%s refused to join: %s", p->name,
+                  m->u.refuse.text ? m->u.refuse.text : "");
+        return;
+    case GV_PROTO_MSG_HEARTBEAT:
+        return;
+    default:
+        srv_abort(srv, GV_ERR_PROTO, "%s sent an unexpected %s", p->name,
                   gv_proto_msg_type_str(m->type));
     }
 }
@@ -528,20 +610,33 @@ static void srv_on_worker_msg(struct gv_server *srv, struct srv_peer *p,
     case GV_PROTO_MSG_BYE:
         srv_round_on_bye(srv, p, m->iteration);
         return;
-    case GV_PROTO_MSG_ERROR:
-        srv_abort(srv, GV_ERR_CLOSED, "%s reported: %s", p->name,
-                  m->u.error.text ? m->u.error.text : "");
+    case GV_PROTO_MSG_ERROR: {
+        char why[300];
+        const char *t = m->u.error.text ? m->u.error.text : "";
+        if (m->u.error.code == GV_OK) { /* a stop on request (the worker got a signal) */
+            snprintf(why, sizeof(why), "%s", t);
+            srv_stop(srv, why);
+        } else if (srv->cfg.dead_policy != GV_DEAD_CONTINUE) {
+            srv_abort(srv, GV_ERR_CLOSED, "%s reported: %s", p->name, t);
+        } else {
+            snprintf(why, sizeof(why), "it stopped: %s", t);
+            srv_worker_dead(srv, p, why);
+        }
         return;
+    }
     case GV_PROTO_MSG_REFUSE:
         srv_abort(srv, GV_ERR_PROTO, "%s refused to join: %s", p->name,
                   m->u.refuse.text ? m->u.refuse.text : "");
         return;
     case GV_PROTO_MSG_HEARTBEAT:
         return;
-    default:
-        srv_abort(srv, GV_ERR_PROTO, "%s sent an unexpected %s", p->name,
-                  gv_proto_msg_type_str(m->type));
+    default: {
+        char why[200];
+        snprintf(why, sizeof(why), "protocol violation: it sent an unexpected %s",
+                 gv_proto_msg_type_str(m->type));
+        srv_worker_dead(srv, p, why);
         srv_peer_close(p);
+    }
     }
 }
 
@@ -560,6 +655,8 @@ static void srv_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void 
     p->link.bytes_recv += bytes;
     if (srv->state == SRV_ABORTED || srv->state == SRV_DONE)
         return;
+    if (p->kind != SRV_PEER_NEW)
+        srv_ops_seen(srv, p);
     switch (p->kind) {
     case SRV_PEER_NEW:
         srv_hs_on_msg(srv, p, &m);
@@ -568,18 +665,7 @@ static void srv_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void 
         srv_on_coord_msg(srv, p, &m);
         return;
     case SRV_PEER_SERVER:
-        if (m.type == GV_PROTO_MSG_BYE) {
-            p->bye = true;
-        } else if (m.type == GV_PROTO_MSG_ERROR) {
-            srv_abort(srv, GV_ERR_CLOSED, "%s",
-                      m.u.error.text ? m.u.error.text : "a server failed");
-        } else if (m.type == GV_PROTO_MSG_REFUSE) {
-            srv_abort(srv, GV_ERR_PROTO, "%s refused to join: %s", p->name,
-                      m.u.refuse.text ? m.u.refuse.text : "");
-        } else if (m.type != GV_PROTO_MSG_HEARTBEAT) {
-            srv_abort(srv, GV_ERR_PROTO, "%s sent an unexpected %s", p->name,
-                      gv_proto_msg_type_str(m.type));
-        }
+        srv_on_server_msg(srv, p, &m);
         return;
     case SRV_PEER_WORKER:
         srv_on_worker_msg(srv, p, &m, bytes);
@@ -602,8 +688,7 @@ static void srv_on_accept(struct gv_listener *l, struct gv_conn *c, void *user)
         gv_tp_conn_close(c);
         return;
     }
-    gv_auth_server_init(&p->auth, srv->cfg.secret,
-                        (1u << GV_AUTH_ROLE_WORKER) | (1u << GV_AUTH_ROLE_SERVER), UINT32_MAX);
+    gv_ps_server_hs_init(&p->shs, srv->cfg.secret);
     gv_log(GV_LOG_DEBUG, "server %u: connection from %s", srv->rank, c->peer);
 }
 
@@ -617,14 +702,27 @@ static void srv_on_close(struct gv_conn *c, gv_status_t reason, void *user)
     p->link.c = NULL;
     bool live = srv->state == SRV_STARTING || srv->state == SRV_RUNNING;
     const char *why = reason == GV_OK ? "closed here" : gv_status_str(reason);
+    if (srv->live_on && p->kind != SRV_PEER_NEW) /* no timeout for a closed connection */
+        gv_liveness_mark_dead(&srv->live, srv_live_idx(srv, p), why);
+    char text[200];
     switch (p->kind) {
     case SRV_PEER_NEW:
-        gv_log(GV_LOG_INFO, "server %u: %s left before joining (%s)", srv->rank, p->name, why);
+        if (reason == GV_ERR_PROTO || reason == GV_ERR_VERSION) {
+            /* garbage, a truncated or oversized frame, another wire version: proto/ logged the
+             * detail; this connection only is closed */
+            gv_log(GV_LOG_WARN, "server %u: closed %s before it joined: %s", srv->rank, p->name,
+                   reason == GV_ERR_VERSION ? "it speaks another wire version"
+                                            : "it sent a malformed frame");
+            srv_metrics_refused(srv, reason == GV_ERR_VERSION ? "version" : "protocol");
+        } else {
+            gv_log(GV_LOG_INFO, "server %u: %s left before joining (%s)", srv->rank, p->name, why);
+        }
         return;
     case SRV_PEER_WORKER:
-        if (p->bye || !live)
+        if (p->bye || !live || p->dead)
             return;
-        srv_abort(srv, GV_ERR_CLOSED, "%s disconnected (%s)", p->name, why);
+        snprintf(text, sizeof(text), "disconnected (%s)", why);
+        srv_worker_dead(srv, p, text);
         return;
     case SRV_PEER_SERVER:
         if (p->bye || srv->state == SRV_ABORTED || srv->state == SRV_DONE)
@@ -634,7 +732,8 @@ static void srv_on_close(struct gv_conn *c, gv_status_t reason, void *user)
     case SRV_PEER_COORD:
         if (srv->state == SRV_ABORTED || srv->state == SRV_DONE)
             return;
-        srv_abort(srv, GV_ERR_CLOSED, "server 0 (%s) disconnected (%s)", c->peer, why);
+        snprintf(text, sizeof(text), "server 0 (%s) disconnected (%s)", c->peer, why);
+        srv_abort_now(srv, GV_ERR_CLOSED, srv->round != SRV_ROUND_WAIT_DECISION, text);
         return;
     }
 }

@@ -1,9 +1,10 @@
 /* server_round.c: one bulk-synchronous round of a server. Pushes are aggregated in worker-rank
- * order (a push that arrives before its turn is deferred by the transport), averaged, and on
- * server 0 fed to the controller, whose decision every server sends with its update. The
- * optimizer step is applied to the shard, and the update (the averaged gradient, sparse when
- * that is smaller) goes to every worker, which applies the same step: replicas stay bitwise
- * equal. */
+ * order (a push that arrives before its turn is deferred by the transport); every server tells
+ * server 0 which pushes it added and which workers it found dead, server 0 fixes the round's
+ * members and the next round's workers and feeds the controller, whose decision (with the
+ * membership) every server applies: the average over the members, the optimizer step on the
+ * shard, and the update (the averaged gradient, sparse when that is smaller) to every worker
+ * still in the job, which applies the same step: replicas stay bitwise equal. */
 #include "server_internal.h"
 
 #include <inttypes.h>
@@ -11,18 +12,42 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The next push to aggregate: the lowest rank not yet added that is expected and alive (ranks
+ * are visited in order, so the sum is the same float sum everywhere). Resumes its connection;
+ * when no rank is left, the server's aggregation of the round is done. */
+static void round_aggregated(struct gv_server *srv);
+
+static void round_next(struct gv_server *srv)
+{
+    while (srv->next_rank < srv->W &&
+           (!srv->expected[srv->next_rank] || srv->workers[srv->next_rank] == NULL ||
+            srv->workers[srv->next_rank]->dead))
+        srv->next_rank++;
+    if (srv->next_rank == srv->W) {
+        round_aggregated(srv);
+        return;
+    }
+    struct srv_peer *q = srv->workers[srv->next_rank];
+    if (q->link.c != NULL)
+        (void)gv_tp_conn_resume_recv(q->link.c);
+}
+
 void srv_round_try_open(struct gv_server *srv)
 {
-    if (srv->state != SRV_RUNNING || srv->round != SRV_ROUND_WAIT_OPEN)
+    if (srv->state != SRV_RUNNING || srv->round != SRV_ROUND_WAIT_OPEN || !srv->settled ||
+        srv_ckpt_busy(srv))
         return;
     for (uint32_t w = 0; w < srv->W; w++) {
         const struct srv_peer *p = srv->workers[w];
+        if (!srv->expected[w] || (p != NULL && p->dead))
+            continue;
         if (p == NULL || !p->synced || p->closed || !gv_ps_link_idle(&p->link))
             return;
     }
     /* the previous update's payload (acc, rbuf) has left: reuse the buffers */
     memset(srv->acc, 0, srv->n * sizeof(float));
     memset(&srv->agg, 0, sizeof(srv->agg));
+    memset(srv->arrived, 0, srv->W * sizeof(bool));
     srv->next_rank = 0;
     srv->round_dense = false;
     srv->round_recv = srv->round_sent = 0;
@@ -31,17 +56,19 @@ void srv_round_try_open(struct gv_server *srv)
     if (srv->rounds_done == 0) {
         srv->t_first_round_ns = now;
         srv->t_prev_all_ns = now;
-        gv_log(GV_LOG_INFO, "server %u: every worker is in; training starts", srv->rank);
+        srv->t_prev_round_ns = now;
+        gv_log(GV_LOG_INFO, "server %u: every worker is in; training starts at iteration %" PRIu64,
+               srv->rank, srv->iter);
     }
-    (void)gv_tp_conn_resume_recv(srv->workers[0]->link.c);
+    round_next(srv);
 }
 
-static enum gv_idx_enc round_idx_enc(enum gv_proto_enc e)
+void srv_round_on_dead(struct gv_server *srv, struct srv_peer *p)
 {
-    return e == GV_PROTO_ENC_U32            ? GV_IDX_RAW32
-           : e == GV_PROTO_ENC_DELTA_VARINT ? GV_IDX_VARINT
-           : e == GV_PROTO_ENC_BITMAP       ? GV_IDX_BITMAP
-                                            : GV_IDX_AUTO;
+    if (srv->round == SRV_ROUND_OPEN && p->rank == srv->next_rank)
+        round_next(srv);
+    else if (srv->round == SRV_ROUND_WAIT_OPEN)
+        srv_round_try_open(srv);
 }
 
 static enum gv_proto_enc round_proto_enc(enum gv_idx_enc e)
@@ -65,22 +92,17 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
                srv->rank, p->name, m->iteration, srv->iter);
         return GV_ERR_PROTO;
     }
-    if (srv->round != SRV_ROUND_OPEN || p->rank != srv->next_rank)
+    if (srv->round != SRV_ROUND_OPEN || p->rank != srv->next_rank) {
+        p->deferred = true;
         return GV_ERR_AGAIN; /* not its turn: it waits in the kernel */
-    const struct gv_proto_decision *d = &srv->dec_cur.d;
-    bool dense = m->n_segs == 1 && m->segs[0].kind == GV_PROTO_SEG_DENSE &&
-                 m->segs[0].enc == GV_PROTO_ENC_F32;
-    bool sparse = m->n_segs == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES &&
-                  m->segs[1].kind == GV_PROTO_SEG_VALUES &&
-                  GV_SPARSE_HDR_LEN + payload_len <= srv->rcap;
-    if (m->shard != srv->rank || m->numel != srv->n || m->u.push.level != d->level ||
-        m->cf != d->cf_send || (dense == (d->level != GV_PROTO_LEVEL_DENSE)) ||
-        (!dense && !sparse)) {
-        gv_log(GV_LOG_WARN, "server %u: %s pushed a malformed gradient: shard %u numel %" PRIu64
-               " level %s CF %g with %u segments (expected shard %u, numel %" PRIu64
-               ", level %s, CF %g)", srv->rank, p->name, m->shard, m->numel,
-               gv_proto_level_str(m->u.push.level), m->cf, m->n_segs, srv->rank, srv->n,
-               gv_proto_level_str(d->level), d->cf_send);
+    }
+    p->deferred = false;
+    bool dense;
+    char why[300];
+    if (gv_ps_push_check(m, payload_len, srv->rank, srv->n, &srv->dec_cur.d, srv->rcap, &dense,
+                         why, sizeof(why)) != GV_OK) {
+        gv_log(GV_LOG_WARN, "server %u: %s pushed a malformed gradient: %s", srv->rank, p->name,
+               why);
         return GV_ERR_PROTO;
     }
     if (dense) {
@@ -95,14 +117,6 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
     return GV_OK;
 }
 
-static void round_put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
 /* Adds the push sitting in rbuf to the accumulator. */
 static gv_status_t round_add(struct gv_server *srv, const struct gv_proto_msg *m)
 {
@@ -114,18 +128,8 @@ static gv_status_t round_add(struct gv_server *srv, const struct gv_proto_msg *m
         srv->round_dense = true;
         return GV_OK;
     }
-    /* the index segment arrived after a 12-byte gap: write the compress/ header there, from the
-     * fields the wire header carried, and let the decoder validate everything */
-    uint8_t *h = srv->rbuf;
-    h[0] = GV_SPARSE_MAGIC;
-    h[1] = GV_SPARSE_VERSION;
-    h[2] = (uint8_t)round_idx_enc(m->segs[0].enc);
-    h[3] = m->segs[1].enc == GV_PROTO_ENC_F16 ? GV_VAL_F16 : GV_VAL_F32;
-    round_put_u32(h + 4, (uint32_t)srv->n);
-    round_put_u32(h + 8, (uint32_t)m->nnz);
-    size_t il = GV_SPARSE_HDR_LEN + (size_t)m->segs[0].bytes;
-    return gv_sparse_decode_add(srv->rbuf, il, srv->rbuf + il, (size_t)m->segs[1].bytes,
-                                (uint32_t)srv->n, 0, srv->acc, NULL);
+    /* the index segment arrived after a 12-byte gap for compress/'s header */
+    return gv_ps_sparse_add(srv->rbuf, m, (uint32_t)srv->n, srv->acc);
 }
 
 static void round_stats(struct gv_server *srv, const struct srv_peer *p,
@@ -147,8 +151,6 @@ static void round_stats(struct gv_server *srv, const struct srv_peer *p,
     }
 }
 
-static void round_complete(struct gv_server *srv);
-
 void srv_round_push_done(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m,
                          uint64_t msg_bytes)
 {
@@ -164,14 +166,10 @@ void srv_round_push_done(struct gv_server *srv, struct srv_peer *p, const struct
     }
     if (srv->rank == 0)
         round_stats(srv, p, m);
+    srv->arrived[p->rank] = true;
     srv->round_recv += msg_bytes;
-    if (++srv->next_rank < srv->W) {
-        struct srv_peer *q = srv->workers[srv->next_rank];
-        if (q->link.c != NULL)
-            (void)gv_tp_conn_resume_recv(q->link.c);
-        return;
-    }
-    round_complete(srv);
+    srv->next_rank++;
+    round_next(srv);
 }
 
 /* ---------------------------------------------------------------- server 0: the decision */
@@ -201,7 +199,7 @@ static gv_status_t round_decide(struct gv_server *srv)
         .norm2_ef = a->g_ef, .norm2_min = a->g_min, .norm2_cand = a->g_c,
         .t_compute = a->compute_max, .t_compress = a->compress_max,
         .t_comm = GV_MAX(0.0, period - a->compute_max - a->compress_max),
-        .samples = a->samples, .num_workers = srv->W,
+        .samples = a->samples, .num_workers = GV_MAX(1u, srv->n_stats),
         .lr = (double)gv_optim_lr(&srv->job->optim, (int64_t)srv->iter),
         .epoch_end = a->epoch_end && srv->job->method == GV_JOB_ACCORDION,
         .num_layers = a->epoch_end ? a->n_layer_norms : 0,
@@ -216,7 +214,7 @@ static gv_status_t round_decide(struct gv_server *srv)
     if (status != GV_OK) {
         srv_abort(srv, GV_ERR_INVAL, "the controller refused the statistics of iteration %" PRIu64
                   " (||g_ef||^2 %g, loss %g: has training diverged?)", srv->iter, a->g_ef,
-                  a->loss_sum / srv->W);
+                  a->loss_sum / GV_MAX(1u, srv->n_stats));
         return status;
     }
     struct srv_decision *nx = &srv->dec_next;
@@ -231,7 +229,7 @@ static gv_status_t round_decide(struct gv_server *srv)
     for (uint32_t s = 1; s < srv->S; s++) {
         struct srv_peer *p = srv->servers[s];
         if (p == NULL || p->closed ||
-            srv_send_decision(srv, p, nx, GV_PROTO_MSG_DECISION) != GV_OK) {
+            srv_send_decision(srv, p, nx, GV_PROTO_MSG_DECISION, srv->memb) != GV_OK) {
             srv_abort(srv, GV_ERR_CLOSED, "cannot send the decision to server %u", s);
             return GV_ERR_CLOSED;
         }
@@ -327,6 +325,8 @@ static void round_apply(struct gv_server *srv)
     bool resync_all = job->resync_every > 0 && (srv->iter + 1) % job->resync_every == 0;
     for (uint32_t w = 0; w < srv->W; w++) {
         struct srv_peer *p = srv->workers[w];
+        if (!srv->expected[w] || p == NULL || p->dead)
+            continue; /* out of the job (expected now holds the next round's workers) */
         bool resync = resync_all || p->resync_req;
         m.u.update.decision.resync = resync;
         uint64_t b = 0;
@@ -348,34 +348,155 @@ static void round_apply(struct gv_server *srv)
     srv->t_last_round_ns = gv_now_ns();
     GV_TRACE("server %u: round %" PRIu64 " done, update of %" PRIu64 " entries", srv->rank,
              srv->iter, m.nnz);
+    srv_metrics_round(srv, srv->t_last_round_ns);
     srv_decision_copy(srv, &srv->dec_cur, &srv->dec_next);
     srv->dec_next.iter = UINT64_MAX;
     srv->iter++;
     srv->round = SRV_ROUND_WAIT_OPEN;
+    srv_ckpt_after_round(srv);
     srv_round_try_open(srv);
 }
 
-/* The one place where a round completes: every live worker's push is in. */
-static void round_complete(struct gv_server *srv)
+/* Averages over the round's members, decides (server 0) and applies. */
+static void round_finish(struct gv_server *srv)
 {
-    gv_ps_average(srv->acc, srv->n, srv->W);
-    if (srv->rank == 0) {
-        if (round_decide(srv) != GV_OK)
-            return;
-        round_apply(srv);
+    gv_ps_average(srv->acc, srv->n, srv->n_avg);
+    if (srv->rank == 0 && round_decide(srv) != GV_OK)
         return;
-    }
-    if (srv->dec_next.iter == srv->iter + 1) {
-        round_apply(srv);
-        return;
-    }
+    round_apply(srv);
+}
+
+/* This server has every expected push of the round, or knows its worker dead. Servers 1..S-1
+ * tell server 0 which pushes they added and which workers they found dead (STATS), then wait
+ * for its DECISION; server 0 waits for every server's STATS. */
+static void round_aggregated(struct gv_server *srv)
+{
     srv->round = SRV_ROUND_WAIT_DECISION;
+    if (srv->rank == 0) {
+        srv_round_maybe_decide(srv);
+        return;
+    }
+    uint8_t *rep = srv->reports; /* s > 0: the first W bytes are this server's report */
+    uint32_t n = 0;
+    for (uint32_t w = 0; w < srv->W; w++) {
+        const struct srv_peer *p = srv->workers[w];
+        rep[w] = (uint8_t)((srv->arrived[w] ? GV_PS_MEMB_ARRIVED : 0u) |
+                           (p != NULL && p->dead ? GV_PS_MEMB_DEAD : 0u));
+        n += srv->arrived[w];
+    }
+    struct gv_proto_msg m;
+    gv_proto_msg_init(&m, GV_PROTO_MSG_STATS);
+    m.role = GV_PROTO_ROLE_SERVER;
+    m.rank = srv->rank;
+    m.iteration = srv->iter;
+    m.shard = srv->rank;
+    m.u.stats.workers = n;
+    gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, srv->W, srv->W);
+    struct gv_iov pl = {rep, srv->W};
+    if (srv->coord == NULL || gv_ps_link_send(&srv->coord->link, &m, &pl, 1, NULL) != GV_OK)
+        srv_abort_now(srv, GV_ERR_CLOSED, true, "cannot send the round's membership to server 0");
+}
+
+void srv_round_on_report(struct gv_server *srv, uint32_t s)
+{
+    srv->got_report[s] = true;
+    srv->n_reports++;
+    srv_round_maybe_decide(srv);
+}
+
+/* Server 0, once its own aggregation and every other server's STATS are in: the round's
+ * members are the workers whose push reached any server (a push that reached only some
+ * servers counts as zero on the others), the next round's are the expected workers nobody
+ * found dead. The policy decides between that and an abort. */
+void srv_round_maybe_decide(struct gv_server *srv)
+{
+    if (srv->state != SRV_RUNNING || srv->round != SRV_ROUND_WAIT_DECISION ||
+        srv->n_reports < srv->S - 1)
+        return;
+    uint32_t W = srv->W, n_next = 0;
+    bool *arr = srv->scratch, *dead = srv->scratch + W;
+    srv->n_stats = 0;
+    for (uint32_t w = 0; w < W; w++) {
+        const struct srv_peer *p = srv->workers[w];
+        arr[w] = srv->arrived[w];
+        dead[w] = p == NULL || p->dead;
+        srv->n_stats += srv->arrived[w];
+        for (uint32_t s = 1; s < srv->S; s++) {
+            uint8_t b = srv->reports[(size_t)s * W + w];
+            arr[w] |= (b & GV_PS_MEMB_ARRIVED) != 0;
+            dead[w] |= (b & GV_PS_MEMB_DEAD) != 0;
+        }
+    }
+    memset(srv->got_report, 0, srv->S * sizeof(bool));
+    srv->n_reports = 0;
+    struct gv_round_decision d;
+    gv_round_decide((enum gv_dead_policy)srv->cfg.dead_policy, srv->cfg.min_workers, W,
+                    srv->expected, arr, dead, &d);
+    if (d.action != GV_ROUND_COMPLETE) {
+        srv_abort(srv, GV_ERR_CLOSED, "iteration %" PRIu64 ": %s", srv->iter,
+                  d.action == GV_ROUND_ABORT ? d.reason : "a worker is neither in nor dead");
+        return;
+    }
+    if (d.n_missing > 0)
+        gv_log(GV_LOG_WARN, "server 0: iteration %" PRIu64 ": %s", srv->iter, d.reason);
+    for (uint32_t w = 0; w < W; w++)
+        if (arr[w] && !srv->arrived[w])
+            gv_log(GV_LOG_WARN, "server 0: iteration %" PRIu64 ": worker %u's push reached some "
+                   "servers only: it counts in the average (over %u), as a zero gradient where "
+                   "it is missing", srv->iter, w, d.n_average);
+    for (uint32_t w = 0; w < W; w++) {
+        bool next = srv->expected[w] && !dead[w];
+        if (srv->expected[w] && !next) {
+            struct srv_peer *p = srv->workers[w];
+            if (p != NULL && !p->dead)
+                srv_worker_dropped(srv, p); /* another server found it dead */
+        }
+        srv->memb[w] = (uint8_t)((arr[w] ? GV_PS_MEMB_ARRIVED : 0u) |
+                                 (next ? GV_PS_MEMB_NEXT : 0u));
+        srv->expected[w] = next;
+        n_next += next;
+    }
+    uint32_t min = GV_MAX(1u, srv->cfg.min_workers);
+    if (n_next < min) {
+        srv_abort(srv, GV_ERR_CLOSED, "only %u of %u workers are left after iteration %" PRIu64
+                  " and at least %u are needed (--min-workers)", n_next, W, srv->iter, min);
+        return;
+    }
+    srv->n_avg = d.n_average;
+    round_finish(srv);
 }
 
 void srv_round_on_decision(struct gv_server *srv)
 {
-    if (srv->round == SRV_ROUND_WAIT_DECISION)
-        round_apply(srv);
+    if (srv->round != SRV_ROUND_WAIT_DECISION) {
+        srv_abort_now(srv, GV_ERR_PROTO, false, "server 0 sent the decision of an iteration this "
+                      "server has not aggregated");
+        return;
+    }
+    uint32_t n_avg = 0, n_next = 0;
+    for (uint32_t w = 0; w < srv->W; w++) {
+        uint8_t b = srv->memb[w];
+        bool next = (b & GV_PS_MEMB_NEXT) != 0;
+        if ((srv->arrived[w] && !(b & GV_PS_MEMB_ARRIVED)) || (next && !srv->expected[w])) {
+            srv_abort_now(srv, GV_ERR_PROTO, false, "server 0's membership of the round "
+                          "contradicts this server's (worker pushed here, or rejoined)");
+            return;
+        }
+        n_avg += (b & GV_PS_MEMB_ARRIVED) != 0;
+        n_next += next;
+        if (srv->expected[w] && !next) {
+            struct srv_peer *p = srv->workers[w];
+            if (p != NULL && !p->dead)
+                srv_worker_dropped(srv, p);
+        }
+        srv->expected[w] = next;
+    }
+    if (n_avg == 0 || n_next == 0) {
+        srv_abort_now(srv, GV_ERR_PROTO, false, "server 0's decision counts no worker");
+        return;
+    }
+    srv->n_avg = n_avg;
+    round_finish(srv);
 }
 
 void srv_round_on_bye(struct gv_server *srv, struct srv_peer *p, uint64_t iteration)
@@ -390,8 +511,10 @@ void srv_round_on_bye(struct gv_server *srv, struct srv_peer *p, uint64_t iterat
         srv_send_bye_all(srv);
         /* pushes deferred for this round are read (and dropped) now, and the BYEs behind them */
         for (uint32_t w = 0; w < srv->W; w++)
-            if (srv->workers[w] != NULL && srv->workers[w]->link.c != NULL)
+            if (srv->workers[w] != NULL && srv->workers[w]->link.c != NULL) {
+                srv->workers[w]->deferred = false;
                 (void)gv_tp_conn_resume_recv(srv->workers[w]->link.c);
+            }
     }
     srv_send_bye(srv, p); /* the answer: the worker closes once it has it */
 }

@@ -63,6 +63,7 @@ struct child {
     size_t len;
     bool exited;
     int status;
+    int sent_sig;   /* the last signal gravac-launch itself sent it (0: none) */
 };
 
 struct launch {
@@ -75,6 +76,8 @@ struct launch {
     char **server_args, **worker_args; /* passthrough arguments (borrowed strings) */
     int n_server_args, n_worker_args;
     bool user_metrics;
+    int lost; /* workers that failed while the job went on (continue policy) */
+    struct gv_ops_server_cfg os; /* the ops options launch looks at (policy, metrics port) */
 };
 
 static int sig_pipe[2] = {-1, -1};
@@ -120,6 +123,12 @@ static int route(const char *arg, bool *takes_value)
         where = 1;
     else if ((o = find_opt(gv_train_options, gv_train_options_n, base)) != NULL)
         where = 2;
+    else if ((o = find_opt(gv_ops_server_options, gv_ops_server_options_n, base)) != NULL)
+        /* checkpoints concern both (the workers keep their residual's); the metrics address
+         * is given to each server with its own port (start_one) */
+        where = strncmp(base, "checkpoint", 10) == 0 ? 3
+                : strcmp(base, "metrics-addr") == 0  ? 0
+                                                     : 1;
     else if ((o = find_opt(gv_job_options, gv_job_options_n, base)) == NULL &&
              (o = find_opt(gv_cluster_options, gv_cluster_options_n, base)) == NULL)
         o = find_opt(gv_ops_common_options, gv_ops_common_options_n, base);
@@ -139,19 +148,20 @@ static gv_status_t launch_parse(struct launch *L, int argc, char **argv, struct 
     for (size_t i = 0; i < gv_cluster_options_n && ncl < GV_ARRAY_LEN(cl_opts); i++)
         if (!in_list(launch_owned, gv_cluster_options[i].name))
             cl_opts[ncl++] = gv_cluster_options[i];
-    static struct gv_opt_table tables[6];
+    static struct gv_opt_table tables[7];
     tables[0] = (struct gv_opt_table){launch_options, GV_ARRAY_LEN(launch_options), &L->lo};
     tables[1] = (struct gv_opt_table){gv_job_options, gv_job_options_n, &job};
     tables[2] = (struct gv_opt_table){cl_opts, ncl, &L->cl};
     tables[3] = (struct gv_opt_table){gv_ops_common_options, gv_ops_common_options_n, &oc};
     tables[4] = (struct gv_opt_table){gv_train_options, gv_train_options_n, &L->to};
     tables[5] = (struct gv_opt_table){gv_server_options, gv_server_options_n, &so};
+    tables[6] = (struct gv_opt_table){gv_ops_server_options, gv_ops_server_options_n, &L->os};
     static const char *const others[] = {"server", "worker", NULL};
     static struct gv_cfg_spec spec = {
         .program = "gravac-launch",
         .summary = "start S servers and W workers on this machine and train (options other than "
                    "launch's own go to the servers, the workers or both)",
-        .section = "launch", .other_sections = others, .tables = tables, .n_tables = 6};
+        .section = "launch", .other_sections = others, .tables = tables, .n_tables = 7};
     gv_status_t status = gv_cfg_create(&spec, cfg_p);
     if (status == GV_OK)
         status = gv_cfg_load(*cfg_p, argc, argv, environ);
@@ -233,8 +243,18 @@ static gv_status_t spawn(struct launch *L, const char *role, int rank, char *con
         gv_log(GV_LOG_ERROR, "launch: pipe: %s", strerror(errno));
         return GV_ERR_IO;
     }
+    /* launch's handlers write to its signal pipe: a child must not run them between fork and
+     * exec (a SIGTERM launch sends it then would read as one sent to launch), so the signals
+     * stay blocked until the child has the default actions back */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &block, &old);
     pid_t pid = fork();
     if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
         gv_log(GV_LOG_ERROR, "launch: fork: %s", strerror(errno));
         close(p[0]);
         close(p[1]);
@@ -244,6 +264,10 @@ static gv_status_t spawn(struct launch *L, const char *role, int rank, char *con
         setpgid(0, 0); /* Ctrl-C reaches launch only; it forwards the signal */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGCHLD, SIG_DFL);
+        close(sig_pipe[0]);
+        close(sig_pipe[1]);
+        sigprocmask(SIG_SETMASK, &old, NULL);
         dup2(p[1], STDOUT_FILENO);
         dup2(p[1], STDERR_FILENO);
         close(p[0]);
@@ -252,6 +276,7 @@ static gv_status_t spawn(struct launch *L, const char *role, int rank, char *con
         fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    sigprocmask(SIG_SETMASK, &old, NULL);
     close(p[1]);
     fcntl(p[0], F_SETFL, O_NONBLOCK);
     c->pid = pid;
@@ -264,7 +289,7 @@ static gv_status_t spawn(struct launch *L, const char *role, int rank, char *con
 /* argv for one child: program, passthrough options, then what launch decides. */
 static gv_status_t start_one(struct launch *L, const char *prog, bool server, int rank)
 {
-    char path[1100], num[4][32], metrics[700];
+    char path[1100], num[4][32], metrics[700], maddr[300];
     const char *argv[256];
     int n = 0;
     snprintf(path, sizeof(path), "%s/%s", L->lo.bin_dir, prog);
@@ -283,6 +308,15 @@ static gv_status_t start_one(struct launch *L, const char *prog, bool server, in
     argv[n++] = L->dir;
     if (server) {
         argv[n++] = "--bind=127.0.0.1:0";
+        const struct gv_hostport *ma = &L->os.metrics_addr;
+        if (ma->host[0] != '\0' || ma->port != 0) {
+            /* one port per server: PORT, PORT+1, ... (0 stays ephemeral) */
+            unsigned port = ma->port ? ma->port + (unsigned)rank : 0;
+            bool v6 = strchr(ma->host, ':') != NULL;
+            snprintf(maddr, sizeof(maddr), "--metrics-addr=%s%s%s:%u", v6 ? "[" : "", ma->host,
+                     v6 ? "]" : "", port);
+            argv[n++] = maddr;
+        }
     } else if (!L->user_metrics) {
         snprintf(metrics, sizeof(metrics), "--metrics-file=%s/worker%%r.jsonl", L->dir);
         argv[n++] = metrics;
@@ -294,14 +328,26 @@ static gv_status_t start_one(struct launch *L, const char *prog, bool server, in
 static void signal_all(struct launch *L, int sig)
 {
     for (int i = 0; i < L->n; i++)
-        if (!L->ch[i].exited)
+        if (!L->ch[i].exited) {
+            L->ch[i].sent_sig = sig;
             kill(L->ch[i].pid, sig);
+        }
 }
+
+/* Killed by a signal gravac-launch sent it: a consequence of another failure, not a cause. */
+static bool killed_by_us(const struct child *c)
+{
+    return WIFSIGNALED(c->status) && c->sent_sig != 0 && WTERMSIG(c->status) == c->sent_sig;
+}
+
+static void describe_exit(const struct child *c, char *out, size_t len);
 
 /* Collects exited children and keeps the failure to name. A process killed by a signal is the
  * likelier cause than one that exited 1 (the others exit 1 once they notice it is gone, and a
  * dying process closes its sockets before it becomes a zombie), so it replaces the first
- * failure seen when it shows up within a second of it. */
+ * failure seen when it shows up within a second of it, unless gravac-launch sent that signal
+ * itself (stopping the others after the first failure). Under the continue policy a worker's
+ * failure is the servers' to judge: the job goes on, and it only counts if the job fails. */
 static void reap(struct launch *L, struct child **failed, uint64_t *failed_ns)
 {
     for (int i = 0; i < L->n; i++) {
@@ -313,10 +359,19 @@ static void reap(struct launch *L, struct child **failed, uint64_t *failed_ns)
         c->status = st;
         if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
             continue;
+        if (L->os.dead_worker_policy == GV_DEAD_CONTINUE && *failed == NULL &&
+            strncmp(c->name, "worker", 6) == 0) {
+            char why[96];
+            describe_exit(c, why, sizeof(why));
+            fprintf(stderr, "gravac-launch: %s failed (%s): the job goes on without it "
+                    "(--dead-worker-policy continue)\n", c->name, why);
+            L->lost++;
+            continue;
+        }
         if (*failed == NULL) {
             *failed = c;
             *failed_ns = gv_now_ns();
-        } else if (WIFSIGNALED(st) && !WIFSIGNALED((*failed)->status) &&
+        } else if (WIFSIGNALED(st) && !killed_by_us(c) && !WIFSIGNALED((*failed)->status) &&
                    gv_now_ns() - *failed_ns < 1000000000ull) {
             *failed = c;
         }
@@ -336,8 +391,8 @@ static void describe_exit(const struct child *c, char *out, size_t len)
     if (WIFEXITED(c->status))
         snprintf(out, len, "exit status %d", WEXITSTATUS(c->status));
     else if (WIFSIGNALED(c->status))
-        snprintf(out, len, "killed by signal %d (%s)", WTERMSIG(c->status),
-                 strsignal(WTERMSIG(c->status)));
+        snprintf(out, len, "killed by signal %d (%s)%s", WTERMSIG(c->status),
+                 strsignal(WTERMSIG(c->status)), killed_by_us(c) ? ", sent by gravac-launch" : "");
     else
         snprintf(out, len, "status 0x%x", (unsigned)c->status);
 }
@@ -554,6 +609,10 @@ int main(int argc, char **argv)
         return 0;
     }
     launch_bin_dir(&L);
+    /* the children get their cluster from the command line: a GV_SERVERS meant for launch (a
+     * count) or an inherited host list or advertised name would mislead them */
+    unsetenv("GV_SERVERS");
+    unsetenv("GV_ADVERTISE");
     const char *tmp = L.lo.tmp_dir[0] ? L.lo.tmp_dir : getenv("TMPDIR");
     snprintf(L.dir, sizeof(L.dir), "%s/gravac-launch-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     if (mkdtemp(L.dir) == NULL) {
@@ -598,6 +657,9 @@ int main(int argc, char **argv)
         rc = 1;
     if (rc == 0)
         launch_summary(&L, gv_now_s() - t0);
+    if (rc == 0 && L.lost > 0)
+        printf("gravac-launch: %d worker%s failed; the job finished without %s (dead-worker "
+               "policy continue)\n", L.lost, L.lost == 1 ? "" : "s", L.lost == 1 ? "it" : "them");
 out:
     if (L.lo.keep_dir || rc != 0)
         fprintf(stderr, "gravac-launch: run directory kept: %s\n", L.dir);

@@ -52,8 +52,7 @@ static volatile sig_atomic_t dist_stop;
 
 static void dist_on_signal(int sig)
 {
-    (void)sig;
-    dist_stop = 1;
+    dist_stop = sig;
 }
 
 /* ---------------------------------------------------------------- metrics file */
@@ -181,7 +180,12 @@ static gv_status_t dist_model(struct dist *d)
     if (status == GV_OK) {
         struct gv_worker_config wc = {.job = &o->job, .cluster = &o->cl, .secret = secret,
                                       .cmp_threads = o->to.compress_threads,
-                                      .verify_every = (uint32_t)o->to.verify_every};
+                                      .verify_every = (uint32_t)o->to.verify_every,
+                                      .heartbeat_interval_ns = o->oc.heartbeat_interval,
+                                      .peer_timeout_ns = o->oc.peer_timeout,
+                                      .checkpoint_dir = o->os.checkpoint_dir,
+                                      .checkpoint_every = o->os.checkpoint_every,
+                                      .checkpoint_keep = o->os.checkpoint_keep};
         status = gv_worker_create(&wc, &wm, &d->w);
     }
     gv_auth_secret_clear(secret);
@@ -279,8 +283,8 @@ static gv_status_t dist_loop(struct dist *d, int64_t *done_p)
     bool stop = false;
     for (; status == GV_OK && step < total && !stop; step++) {
         if (dist_stop) {
-            gv_log(GV_LOG_ERROR, "worker %u: interrupted at iteration %lld", d->rank,
-                   (long long)step);
+            gv_log(GV_LOG_WARN, "worker %u: %s at iteration %lld", d->rank,
+                   strsignal((int)dist_stop), (long long)step);
             status = GV_ERR_CLOSED;
             break;
         }
@@ -504,8 +508,23 @@ int wp_run_distributed(struct wp_opts *o)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (dist_data(&d) != GV_OK || dist_model(&d) != GV_OK)
+    if (o->oc.heartbeat_interval * 2 > o->oc.peer_timeout) {
+        gv_log(GV_LOG_ERROR, "--heartbeat-interval (%.3f s) must be at most half of "
+               "--peer-timeout (%.3f s), or live peers would be declared dead",
+               (double)o->oc.heartbeat_interval * 1e-9, (double)o->oc.peer_timeout * 1e-9);
+        rc = 2;
         goto out;
+    }
+    if (dist_data(&d) != GV_OK)
+        goto out;
+    if ((status = dist_model(&d)) != GV_OK) {
+        /* refused (a fingerprint or shard mismatch, the secret, a refused checkpoint): a
+         * configuration to fix, not a failure to retry */
+        if (status == GV_ERR_PROTO || status == GV_ERR_VERSION || status == GV_ERR_AUTH ||
+            status == GV_ERR_INVAL)
+            rc = 2;
+        goto out;
+    }
     if (d.lead)
         printf("gravac-worker %u of %u (rank from %s, device %s): model %s (%zu parameters in %d "
                "tensors), data %s (%zu train in this worker's shard of %zu, %zu test), %u "
@@ -520,11 +539,22 @@ int wp_run_distributed(struct wp_opts *o)
     d.t0 = gv_now_s();
     status = dist_loop(&d, &done);
     double secs = gv_now_s() - d.t0;
-    if (status == GV_OK || dist_stop)
+    if (dist_stop) {
+        char why[80];
+        snprintf(why, sizeof(why), "%s", strsignal((int)dist_stop));
+        gv_worker_stop(d.w, why);
+    } else if (status == GV_OK) {
         gv_worker_finish(d.w, (uint64_t)done);
+    }
+    struct gv_worker_summary ws;
+    gv_worker_get_summary(d.w, &ws);
     if (status == GV_OK) {
         dist_summary(&d, done, secs);
         rc = 0;
+    } else if (ws.stopped) {
+        gv_log(GV_LOG_WARN, "worker %u: stopped on request at iteration %lld (exit status 3)",
+               d.rank, (long long)done);
+        rc = 3;
     }
     if (rc == 0 && o->cl.dump_params[0] != '\0') {
         char path[1024];

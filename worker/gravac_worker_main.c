@@ -1,7 +1,8 @@
 /* gravac_worker_main.c: the gravac-worker program: options (flags, GV_* environment, the config
  * file's [worker] and common sections), data loading, the standalone mode (one process trains
  * alone with the nn/ optimizer) and main(). The distributed mode, the default, is in
- * gravac_worker_dist.c. Exit status: 0 success, 1 a run that failed, 2 bad options. */
+ * gravac_worker_dist.c. Exit status: 0 success, 1 a run that failed, 2 bad options or a refused
+ * checkpoint, 3 the job was stopped on request (SIGTERM or SIGINT here or elsewhere). */
 #include "worker_prog.h"
 
 #include <math.h>
@@ -336,6 +337,7 @@ int main(int argc, char **argv)
         {gv_job_options, gv_job_options_n, &o.job},
         {gv_cluster_options, gv_cluster_options_n, &o.cl},
         {gv_ops_common_options, gv_ops_common_options_n, &o.oc},
+        {gv_ops_server_options, gv_ops_server_options_n, &o.os}, /* checkpoints are used */
         {gv_train_options, gv_train_options_n, &o.to},
         {gv_server_options, gv_server_options_n, &o.so}, /* accepted, used by the servers */
     };

@@ -8,8 +8,12 @@
  * adopts the next decision. The replica is host memory (the CPU path) or device memory (a GPU
  * worker: compression on the GPU, pushes and updates through pinned host mirrors, the
  * optimizer step as a kernel; see gv_worker_model).
- * Threading: one worker object belongs to one thread; it runs its transport's event loop inside
- * its own calls. */
+ * Operations: heartbeats to every server and a dead-server timeout (a helper thread runs the
+ * event loop while the caller computes between steps: peers see this worker alive, and a dead
+ * server is reported within the timeout), periodic checkpoints of the error-feedback residual
+ * (with the servers' iterations, so that a resumed job continues exactly), a stop on request.
+ * Threading: one worker object belongs to one thread, the caller's; its functions take an
+ * internal lock shared with the helper thread, which touches no caller buffer. */
 #ifndef GV_WORKER_H
 #define GV_WORKER_H
 
@@ -34,6 +38,12 @@ struct gv_worker_config {
     bool host_mirrors; /* treat a host replica (model.be a CPU backend) as a GPU one: separate
                           host mirrors, copies through the backend, the backend's optimizer
                           step; runs the GPU worker's data path on a CPU (tests) */
+    /* operations (docs/operations.md); zero-initialised fields disable each */
+    uint64_t heartbeat_interval_ns;   /* a HEARTBEAT on every idle link this often (0: none) */
+    uint64_t peer_timeout_ns;         /* a server silent this long is dead (0: never) */
+    const char *checkpoint_dir;       /* the residual goes to DIR/worker<RRRR>/ (NULL/"": no) */
+    uint64_t checkpoint_every;        /* with the servers' --checkpoint-every (0: never) */
+    int checkpoint_keep;              /* files kept (0 means 3) */
 };
 
 /* The replica the runtime updates: flat vectors, borrowed for the worker's life. Tensor t is
@@ -58,10 +68,13 @@ struct gv_worker_model {
 };
 
 /* Connects to every server, handshakes, seeds (worker 0) and receives the model: on success
- * params and momentum hold the servers' shards and the first decision is known. Prints the
- * shard map (worker 0) and every server address. Errors (each logged with the server named):
+ * params and momentum hold the servers' shards and the first decision is known. When the
+ * servers resumed from a checkpoint and checkpoint_dir is set, the residual of that iteration
+ * is loaded (a missing file: a warning and a zero residual). Prints the shard map (worker 0)
+ * and every server address. Errors (each logged with the server named):
  * GV_ERR_TIMEOUT (start-up deadline, --connect-timeout), GV_ERR_AUTH / GV_ERR_VERSION (refused),
- * GV_ERR_PROTO (fingerprint or shard mismatch), GV_ERR_CLOSED, GV_ERR_NOMEM, GV_ERR_INVAL. */
+ * GV_ERR_PROTO (fingerprint or shard mismatch, a corrupt or foreign residual checkpoint),
+ * GV_ERR_CLOSED, GV_ERR_NOMEM, GV_ERR_INVAL. */
 gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
                              const struct gv_worker_model *model, struct gv_worker **w_p);
 void gv_worker_destroy(struct gv_worker *w);
@@ -102,14 +115,23 @@ struct gv_worker_step_out {
 
 /* One iteration. model->grads holds this iteration's gradient; on return params and momentum
  * are stepped and grads holds the averaged gradient (out->stop: unchanged, the job is over).
- * Errors: GV_ERR_CLOSED (a server died or aborted the job; logged, naming it), GV_ERR_PROTO
- * (a malformed update, servers disagreeing on the decision), GV_ERR_INVAL. */
+ * Every --checkpoint-every iterations the residual is written after the step (a failed write
+ * is logged; training goes on).
+ * Errors: GV_ERR_CLOSED (a server died, aborted or stopped the job; logged, naming it; the
+ * helper thread may have found it between steps), GV_ERR_TIMEOUT (a server stopped
+ * answering), GV_ERR_PROTO (a malformed update, servers disagreeing on the decision),
+ * GV_ERR_INVAL. */
 gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *in,
                            struct gv_worker_step_out *out);
 
 /* Says BYE to every server after `iterations` (so that worker 0 can end the job early) and
  * waits, at most two seconds, for every server's BYE in answer. */
 gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations);
+
+/* Asks the servers to stop the whole job (the caller got SIGTERM or SIGINT): they write their
+ * checkpoints at the iteration they agree on and stop everyone (exit status 3 by convention).
+ * Waits, at most two seconds, for their answer. why: for the logs. */
+void gv_worker_stop(struct gv_worker *w, const char *why);
 
 struct gv_worker_summary {
     uint32_t rank, num_workers, num_servers;
@@ -122,6 +144,10 @@ struct gv_worker_summary {
     uint64_t buffer_bytes; /* host memory the runtime allocated (residuals, compression,
                               staging, mirrors) */
     uint64_t device_bytes; /* device memory the runtime allocated (GPU worker) */
+    bool stopped;          /* the job was stopped on request (a signal somewhere) */
+    uint64_t resumed_from; /* the iteration the servers resumed from (0: fresh) */
+    bool residual_restored; /* the residual of that iteration was loaded */
+    uint64_t ckpt_written;  /* residual checkpoints written */
 };
 void gv_worker_get_summary(const struct gv_worker *w, struct gv_worker_summary *sum);
 

@@ -19,13 +19,20 @@ void wk_fail(struct gv_worker *w, gv_status_t status, const char *fmt, ...)
     vsnprintf(w->fail, sizeof(w->fail), fmt, ap);
     va_end(ap);
     w->fail_status = status;
-    gv_log(GV_LOG_ERROR, "worker %u: %s", w->rank, w->fail);
+    gv_log(w->stopped ? GV_LOG_WARN : GV_LOG_ERROR, "worker %u: %s", w->rank, w->fail);
 }
 
 gv_status_t wk_server_status(struct gv_worker *w, struct wk_server *ws)
 {
     if (ws->got_error) {
-        wk_fail(w, GV_ERR_CLOSED, "%s ended the job with an error: %s", ws->name, ws->error_text);
+        if (ws->error_code == GV_OK) { /* stopped on request: not a failure of this worker */
+            w->stopped = true;
+            wk_fail(w, GV_ERR_CLOSED, "the job was stopped on request (said %s): %s", ws->name,
+                    ws->error_text);
+        } else {
+            wk_fail(w, GV_ERR_CLOSED, "%s ended the job with an error: %s", ws->name,
+                    ws->error_text);
+        }
         return GV_ERR_CLOSED;
     }
     if (ws->closed) {
@@ -64,39 +71,36 @@ static gv_status_t wk_parse_prefix(const void *prefix, uint32_t *hdr_len_p,
 }
 
 static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
-                                    const struct gv_proto_msg *m, uint64_t payload_len,
-                                    struct gv_iov *dst, int *cnt)
+                                    const struct gv_proto_msg *m, struct gv_iov *dst, int *cnt)
 {
     bool accordion = w->job->method == GV_JOB_ACCORDION;
-    uint32_t nseg = m->n_segs - (accordion ? 1 : 0);
-    if (!ws->synced || m->iteration != w->iter || m->shard != ws->s || m->numel != ws->n ||
-        m->n_segs < 1 || (accordion && (m->segs[m->n_segs - 1].kind != GV_PROTO_SEG_RAW ||
-                                        m->segs[m->n_segs - 1].bytes != w->m.n_tensors)))
-        goto bad;
-    if (!gv_ps_link_idle(&ws->link))
+    bool dense;
+    if (!ws->synced || !w->in_step ||
+        gv_ps_update_check(m, w->iter, ws->s, ws->n, ws->ucap, accordion, w->m.n_tensors,
+                           &dense) != GV_OK) {
+        gv_log(GV_LOG_ERROR, "worker %u: %s sent a malformed update (iteration %" PRIu64
+               ", shard %u, numel %" PRIu64 ", %u segments) during iteration %" PRIu64 "%s",
+               w->rank, ws->name, m->iteration, m->shard, m->numel, m->n_segs, w->iter,
+               w->in_step ? "" : " (between iterations)");
+        return GV_ERR_PROTO;
+    }
+    if (!gv_ps_link_idle(&ws->link)) {
+        ws->deferred = true;
         return GV_ERR_AGAIN; /* our push to this server is still leaving ubuf: wait */
+    }
+    ws->deferred = false;
     int k = 0;
-    if (nseg == 1 && m->segs[0].kind == GV_PROTO_SEG_DENSE && m->segs[0].enc == GV_PROTO_ENC_F32) {
+    if (dense) {
         dst[k++] = (struct gv_iov){w->hg + ws->lo, 4 * ws->n};
-    } else if (nseg == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES &&
-               m->segs[1].kind == GV_PROTO_SEG_VALUES && m->segs[1].enc == GV_PROTO_ENC_F32 &&
-               GV_SPARSE_HDR_LEN + m->segs[0].bytes + m->segs[1].bytes <= ws->ucap) {
+    } else {
         dst[k++] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN, (size_t)m->segs[0].bytes};
         dst[k++] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN + m->segs[0].bytes,
                                    (size_t)m->segs[1].bytes};
-    } else {
-        goto bad;
     }
     if (accordion)
         dst[k++] = (struct gv_iov){ws->heavy, w->m.n_tensors};
     *cnt = k;
-    (void)payload_len;
     return GV_OK;
-bad:
-    gv_log(GV_LOG_ERROR, "worker %u: %s sent a malformed update (iteration %" PRIu64
-           ", shard %u, numel %" PRIu64 ", %u segments) during iteration %" PRIu64, w->rank,
-           ws->name, m->iteration, m->shard, m->numel, m->n_segs, w->iter);
-    return GV_ERR_PROTO;
 }
 
 static gv_status_t wk_on_header(struct gv_conn *c, const void *msg, size_t msg_len,
@@ -111,9 +115,11 @@ static gv_status_t wk_on_header(struct gv_conn *c, const void *msg, size_t msg_l
         return status;
     switch (m.type) {
     case GV_PROTO_MSG_UPDATE:
-        return wk_update_header(w, ws, &m, payload_len, dst, dst_cnt);
+        return wk_update_header(w, ws, &m, dst, dst_cnt);
     case GV_PROTO_MSG_MODEL:
-        if (m.tensor_id > 1 || m.n_segs != 1 || m.segs[0].kind != GV_PROTO_SEG_DENSE ||
+        /* a model arrives at start-up or right after an update: never between iterations,
+         * when the caller owns the parameters */
+        if (!w->busy || m.tensor_id > 1 || m.n_segs != 1 || m.segs[0].kind != GV_PROTO_SEG_DENSE ||
             m.segs[0].enc != GV_PROTO_ENC_F32 || m.u.model.offset > ws->n ||
             m.numel > ws->n - m.u.model.offset || m.numel > ws->model_left)
             break;
@@ -122,7 +128,7 @@ static gv_status_t wk_on_header(struct gv_conn *c, const void *msg, size_t msg_l
         *dst_cnt = 1;
         return GV_OK;
     case GV_PROTO_MSG_DECISION:
-        if (w->job->method != GV_JOB_ACCORDION || m.n_segs != 1 ||
+        if (!w->busy || w->job->method != GV_JOB_ACCORDION || m.n_segs != 1 ||
             m.segs[0].kind != GV_PROTO_SEG_RAW || payload_len != w->m.n_tensors)
             break;
         dst[0] = (struct gv_iov){ws->heavy, w->m.n_tensors};
@@ -217,6 +223,7 @@ static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *
     }
     uint64_t bytes = msg_len + m.payload_len;
     ws->link.bytes_recv += bytes;
+    wk_seen(w, ws);
     if (ws->hs.state != 3) {
         if (gv_ps_client_hs_on_msg(&ws->hs, &ws->link, &m) != GV_OK) {
             wk_fail(w, GV_ERR_AUTH, "handshake with %s failed: %s", ws->name, ws->hs.why);
@@ -260,6 +267,8 @@ static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *
         return;
     case GV_PROTO_MSG_ERROR:
         ws->got_error = true;
+        ws->error_code = m.u.error.code;
+        ws->error_iter = m.iteration;
         snprintf(ws->error_text, sizeof(ws->error_text), "%s",
                  m.u.error.text ? m.u.error.text : "(no text)");
         return;
@@ -556,7 +565,8 @@ static gv_status_t wk_sync(struct gv_worker *w, uint64_t deadline)
                     "the other workers to join?)", (double)w->cl->connect_timeout * 1e-9, missing);
             return GV_ERR_TIMEOUT;
         }
-        if (gv_tp_progress(w->tp, 50) < 0) {
+        int ms = wk_tick(w, gv_now_ns());
+        if (gv_tp_progress(w->tp, GV_MIN(ms, 50)) < 0) {
             wk_fail(w, GV_ERR_IO, "transport failure during start-up");
             return GV_ERR_IO;
         }
@@ -584,6 +594,13 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
     struct gv_worker *w = gv_calloc(1, sizeof(*w));
     if (w == NULL)
         return GV_ERR_NOMEM;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    w->busy = true;
     w->cfg = *cfg;
     w->job = cfg->job;
     w->cl = cfg->cluster;
@@ -638,6 +655,9 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
         status = wk_connect(w, deadline);
     if (status == GV_OK)
         status = wk_sync(w, deadline);
+    w->busy = false; /* before the helper thread starts: from now on it may run callbacks */
+    if (status == GV_OK)
+        status = wk_ops_start(w);
     if (status != GV_OK) {
         gv_worker_destroy(w);
         return status;
@@ -654,6 +674,8 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
 static void wk_tell_failure(struct gv_worker *w)
 {
     char text[240];
+    if (w->stopped)
+        return; /* the servers stopped the job: nothing to tell */
     snprintf(text, sizeof(text), "worker %u stops: %.200s", w->rank, w->fail);
     bool sent = false;
     for (uint32_t s = 0; w->srv != NULL && s < w->S; s++) {
@@ -683,6 +705,7 @@ void gv_worker_destroy(struct gv_worker *w)
 {
     if (w == NULL)
         return;
+    wk_ops_stop(w);
     if (w->fail_status != GV_OK && w->tp != NULL)
         wk_tell_failure(w);
     gv_tp_destroy(w->tp);
@@ -721,12 +744,14 @@ void gv_worker_destroy(struct gv_worker *w)
     gv_free(w->srv);
     gv_free(w->heavy);
     gv_free(w->arena_buf);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
     gv_free(w);
 }
 
 uint64_t gv_worker_iteration(const struct gv_worker *w)
 {
-    return w->iter;
+    return w->iter; /* changed by the caller's own gv_worker_step only */
 }
 
 void gv_worker_decision(const struct gv_worker *w, struct gv_worker_decision *d)
@@ -740,6 +765,7 @@ void gv_worker_decision(const struct gv_worker *w, struct gv_worker_decision *d)
 
 gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations)
 {
+    pthread_mutex_lock(&w->mu);
     for (uint32_t s = 0; s < w->S; s++) {
         struct wk_server *ws = &w->srv[s];
         if (ws->closed)
@@ -763,11 +789,13 @@ gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations)
         if (gv_tp_progress(w->tp, 20) < 0)
             break;
     }
+    pthread_mutex_unlock(&w->mu);
     return GV_OK;
 }
 
 void gv_worker_get_summary(const struct gv_worker *w, struct gv_worker_summary *sum)
 {
+    pthread_mutex_lock((pthread_mutex_t *)&w->mu);
     memset(sum, 0, sizeof(*sum));
     sum->rank = w->rank;
     sum->num_workers = w->W;
@@ -788,4 +816,9 @@ void gv_worker_get_summary(const struct gv_worker *w, struct gv_worker_summary *
     sum->param_bytes = 4 * (uint64_t)w->m.numel;
     sum->buffer_bytes = w->buffer_bytes;
     sum->device_bytes = w->device_bytes;
+    sum->stopped = w->stopped;
+    sum->resumed_from = w->resumed_from;
+    sum->residual_restored = w->residual_restored;
+    sum->ckpt_written = w->ckpt_written;
+    pthread_mutex_unlock((pthread_mutex_t *)&w->mu);
 }

@@ -5,6 +5,8 @@
 
 #include "gv_worker.h"
 
+#include <pthread.h>
+
 #define WK_HDR_SLOTS 16
 #define WK_MODEL_CHUNK (256ull << 20)
 
@@ -28,7 +30,11 @@ struct wk_server {
     bool resync;            /* this update is followed by a full model */
     bool got_bye;
     bool got_error;
+    int32_t error_code;     /* the ERROR's status: GV_OK means the job was stopped on request */
+    uint64_t error_iter;    /* the ERROR's iteration: where the servers stopped */
     char error_text[260];
+    bool deferred;          /* its update waits for our push to leave: not held against it */
+    uint64_t seen_bytes;    /* conn bytes_recv at the last liveness tick */
     struct gv_proto_decision dec; /* from the last UPDATE or DECISION */
     uint64_t dec_iter;
     uint8_t *heavy;         /* [n_tensors]: Accordion's per-tensor level from this server */
@@ -91,10 +97,26 @@ struct gv_worker {
     uint64_t buffer_bytes, device_bytes;
     uint64_t it_recv, it_payload_recv; /* bytes of the current iteration received */
     bool in_step;
+    bool busy;              /* the caller's thread is inside create or step: updates and
+                               models may arrive (any other time they are a protocol error) */
 
     /* failure */
     gv_status_t fail_status;
     char fail[400];
+    bool stopped;           /* a server stopped the job on request */
+
+    /* operations (worker_ops.c) */
+    pthread_mutex_t mu;     /* held by the caller's calls and by the helper between naps */
+    pthread_cond_t cv;
+    pthread_t helper;
+    bool helper_on, helper_stop;
+    struct gv_liveness live; /* servers 0..S-1, from the end of start-up */
+    bool live_on;
+    uint64_t t_tick_ns;     /* the last liveness tick (a long gap: this process stalled) */
+    char ckpt_dir[1024];    /* this worker's directory ("" none) */
+    uint64_t resumed_from;
+    bool residual_restored;
+    uint64_t ckpt_written;
 };
 
 /* worker.c */
@@ -113,5 +135,20 @@ gv_status_t wk_upload(struct gv_worker *w, float *dev, const float *host, size_t
 uint32_t wk_levels(const struct gv_worker *w, const struct gv_proto_decision *d);
 bool wk_decision_equal(const struct gv_worker *w, const struct gv_proto_decision *a,
                        const struct gv_proto_decision *b);
+
+/* worker_ops.c */
+/* Heartbeats on idle links, the servers' liveness, and failures found between calls; called
+ * from every wait loop and from the helper. Returns the poll timeout in ms. */
+int wk_tick(struct gv_worker *w, uint64_t now);
+/* A message or bytes from server ws: it is alive. */
+void wk_seen(struct gv_worker *w, struct wk_server *ws);
+/* After start-up: the residual of the resumed iteration, liveness, the helper thread. */
+gv_status_t wk_ops_start(struct gv_worker *w);
+/* Stops the helper thread (before anything else is torn down). */
+void wk_ops_stop(struct gv_worker *w);
+/* Whether a residual checkpoint is due after the step that just ended; writes it (called with
+ * the lock released: it reads only the residual, which nothing else touches). */
+bool wk_ckpt_due(const struct gv_worker *w);
+void wk_ckpt_write(struct gv_worker *w);
 
 #endif /* GV_WORKER_INTERNAL_H */

@@ -9,26 +9,11 @@
 #include <math.h>
 #include <string.h>
 
-static void step_put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
 static enum gv_proto_enc step_proto_enc(enum gv_idx_enc e)
 {
     return e == GV_IDX_RAW32    ? GV_PROTO_ENC_U32
            : e == GV_IDX_VARINT ? GV_PROTO_ENC_DELTA_VARINT
                                 : GV_PROTO_ENC_BITMAP;
-}
-
-static enum gv_idx_enc step_idx_enc(enum gv_proto_enc e)
-{
-    return e == GV_PROTO_ENC_U32            ? GV_IDX_RAW32
-           : e == GV_PROTO_ENC_DELTA_VARINT ? GV_IDX_VARINT
-                                            : GV_IDX_BITMAP;
 }
 
 /* What one step needs to remember between its phases. */
@@ -208,6 +193,9 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
             return status;
         if (gv_tp_progress(w->tp, 0) < 0)
             return GV_ERR_IO;
+        (void)wk_tick(w, gv_now_ns());
+        if (w->fail_status != GV_OK)
+            return w->fail_status;
     }
     return GV_OK;
 }
@@ -241,17 +229,8 @@ void wk_apply_update(struct gv_worker *w, struct wk_server *ws, const struct gv_
     }
     uint32_t nseg = m->n_segs - (accordion ? 1 : 0);
     if (nseg == 2) {
-        uint8_t *h = ws->ubuf;
-        h[0] = GV_SPARSE_MAGIC;
-        h[1] = GV_SPARSE_VERSION;
-        h[2] = (uint8_t)step_idx_enc(m->segs[0].enc);
-        h[3] = GV_VAL_F32;
-        step_put_u32(h + 4, (uint32_t)ws->n);
-        step_put_u32(h + 8, (uint32_t)m->nnz);
-        size_t il = GV_SPARSE_HDR_LEN + (size_t)m->segs[0].bytes;
         memset(g, 0, 4 * ws->n);
-        if (gv_sparse_decode_add(ws->ubuf, il, ws->ubuf + il, (size_t)m->segs[1].bytes,
-                                 (uint32_t)ws->n, 0, g, NULL) != GV_OK) {
+        if (gv_ps_sparse_add(ws->ubuf, m, (uint32_t)ws->n, g) != GV_OK) {
             wk_fail(w, GV_ERR_PROTO, "%s sent an update that does not decode", ws->name);
             return;
         }
@@ -315,7 +294,10 @@ static gv_status_t step_wait(struct gv_worker *w, bool *stop)
             return w->fail_status;
         if (all)
             return GV_OK;
-        if (gv_tp_progress(w->tp, 100) < 0) {
+        int ms = wk_tick(w, gv_now_ns());
+        if (w->fail_status != GV_OK)
+            return w->fail_status;
+        if (gv_tp_progress(w->tp, ms) < 0) {
             wk_fail(w, GV_ERR_IO, "transport failure");
             return GV_ERR_IO;
         }
@@ -373,8 +355,25 @@ static uint64_t step_wire(const struct gv_worker *w, bool sent)
     return b;
 }
 
+static gv_status_t step_run(struct gv_worker *w, const struct gv_worker_step_in *in,
+                            struct gv_worker_step_out *out);
+
 gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *in,
                            struct gv_worker_step_out *out)
+{
+    pthread_mutex_lock(&w->mu);
+    w->busy = true;
+    gv_status_t status = step_run(w, in, out);
+    w->busy = false;
+    bool ckpt = status == GV_OK && !out->stop && wk_ckpt_due(w);
+    pthread_mutex_unlock(&w->mu);
+    if (ckpt)
+        wk_ckpt_write(w);
+    return status;
+}
+
+static gv_status_t step_run(struct gv_worker *w, const struct gv_worker_step_in *in,
+                            struct gv_worker_step_out *out)
 {
     memset(out, 0, sizeof(*out));
     if (w->fail_status != GV_OK)

@@ -3,7 +3,8 @@
 # output, worker 0's progress and a summary (authenticated by a generated secret); options are
 # routed (worker-only and server-only ones do not upset the other programs); a bad option exits
 # 2 naming it; a worker killed mid-run makes launch stop the others and exit 1 naming it; SIGINT
-# stops everything with 130; no process is left behind in any case.
+# stops everything with 130; GV_SERVERS is launch's (a count), not its children's; a job the
+# servers refuse is reported as the servers' failure; no process is left behind in any case.
 set -u
 bin=$1
 tmp=$(mktemp -d /tmp/gv_e2e_launch_XXXXXX)
@@ -103,6 +104,24 @@ wait $lp
 rc=$?
 [ $rc -eq 130 ] || fail "SIGINT: rc $rc"
 no_children "$kids"
+
+# 5. launch's --servers from its environment variable GV_SERVERS (a count): taken by launch,
+# not passed on to the children, whose --servers is a host list
+out=$tmp/env.txt
+GV_SERVERS=1 GV_WORKERS=2 "$bin/gravac-launch" $job --steps 8 --insecure >"$out" 2>&1
+rc=$?
+[ $rc -eq 0 ] || { fail "GV_SERVERS=1: rc $rc"; tail -5 "$out" >&2; }
+grep -q 'gravac-launch: 1 servers, 2 workers' "$out" || fail "GV_SERVERS/GV_WORKERS not read"
+
+# 6. the servers refuse the job at start (exit 2): launch names a server as the failure, not
+# a worker it stopped with SIGTERM itself
+out=$tmp/refused.txt
+"$bin/gravac-launch" --servers 2 --workers 2 $job --steps 8 --insecure --min-workers 3 \
+    >"$out" 2>&1
+rc=$?
+[ $rc -eq 1 ] || fail "refused job: rc $rc"
+grep -q 'FAILED: server[01] (exit status 2)' "$out" ||
+    { fail "the refusing server is not named first"; grep 'gravac-launch' "$out" >&2; }
 
 if [ $fails -ne 0 ]; then
     echo "test_e2e_launch: $fails failures" >&2

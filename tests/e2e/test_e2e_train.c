@@ -361,7 +361,7 @@ static void run_case(const char *what, const char *jobargs, int steps, bool garb
         char path[600];
         snprintf(path, sizeof(path), "%s/server0.log", dir);
         char *s = e2e_slurp(path, NULL);
-        GV_CHECK_MSG(s && strstr(s, "left before joining"), "the garbage connection was not "
+        GV_CHECK_MSG(s && strstr(s, "before it joined: it sent a malformed frame"), "the garbage connection was not "
                      "logged and dropped");
         free(s);
     }

@@ -13,6 +13,7 @@ struct tcfg {
     int workers;
     uint64_t seed;
     double lr;
+    double momentum;
     bool verbose;
     const char *dir;
     const char *token;
@@ -32,6 +33,10 @@ static const struct gv_opt topts[] = {
      .help = "random seed", .group = "training"},
     {.name = "lr", .type = GV_OPT_DOUBLE, .offset = offsetof(struct tcfg, lr), .def = "0.1",
      .help = "learning rate", .group = "training", .flags = GV_OPT_RANGE, .min = 0, .max = 10},
+    /* a bound that is not exact in binary: printed as written, not as 0.99999899999999997 */
+    {.name = "momentum", .type = GV_OPT_DOUBLE, .offset = offsetof(struct tcfg, momentum),
+     .def = "0.9", .help = "momentum", .group = "training", .flags = GV_OPT_RANGE, .min = 0,
+     .max = 0.999999},
     {.name = "verbose", .type = GV_OPT_BOOL, .offset = offsetof(struct tcfg, verbose),
      .def = "false", .help = "say more"},
     {.name = "checkpoint-dir", .type = GV_OPT_STRING, .offset = offsetof(struct tcfg, dir),
@@ -347,6 +352,8 @@ static void test_errors(void)
     EXPECT_ERR(ARGV("--workers=x1"), NULL, E, "--workers: 'x1' is not a number (command line)");
     EXPECT_ERR(ARGV("--workers=0"), NULL, E, "--workers: '0' is out of range (allowed 1 to 64) "
                                              "(command line)");
+    EXPECT_ERR(ARGV("--momentum=1"), NULL, E, "--momentum: '1' is out of range (allowed 0 to "
+                                              "0.999999) (command line)");
     EXPECT_ERR(ARGV("--workers=99999999999"), NULL, E,
                "--workers: '99999999999' is out of range (allowed -2147483648 to 2147483647) "
                "(command line)");
@@ -581,6 +588,7 @@ static void test_help(void)
             "(integer, default 4, range 1 to 64, env GV_WORKERS)",
             "(unsigned integer, default 42, env GV_SEED)",
             "(number, default 0.1, range 0 to 10, env GV_LR)",
+            "(number, default 0.9, range 0 to 0.999999, env GV_MOMENTUM)",
             "  --[no-]verbose               say more\n",
             "(boolean, default false, env GV_VERBOSE)",
             "(string, default /tmp/ck, env GV_CHECKPOINT_DIR)",

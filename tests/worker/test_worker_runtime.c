@@ -15,7 +15,10 @@
  * summed on the GPU in another order, so a threshold can land elsewhere). SKIP (77) without a
  * GPU or without CUDA in the build. With "mirror" (test_worker_runtime_mirror) the GPU worker's
  * data path runs on the CPU backend (host_mirrors): replicas apart from the host mirrors, every
- * copy through the backend, so that path is checked on every machine. */
+ * copy through the backend, so that path is checked on every machine.
+ * Every mode also writes the workers' residual checkpoints (every CKPT_EVERY iterations): each
+ * file's residual equals the reference's error-feedback residual of that iteration, bit for bit
+ * (for a GPU replica the residual is device memory, copied to the host for the file). */
 #include "check.h"
 #include "gv_worker.h"
 
@@ -28,6 +31,7 @@
 #define W 3
 #define ITERS 14
 #define MAXT 16
+#define CKPT_EVERY 7
 
 /* where the workers' replicas are: host memory, or behind host mirrors on the GPU or (to test
  * that path anywhere) on the CPU backend */
@@ -38,6 +42,7 @@ struct harness {
     struct gv_cfg *cfg;
     struct gv_cluster scl[S], wcl[W];
     char dir[64];
+    char ckdir[96]; /* the workers' checkpoints */
     struct gv_auth_secret secret;
     char names[MAXT][24];
     size_t numel[MAXT];
@@ -133,7 +138,8 @@ static void *wk_thread(void *p)
                                 .tensor_numel = h->numel, .names = (const char(*)[24])h->names};
     struct gv_worker_config wc = {.job = &h->job, .cluster = &h->wcl[w], .secret = &h->secret,
                                   .cmp_threads = 1, .verify_every = 1,
-                                  .host_mirrors = mode == MODE_MIRROR};
+                                  .host_mirrors = mode == MODE_MIRROR,
+                                  .checkpoint_dir = h->ckdir, .checkpoint_every = CKPT_EVERY};
     struct gv_worker *wk = NULL;
     struct gv_nn_backend *be = NULL;
     struct gv_buf dv = {0};
@@ -188,6 +194,7 @@ static int harness_setup(struct harness *h, int argc, char **argv)
     snprintf(h->dir, sizeof(h->dir), "/tmp/gv_test_wrt_XXXXXX");
     if (mkdtemp(h->dir) == NULL)
         return -1;
+    snprintf(h->ckdir, sizeof(h->ckdir), "%s/ck", h->dir);
     for (int s = 0; s < S; s++)
         cluster_init(&h->scl[s], h->dir, s, GV_ROLE_SERVER);
     for (int w = 0; w < W; w++)
@@ -265,6 +272,26 @@ static size_t plan_bytes(const uint32_t *idx, const float *val, uint32_t count, 
     if (gv_sparse_plan(&sp, vt, GV_IDX_AUTO, &info) != GV_OK)
         return (size_t)-1;
     return info.idx_len - GV_SPARSE_HDR_LEN + info.val_len;
+}
+
+/* Worker w's residual checkpoint of iteration it holds exactly the reference residual. */
+static void check_resid_ckpt(struct harness *h, int w, uint64_t it, const float *want)
+{
+    char dir[160], path[256];
+    snprintf(dir, sizeof(dir), "%s/worker%04d", h->ckdir, w);
+    gv_ps_ckpt_path(dir, (uint32_t)w, it, path, sizeof(path));
+    struct gv_ckpt *ck = NULL;
+    float *got = malloc(h->P * sizeof(float));
+    GV_CHECK_MSG(gv_ckpt_open(path, 0, &ck) == GV_OK, "worker %d: no valid checkpoint %s", w,
+                 path);
+    if (ck != NULL) {
+        GV_CHECK_OK(gv_ckpt_read_section(ck, "residual", got, h->P * sizeof(float)));
+        GV_CHECK_MSG(memcmp(got, want, h->P * sizeof(float)) == 0, "worker %d: the residual in "
+                     "%s differs from the reference's of iteration %llu", w, path,
+                     (unsigned long long)it);
+        gv_ckpt_close(ck);
+    }
+    free(got);
 }
 
 static void reference(struct harness *h)
@@ -407,6 +434,9 @@ static void reference(struct harness *h)
         float lr = gv_optim_lr(&job->optim, i);
         GV_CHECK(lr == h->out[0][i].lr);
         gv_optim_apply_host(&job->optim, lr, p, v, acc, P);
+        if ((i + 1) % CKPT_EVERY == 0 && !dense_method)
+            for (int w = 0; w < W; w++)
+                check_resid_ckpt(h, w, (uint64_t)i + 1, resid[w]);
     }
     GV_CHECK_EQ(bad_bytes, 0);
     GV_CHECK_EQ(bad_dec, 0);

@@ -1,0 +1,181 @@
+/* fuzz_msg.c: libFuzzer target for the data-plane decoders: a whole frame (24-byte prefix,
+ * header, payload) as a server or a worker receives it. The first byte picks the receiver:
+ *   0  a server receiving a PUSH: gv_ps_push_check against the decision the PUSH claims, the
+ *      payload scattered into the receive buffer as the transport does, then the dense add or
+ *      gv_ps_sparse_add (compress/'s sparse decoder) into the accumulator;
+ *   1  a worker receiving an UPDATE (2: Accordion, with its per-tensor byte segment):
+ *      gv_ps_update_check, then the sparse decoder into the gradient buffer;
+ *   3  a server receiving a STATS or DECISION: the round membership segment's check.
+ * The shard size is the header's numel (at most 2^16 here). Invariants (abort on violation):
+ * a check or decoder says GV_OK or GV_ERR_PROTO, never anything else; a sparse add that
+ * succeeds touched at most nnz entries (compress/ validates strictly increasing indices); the
+ * buffers are exactly as large as server/ and worker/ make them, so ASan sees any overrun. */
+#include "gv_server.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Refusals and decode errors are the expected outcome of most inputs: not logged. */
+static void quiet(enum gv_log_level level, const char *line, void *arg)
+{
+    (void)level, (void)line, (void)arg;
+}
+
+#define FUZZ_MAX_N 65536u
+
+static void must_proto(gv_status_t st)
+{
+    if (st != GV_OK && st != GV_ERR_PROTO)
+        abort();
+}
+
+/* The payload's segments scattered back to back into buf + off, as the transport would. */
+static bool scatter(uint8_t *buf, size_t cap, size_t off, const uint8_t *pl, uint64_t len)
+{
+    if (off > cap || len > cap - off)
+        return false;
+    memcpy(buf + off, pl, (size_t)len);
+    return true;
+}
+
+static size_t count_nonzero(const float *v, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += v[i] != 0.0f;
+    return c;
+}
+
+static void on_push(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t pl_len)
+{
+    uint64_t n = m->numel;
+    /* server.c's receive buffer: the largest sparse push (bitmap) or a dense one */
+    size_t rcap = GV_SPARSE_HDR_LEN + (n + 7) / 8 + 4 * n + 64;
+    struct gv_proto_decision d = {.level = m->u.push.level, .cf_send = m->cf};
+    bool dense;
+    gv_status_t st = gv_ps_push_check(m, pl_len, m->shard, n, &d, rcap, &dense, NULL, 0);
+    must_proto(st);
+    if (st != GV_OK)
+        return;
+    uint8_t *rbuf = malloc(rcap);
+    float *acc = calloc(n ? n : 1, sizeof(float));
+    if (rbuf == NULL || acc == NULL)
+        abort();
+    if (dense) {
+        if (!scatter(rbuf, rcap, 0, pl, pl_len))
+            abort(); /* the check promised it fits */
+        const float *x = (const float *)(void *)rbuf;
+        for (uint64_t i = 0; i < n; i++)
+            acc[i] += x[i];
+    } else {
+        if (!scatter(rbuf, rcap, GV_SPARSE_HDR_LEN, pl, pl_len))
+            abort();
+        st = gv_ps_sparse_add(rbuf, m, (uint32_t)n, acc);
+        must_proto(st);
+        if (st == GV_OK && count_nonzero(acc, n) > m->nnz)
+            abort();
+    }
+    free(rbuf);
+    free(acc);
+}
+
+static void on_update(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t pl_len,
+                      bool accordion)
+{
+    uint64_t n = m->numel;
+    const uint32_t T = 4;
+    /* worker.c's per-shard buffer: the update side (a sparse update holds <= n/2 entries) */
+    size_t ucap = GV_SPARSE_HDR_LEN + 4 * n + 64;
+    bool dense;
+    gv_status_t st = gv_ps_update_check(m, m->iteration, m->shard, n, ucap, accordion, T, &dense);
+    must_proto(st);
+    if (st != GV_OK)
+        return;
+    uint8_t *ubuf = malloc(ucap), heavy[4];
+    float *g = calloc(n ? n : 1, sizeof(float));
+    if (ubuf == NULL || g == NULL)
+        abort();
+    uint64_t body = pl_len - (accordion ? T : 0);
+    if (dense) {
+        if (body != 4 * n)
+            abort();
+        memcpy(g, pl, (size_t)body);
+    } else {
+        if (!scatter(ubuf, ucap, GV_SPARSE_HDR_LEN, pl, body))
+            abort();
+        st = gv_ps_sparse_add(ubuf, m, (uint32_t)n, g);
+        must_proto(st);
+        if (st == GV_OK && count_nonzero(g, n) > m->nnz)
+            abort();
+    }
+    if (accordion)
+        memcpy(heavy, pl + body, T);
+    free(ubuf);
+    free(g);
+}
+
+static void on_membership(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t pl_len)
+{
+    const uint32_t W = 3;
+    if ((m->type != GV_PROTO_MSG_STATS && m->type != GV_PROTO_MSG_DECISION) || m->n_segs < 1 ||
+        m->segs[0].kind != GV_PROTO_SEG_RAW || m->segs[0].bytes != W || pl_len < W)
+        return;
+    unsigned allowed = m->type == GV_PROTO_MSG_STATS ? GV_PS_MEMB_ARRIVED | GV_PS_MEMB_DEAD
+                                                     : GV_PS_MEMB_ARRIVED | GV_PS_MEMB_NEXT;
+    gv_status_t st = gv_ps_memb_check(pl, W, allowed);
+    must_proto(st);
+    for (uint32_t w = 0; st == GV_OK && w < W; w++)
+        if (pl[w] & ~allowed)
+            abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static struct gv_proto_caps caps;
+    static struct gv_proto_arena arena;
+    static void *arena_buf;
+    if (arena_buf == NULL) {
+        gv_log_set_cb(quiet, NULL);
+        gv_proto_caps_default(&caps);
+        caps.max_segments = GV_TP_MAX_DST_IOV; /* as gv_ps_caps sets them */
+        arena_buf = malloc(gv_proto_arena_bound(&caps));
+        gv_proto_arena_init(&arena, arena_buf, gv_proto_arena_bound(&caps));
+    }
+    if (size < 1 + GV_PROTO_PREFIX_LEN)
+        return 0;
+    uint8_t mode = data[0] % 4;
+    data++;
+    size--;
+    uint32_t hdr_len;
+    uint64_t pl_len;
+    if (gv_proto_parse_prefix(data, &caps, &hdr_len, &pl_len) != GV_OK ||
+        GV_PROTO_PREFIX_LEN + (size_t)hdr_len > size)
+        return 0;
+    size_t frame_len = GV_PROTO_PREFIX_LEN + hdr_len;
+    if (pl_len > size - frame_len)
+        return 0; /* the rest has not arrived: the transport waits */
+    struct gv_proto_msg m;
+    gv_proto_arena_reset(&arena);
+    if (gv_proto_decode(data, frame_len, &caps, &arena, &m) != GV_OK)
+        return 0;
+    if (m.numel > FUZZ_MAX_N)
+        return 0;
+    const uint8_t *pl = data + frame_len;
+    switch (mode) {
+    case 0:
+        if (m.type == GV_PROTO_MSG_PUSH)
+            on_push(&m, pl, pl_len);
+        break;
+    case 1:
+    case 2:
+        if (m.type == GV_PROTO_MSG_UPDATE)
+            on_update(&m, pl, pl_len, mode == 2);
+        break;
+    default:
+        on_membership(&m, pl, pl_len);
+        break;
+    }
+    return 0;
+}
