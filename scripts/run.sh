@@ -5,8 +5,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh" build
 if [ ! -x "$root/build/bin/gravac-launch" ]; then
-    echo "gravac: the training cluster is not yet available in this build (see README)." >&2
-    exit 2
+    echo "gravac: $root/build/bin/gravac-launch is missing after the build; see the build output above" >&2
+    exit 1
 fi
 # The job's defaults are in scripts/main-job.ini; a later --config or any option overrides them.
 exec "$root/build/bin/gravac-launch" --config "$root/scripts/main-job.ini" "$@"
