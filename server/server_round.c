@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+static void round_next(struct gv_server *srv);
+
 void srv_round_try_open(struct gv_server *srv)
 {
     if (srv->state != SRV_RUNNING || srv->round != SRV_ROUND_WAIT_OPEN)
@@ -33,7 +35,7 @@ void srv_round_try_open(struct gv_server *srv)
         srv->t_prev_all_ns = now;
         gv_log(GV_LOG_INFO, "server %u: every worker is in; training starts", srv->rank);
     }
-    (void)gv_tp_conn_resume_recv(srv->workers[0]->link.c);
+    round_next(srv);
 }
 
 static enum gv_idx_enc round_idx_enc(enum gv_proto_enc e)
@@ -51,22 +53,15 @@ static enum gv_proto_enc round_proto_enc(enum gv_idx_enc e)
                                 : GV_PROTO_ENC_BITMAP;
 }
 
-gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
-                                  const struct gv_proto_msg *m, uint64_t payload_len,
-                                  struct gv_iov *dst, int *cnt)
+/* The iteration, shard, level and CF of a push, and the shape of its payload. */
+static gv_status_t round_push_check(struct gv_server *srv, const struct srv_peer *p,
+                                    const struct gv_proto_msg *m, uint64_t payload_len)
 {
-    if (srv->state != SRV_RUNNING) { /* the job is ending: nobody waits for it any more */
-        dst[0] = (struct gv_iov){NULL, (size_t)payload_len};
-        *cnt = 1;
-        return GV_OK;
-    }
     if (m->iteration != srv->iter) {
         gv_log(GV_LOG_WARN, "server %u: %s pushed iteration %" PRIu64 " during round %" PRIu64,
                srv->rank, p->name, m->iteration, srv->iter);
         return GV_ERR_PROTO;
     }
-    if (srv->round != SRV_ROUND_OPEN || p->rank != srv->next_rank)
-        return GV_ERR_AGAIN; /* not its turn: it waits in the kernel */
     const struct gv_proto_decision *d = &srv->dec_cur.d;
     bool dense = m->n_segs == 1 && m->segs[0].kind == GV_PROTO_SEG_DENSE &&
                  m->segs[0].enc == GV_PROTO_ENC_F32;
@@ -83,6 +78,24 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
                gv_proto_level_str(d->level), d->cf_send);
         return GV_ERR_PROTO;
     }
+    return GV_OK;
+}
+
+gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
+                                  const struct gv_proto_msg *m, uint64_t payload_len,
+                                  struct gv_iov *dst, int *cnt)
+{
+    if (srv->state != SRV_RUNNING) { /* the job is ending: nobody waits for it any more */
+        dst[0] = (struct gv_iov){NULL, (size_t)payload_len};
+        *cnt = 1;
+        return GV_OK;
+    }
+    gv_status_t status = round_push_check(srv, p, m, payload_len);
+    if (status != GV_OK)
+        return status;
+    if (srv->round != SRV_ROUND_OPEN || p->rank != srv->next_rank)
+        return GV_ERR_AGAIN; /* not its turn: it waits in the kernel */
+    bool dense = m->n_segs == 1;
     if (dense) {
         dst[0] = (struct gv_iov){srv->rbuf, (size_t)payload_len};
         *cnt = 1;
@@ -128,10 +141,9 @@ static gv_status_t round_add(struct gv_server *srv, const struct gv_proto_msg *m
                                 (uint32_t)srv->n, 0, srv->acc, NULL);
 }
 
-static void round_stats(struct gv_server *srv, const struct srv_peer *p,
-                        const struct gv_proto_msg *m)
+static void round_stats(struct gv_server *srv, uint32_t rank,
+                        const struct gv_proto_iter_stats *st)
 {
-    const struct gv_proto_iter_stats *st = &m->u.push.stats;
     struct srv_agg *a = &srv->agg;
     a->g_ef += st->g_ef_sq;
     a->g_min += st->g_min_sq;
@@ -140,7 +152,7 @@ static void round_stats(struct gv_server *srv, const struct srv_peer *p,
     a->compress_max = GV_MAX(a->compress_max, st->compress_s);
     a->loss_sum += st->loss;
     a->samples += st->samples;
-    if (p->rank == 0 && st->n_layer_norms == srv->n_tensors) {
+    if (rank == 0 && st->n_layer_norms == srv->n_tensors && st->layer_norms != NULL) {
         memcpy(srv->layer_norms, st->layer_norms, srv->n_tensors * sizeof(double));
         a->epoch_end = true;
         a->n_layer_norms = st->n_layer_norms;
@@ -149,13 +161,64 @@ static void round_stats(struct gv_server *srv, const struct srv_peer *p,
 
 static void round_complete(struct gv_server *srv);
 
+/* The turn passes to rank next_rank: a push held for it counts at once (it has no entries, only
+ * statistics, summed in rank order like the others); otherwise its connection may be read. */
+static void round_next(struct gv_server *srv)
+{
+    while (srv->next_rank < srv->W) {
+        struct srv_peer *q = srv->workers[srv->next_rank];
+        if (!q->held) {
+            if (q->link.c != NULL)
+                (void)gv_tp_conn_resume_recv(q->link.c);
+            return;
+        }
+        q->held = false;
+        if (srv->rank == 0)
+            round_stats(srv, q->rank, &q->held_stats);
+        srv->round_recv += q->held_bytes;
+        srv->next_rank++;
+    }
+    round_complete(srv);
+}
+
+/* A push without payload that arrived out of turn (the transport asks on_header only for
+ * messages with a payload, so it could not be deferred): checked and held for its turn. */
+static void round_hold(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m,
+                       uint64_t msg_bytes)
+{
+    if (m->payload_len != 0 || p->held) {
+        srv_abort(srv, GV_ERR_PROTO, "%s pushed twice in round %" PRIu64, p->name, srv->iter);
+        return;
+    }
+    if (round_push_check(srv, p, m, 0) != GV_OK) {
+        srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed gradient at iteration %" PRIu64,
+                  p->name, srv->iter);
+        return;
+    }
+    p->held = true;
+    p->held_bytes = msg_bytes;
+    p->held_stats = m->u.push.stats;
+    p->held_stats.layer_norms = NULL;
+    if (p->rank == 0 && m->u.push.stats.n_layer_norms == srv->n_tensors) {
+        memcpy(srv->held_norms, m->u.push.stats.layer_norms, srv->n_tensors * sizeof(double));
+        p->held_stats.layer_norms = srv->held_norms;
+    }
+}
+
 void srv_round_push_done(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m,
                          uint64_t msg_bytes)
 {
     if (srv->state != SRV_RUNNING)
         return; /* dropped unread: the job is ending */
-    if (srv->round != SRV_ROUND_OPEN || p->rank != srv->next_rank)
-        return; /* cannot happen: on_header deferred or refused it */
+    if (srv->round != SRV_ROUND_OPEN || p->rank != srv->next_rank) {
+        round_hold(srv, p, m, msg_bytes); /* on_header deferred every push with a payload */
+        return;
+    }
+    if (m->payload_len == 0 && round_push_check(srv, p, m, 0) != GV_OK) {
+        srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed gradient at iteration %" PRIu64,
+                  p->name, srv->iter);
+        return;
+    }
     gv_status_t status = round_add(srv, m);
     if (status != GV_OK) {
         srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed sparse gradient at iteration %" PRIu64,
@@ -163,15 +226,10 @@ void srv_round_push_done(struct gv_server *srv, struct srv_peer *p, const struct
         return;
     }
     if (srv->rank == 0)
-        round_stats(srv, p, m);
+        round_stats(srv, p->rank, &m->u.push.stats);
     srv->round_recv += msg_bytes;
-    if (++srv->next_rank < srv->W) {
-        struct srv_peer *q = srv->workers[srv->next_rank];
-        if (q->link.c != NULL)
-            (void)gv_tp_conn_resume_recv(q->link.c);
-        return;
-    }
-    round_complete(srv);
+    srv->next_rank++;
+    round_next(srv);
 }
 
 /* ---------------------------------------------------------------- server 0: the decision */
