@@ -18,6 +18,7 @@
 #define BT_MAX_NODES 64      /* servers + workers */
 #define BT_MAX_HIST 32       /* distinct CFs per run */
 #define BT_MAX_REPEATS 16
+#define BT_MAX_TARGETS 8     /* --also-targets */
 
 /* ---------------------------------------------------------------- child processes */
 
@@ -96,6 +97,8 @@ struct bt_opts {
     uint64_t seed;
     bool same_seed;          /* every repeat with --seed (else repeat k uses seed + k) */
     double target;           /* test accuracy in (0, 1] */
+    double also[BT_MAX_TARGETS]; /* more targets, reported in a second table and the JSON */
+    int n_also;
     uint64_t steps, eval_every;
     char out[512];
     char bin_dir[512];
@@ -145,6 +148,8 @@ struct bt_result {
     double target_train_s, target_wall_s;
     uint64_t up_bytes, down_bytes;         /* all workers, whole run */
     uint64_t up_target, down_target;       /* all workers, up to the target */
+    int64_t also_iter[BT_MAX_TARGETS];     /* the same for opts.also[] (-1: never) */
+    double also_train_s[BT_MAX_TARGETS];
     struct bt_cf_count hist[BT_MAX_HIST];  /* iterations per CF */
     int n_hist;
     uint64_t cf_changes, n_dense, n_floor, n_cand;
@@ -156,10 +161,10 @@ struct bt_result {
 };
 
 /* Reads worker 0's evaluations and every worker's iteration records from dir
- * (worker<r>.jsonl) and fills r. GV_ERR_PROTO (with r->err) when a file is missing or
- * malformed. */
-gv_status_t bt_result_load(struct bt_result *r, const char *dir, int workers, int batch,
-                           double target);
+ * (worker<r>.jsonl) and fills r for the target and the n_also more. GV_ERR_PROTO (with
+ * r->err) when a file is missing or malformed. */
+gv_status_t bt_result_load(struct bt_result *r, const char *dir, int workers, double target,
+                           const double *also, int n_also);
 void bt_result_free(struct bt_result *r);
 /* The per-run series for gnuplot: <dir>/eval.dat and <dir>/iter.dat. */
 gv_status_t bt_result_series(const struct bt_result *r);

@@ -160,8 +160,16 @@ static gv_status_t data_worker(struct bt_result *r, const char *path, int rank, 
     return status;
 }
 
-static void data_derive(struct bt_result *r, double target)
+static void data_derive(struct bt_result *r, double target, const double *also, int n_also)
 {
+    for (int k = 0; k < n_also; k++) {
+        r->also_iter[k] = -1;
+        for (size_t i = 0; i < r->n_ev && r->also_iter[k] < 0; i++)
+            if (r->ev[i].acc >= also[k]) {
+                r->also_iter[k] = (int64_t)r->ev[i].step;
+                r->also_train_s[k] = r->ev[i].train_s;
+            }
+    }
     r->iters = r->n_it;
     r->train_s = r->n_it ? r->it[r->n_it - 1].train_s : 0;
     r->target_iter = -1;
@@ -196,10 +204,9 @@ static void data_derive(struct bt_result *r, double target)
     r->mean_cf = r->n_it ? cf_sum / (double)r->n_it : 0;
 }
 
-gv_status_t bt_result_load(struct bt_result *r, const char *dir, int workers, int batch,
-                           double target)
+gv_status_t bt_result_load(struct bt_result *r, const char *dir, int workers, double target,
+                           const double *also, int n_also)
 {
-    (void)batch;
     size_t it_cap = 0, ev_cap = 0;
     gv_status_t status = GV_OK;
     for (int w = 0; w < workers && status == GV_OK; w++) {
@@ -212,7 +219,7 @@ gv_status_t bt_result_load(struct bt_result *r, const char *dir, int workers, in
         status = GV_ERR_PROTO;
     }
     if (status == GV_OK)
-        data_derive(r, target);
+        data_derive(r, target, also, n_also);
     return status;
 }
 

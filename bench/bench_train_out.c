@@ -208,6 +208,19 @@ static cJSON *out_run_json(const struct bt_opts *o, const struct bt_result *r)
     cJSON_AddNumberToObject(j, "down_bytes", (double)r->down_bytes);
     cJSON_AddNumberToObject(j, "mean_cf", r->mean_cf);
     cJSON_AddNumberToObject(j, "cf_changes", (double)r->cf_changes);
+    cJSON *at = cJSON_AddArrayToObject(j, "also_targets");
+    for (int k = 0; k < o->n_also; k++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "target", o->also[k]);
+        if (r->also_iter[k] >= 0) {
+            cJSON_AddNumberToObject(x, "iter", (double)r->also_iter[k]);
+            cJSON_AddNumberToObject(x, "train_s", r->also_train_s[k]);
+        } else {
+            cJSON_AddNullToObject(x, "iter");
+            cJSON_AddNullToObject(x, "train_s");
+        }
+        cJSON_AddItemToArray(at, x);
+    }
     cJSON *lv = cJSON_AddObjectToObject(j, "iters_per_level");
     cJSON_AddNumberToObject(lv, "dense", (double)r->n_dense);
     cJSON_AddNumberToObject(lv, "floor", (double)r->n_floor);
@@ -282,6 +295,7 @@ static void out_setup_json(cJSON *root, const struct bt_opts *o, const struct bt
     cJSON_AddNumberToObject(s, "seed", (double)o->seed);
     cJSON_AddBoolToObject(s, "same_seed", o->same_seed);
     cJSON_AddNumberToObject(s, "target_accuracy", o->target);
+    cJSON_AddItemToObject(s, "also_targets", cJSON_CreateDoubleArray(o->also, o->n_also));
     cJSON_AddNumberToObject(s, "steps", (double)o->steps);
     cJSON_AddNumberToObject(s, "eval_every", (double)o->eval_every);
     cJSON_AddStringToObject(s, "job", o->job);
@@ -382,6 +396,44 @@ static void out_timeline(const struct bt_opts *o, const struct bt_result *rs, in
     (void)o;
 }
 
+/* Time and iterations to each of --also-targets: means over the repeats that reached it. */
+static void out_also(const struct bt_opts *o, const struct bt_result *rs, int n,
+                     const char *rate)
+{
+    if (o->n_also == 0)
+        return;
+    printf("more targets: mean time [s] / iterations over the repeats that reached it (reached "
+           "of run)\n%-12s", "method");
+    for (int k = 0; k < o->n_also; k++)
+        printf(" %-22.2f", 100.0 * o->also[k]);
+    printf("\n");
+    for (int m = 0; m < o->n_methods; m++) {
+        printf("%-12s", o->methods[m].label);
+        for (int k = 0; k < o->n_also; k++) {
+            double t = 0, it = 0;
+            int runs = 0, got = 0;
+            for (int i = 0; i < n; i++) {
+                const struct bt_result *r = &rs[i];
+                if (!r->ok || r->method != m || strcmp(r->rate, rate) != 0)
+                    continue;
+                runs++;
+                if (r->also_iter[k] < 0)
+                    continue;
+                got++;
+                t += r->also_train_s[k];
+                it += (double)r->also_iter[k];
+            }
+            char cell[40];
+            if (got > 0)
+                snprintf(cell, sizeof(cell), "%.1f / %.0f (%d/%d)", t / got, it / got, got, runs);
+            else
+                snprintf(cell, sizeof(cell), "- (0/%d)", runs);
+            printf(" %-22s", cell);
+        }
+        printf("\n");
+    }
+}
+
 void bt_print_summary(const struct bt_opts *o, const struct bt_result *rs, int n)
 {
     for (int ri = 0; ri < o->n_rates; ri++) {
@@ -412,6 +464,7 @@ void bt_print_summary(const struct bt_opts *o, const struct bt_result *rs, int n
                    o->methods[m].label, t, it, 100.0 * a.acc_mean, up, down, a.sps_mean,
                    a.cf_mean, tl);
         }
+        out_also(o, rs, n, rate);
         for (int m = 0; m < o->n_methods; m++) {
             if (!bt_method_is_gravac(o, m))
                 continue;
@@ -454,9 +507,10 @@ static void out_plot_lines(FILE *f, const struct bt_opts *o, const struct bt_res
             const struct bt_result *r = &rs[i];
             if (!r->ok || r->method != m || strcmp(r->rate, rate) != 0)
                 continue;
-            fprintf(f, "%s'%s/%s' using %s with %s lw 2 lc rgb '%s' title '%s'",
-                    first ? "plot " : ", \\\n     ", r->dir, file, cols, style,
-                    out_colors[m % GV_ARRAY_LEN(out_colors)], o->methods[m].label);
+            /* dash types too: methods that send the same CF draw the same line */
+            fprintf(f, "%s'%s/%s' using %s with %s lw %d dt %d lc rgb '%s' title '%s'",
+                    first ? "plot " : ", \\\n     ", r->dir, file, cols, style, m < 4 ? 3 : 2,
+                    1 + m % 5, out_colors[m % GV_ARRAY_LEN(out_colors)], o->methods[m].label);
             first = false;
             break;
         }
@@ -482,8 +536,8 @@ static gv_status_t out_plot(const struct bt_opts *o, const struct bt_result *rs,
     bt_gnuplot_terminal(o->plot_fmt, 900, kind == 3 ? 760 : 540, term, sizeof(term));
     fprintf(f, "%s\nset output '%s'\nset grid\nset key outside right top\n", term, img);
     if (kind == 3)
-        fprintf(f, "set label 1 '%s (%s links, %d servers, %d workers)' at screen 0.5, screen "
-                   "0.985 center\n", title, rate, o->servers, o->workers);
+        fprintf(f, "set multiplot layout 2,1 title '%s (%s links, %d servers, %d workers)'\n",
+                title, rate, o->servers, o->workers);
     else
         fprintf(f, "set title '%s (%s links, %d servers, %d workers)'\n", title, rate,
                 o->servers, o->workers);
@@ -501,7 +555,7 @@ static gv_status_t out_plot(const struct bt_opts *o, const struct bt_result *rs,
         out_plot_lines(f, o, rs, n, rate, "iter.dat", "1:3", "steps");
         break;
     default: /* cumulative bytes, both directions */
-        fprintf(f, "set multiplot layout 2,1\nset title 'uplink (workers to servers)'\n");
+        fprintf(f, "set title 'uplink (workers to servers)'\n");
         out_plot_lines(f, o, rs, n, rate, "iter.dat", "1:5", "lines");
         fprintf(f, "set title 'downlink (servers to workers)'\nset xlabel 'iteration'\n");
         out_plot_lines(f, o, rs, n, rate, "iter.dat", "1:6", "lines");
@@ -527,7 +581,7 @@ gv_status_t bt_plots(const struct bt_opts *o, const struct bt_result *rs, int n)
          "set xlabel 'iteration'\nset ylabel 'CF (1 = dense)'\nset logscale y\n"
          "set yrange [0.8:*]"},
         {"bytes", "Cumulative bytes, all workers",
-         "set ylabel 'MiB (log scale)'\nset logscale y\nset tmargin 3"},
+         "set ylabel 'MiB (log scale)'\nset logscale y"},
     };
     gv_status_t status = GV_OK;
     for (int ri = 0; ri < o->n_rates && status == GV_OK; ri++)

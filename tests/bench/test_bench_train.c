@@ -40,6 +40,8 @@ static int build_argv(char **argv, const char *bin, const char *net, const char 
     argv[n++] = "10";
     argv[n++] = "--target";
     argv[n++] = "0.5";
+    argv[n++] = "--also-targets";
+    argv[n++] = "0.2,50";
     argv[n++] = "--iperf";
     argv[n++] = iperf ? "1" : "0";
     argv[n++] = "--out";
@@ -96,6 +98,22 @@ static void check_run(const cJSON *r, const char *method)
     }
     GV_CHECK(bt_num(r, "up_bytes") > 0 && bt_num(r, "down_bytes") > 0);
     GV_CHECK(bt_num(r, "samples_per_s") > 0);
+    /* --also-targets 0.2,50: 50 (a percentage) is the target itself; 0.2 comes no later */
+    const cJSON *at = cJSON_GetObjectItem(r, "also_targets");
+    GV_CHECK_EQ(cJSON_GetArraySize(at), 2);
+    const cJSON *lo = cJSON_GetArrayItem(at, 0), *same = cJSON_GetArrayItem(at, 1);
+    if (lo != NULL && same != NULL) {
+        GV_CHECK_NEAR(bt_num(lo, "target"), 0.2, 1e-12, 0);
+        GV_CHECK_NEAR(bt_num(same, "target"), 0.5, 1e-12, 0);
+        const cJSON *si = cJSON_GetObjectItem(same, "iter");
+        GV_CHECK(cJSON_IsNull(si) == cJSON_IsNull(ti));
+        if (cJSON_IsNumber(ti) && cJSON_IsNumber(si)) {
+            GV_CHECK_EQ(si->valuedouble, ti->valuedouble);
+            GV_CHECK_NEAR(bt_num(same, "train_s"), bt_num(r, "target_train_s"), 1e-6, 0);
+            const cJSON *li = cJSON_GetObjectItem(lo, "iter");
+            GV_CHECK(cJSON_IsNumber(li) && li->valuedouble <= ti->valuedouble);
+        }
+    }
     /* iterations per CF add up; the timeline starts at iteration 0 */
     const cJSON *h = cJSON_GetObjectItem(r, "iters_per_cf"), *x;
     double sum = 0;
