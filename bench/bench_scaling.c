@@ -213,12 +213,20 @@ static gv_status_t sc_data_load(const struct sc_opts *o, struct sc_data *d)
                d->all->n, o->val);
         return GV_ERR_INVAL;
     }
+    if (d->all->index != NULL || d->all->n != d->all->n_total) {
+        gv_log(GV_LOG_ERROR, "scaling: the training set was loaded as a shard");
+        return GV_ERR_INVAL;
+    }
+    /* two views into the one set: the pixels stay as loaded (uint8, or float when synthetic) */
     size_t per = (size_t)d->all->h * (size_t)d->all->w * (size_t)d->all->c;
     d->train = *d->all;
-    d->train.n = d->all->n - (size_t)o->val;
+    d->train.n = d->train.n_total = d->all->n - (size_t)o->val;
     d->val = *d->all;
-    d->val.n = (size_t)o->val;
-    d->val.x = d->all->x + d->train.n * per;
+    d->val.n = d->val.n_total = (size_t)o->val;
+    if (d->all->pix != NULL)
+        d->val.pix = d->all->pix + d->train.n * per;
+    if (d->all->x != NULL)
+        d->val.x = d->all->x + d->train.n * per;
     d->val.y = d->all->y + d->train.n;
     snprintf(d->val.name, sizeof(d->val.name), "validation");
     return GV_OK;

@@ -134,6 +134,16 @@ gv_status_t gv_buf_alloc(struct gv_buf *buf, size_t len, enum gv_mem mem);
 /* Frees and resets; accepts a zeroed or already freed buffer. */
 void gv_buf_free(struct gv_buf *buf);
 
+/* ---------------------------------------------------------------- plugins */
+
+/* Finds and dlopens the shared object `name` (RTLD_NOW | RTLD_LOCAL), looking in
+ * $GV_CUDA_PLUGIN_DIR (only there when set), the executable's directory, its ../lib/gravac, then
+ * build_dir (may be NULL). Returns the handle, with the path loaded copied into path; or NULL
+ * with every place tried and why ("dir/name (No such file...)"; dlerror()) written into why.
+ * Logs nothing: the caller decides how loud a missing plugin is. */
+void *gv_plugin_open(const char *name, const char *build_dir, char *path, size_t path_len,
+                     char *why, size_t why_len);
+
 /* ---------------------------------------------------------------- time */
 
 /* Monotonic clock. Only I/O-owning code reads it; adapt/ takes times as inputs. */

@@ -1,5 +1,5 @@
 /* backend.c: picks a backend at run time. The backends themselves live one per file
- * (backend_cpu.c, backend_cuda.cu, or backend_cuda_stub.c when CUDA is not built in). */
+ * (backend_cpu.c; backend_cuda.cu, reached through the plugin loader backend_cuda_plugin.c). */
 #include "nn_internal.h"
 
 #include <string.h>
@@ -44,4 +44,16 @@ const char *gv_nn_backend_name(const struct gv_nn_backend *be)
 enum gv_mem gv_nn_backend_mem(const struct gv_nn_backend *be)
 {
     return be->ops->mem;
+}
+
+gv_status_t gv_nn_backend_download(struct gv_nn_backend *be, void *host, const void *src,
+                                   size_t bytes)
+{
+    return bytes > 0 ? be->ops->download(be, host, src, bytes) : GV_OK;
+}
+
+gv_status_t gv_nn_backend_upload(struct gv_nn_backend *be, void *dst, const void *host,
+                                 size_t bytes)
+{
+    return bytes > 0 ? be->ops->upload(be, dst, host, bytes) : GV_OK;
 }

@@ -1,8 +1,11 @@
 /* backend_cuda.cu: the GPU backend: cuBLAS for matrix products and one small kernel per
  * element-wise op, all on the default stream. Same contract as backend_cpu.c (the oracle);
  * reductions and scatters are written as gathers with a fixed order, so results are
- * deterministic run to run (no atomics). Built only when the CUDA toolkit is present. */
-#include "nn_internal.h"
+ * deterministic run to run (no atomics). Built only when the CUDA toolkit is present, into the
+ * plugin libgravac_nn_cuda.so (nn_cuda_plugin.h), never into gv_nn itself. */
+#include "nn_cuda_plugin.h"
+
+#include <string.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -465,7 +468,7 @@ static const struct gv_nn_ops cuda_ops = {
     cuda_lstm_fwd,  cuda_lstm_bwd,  cuda_optim,
 };
 
-extern "C" gv_status_t gv_nn_cuda_create(struct gv_nn_backend **be_p)
+extern "C" gv_status_t gv_nn_cuda_plugin_create(struct gv_nn_backend **be_p)
 {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
@@ -501,7 +504,7 @@ extern "C" gv_status_t gv_nn_cuda_create(struct gv_nn_backend **be_p)
     return GV_OK;
 }
 
-extern "C" void gv_nn_cuda_destroy(struct gv_nn_backend *be)
+extern "C" void gv_nn_cuda_plugin_destroy(struct gv_nn_backend *be)
 {
     if (be == NULL)
         return;
@@ -511,4 +514,31 @@ extern "C" void gv_nn_cuda_destroy(struct gv_nn_backend *be)
         gv_free(impl);
     }
     gv_free(be);
+}
+
+/* ---------------------------------------------------------------- memory for other modules */
+
+extern "C" gv_status_t gv_nn_cuda_pinned_alloc(size_t bytes, void **ptr_p)
+{
+    void *p = NULL;
+    GV_NN_TRY(cuda_check(cudaMallocHost(&p, bytes ? bytes : 1), "cudaMallocHost"));
+    memset(p, 0, bytes);
+    *ptr_p = p;
+    return GV_OK;
+}
+
+extern "C" void gv_nn_cuda_pinned_free(void *ptr)
+{
+    if (ptr != NULL)
+        cudaFreeHost(ptr);
+}
+
+extern "C" gv_status_t gv_nn_cuda_device_alloc(size_t bytes, void **ptr_p)
+{
+    return cuda_alloc(NULL, bytes, ptr_p);
+}
+
+extern "C" void gv_nn_cuda_device_free(void *ptr)
+{
+    cuda_free(NULL, ptr);
 }

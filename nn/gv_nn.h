@@ -36,6 +36,14 @@ void gv_nn_backend_destroy(struct gv_nn_backend *be);
 const char *gv_nn_backend_name(const struct gv_nn_backend *be);
 /* Where this backend's tensors live: GV_MEM_HOST (cpu) or GV_MEM_DEVICE (cuda). */
 enum gv_mem gv_nn_backend_mem(const struct gv_nn_backend *be);
+/* Copies bytes between this backend's memory (src, dst) and host memory, ordered after every
+ * operation queued before; complete when they return (the host buffer may be reused). For
+ * cuda, host memory from gv_buf_alloc(GV_MEM_PINNED) is copied fastest: creating a cuda
+ * backend installs the pinned and device allocators of common/ (gv_mem_set_ops). */
+gv_status_t gv_nn_backend_download(struct gv_nn_backend *be, void *host, const void *src,
+                                   size_t bytes);
+gv_status_t gv_nn_backend_upload(struct gv_nn_backend *be, void *dst, const void *host,
+                                 size_t bytes);
 
 /* ================================================================ optimizer */
 
@@ -86,6 +94,11 @@ void gv_optim_step_range_host(const struct gv_optim_cfg *cfg, int64_t t, float *
 /* Same step on backend memory (device memory for cuda: a kernel with the same semantics). */
 gv_status_t gv_optim_step(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg, int64_t t,
                           float *p, float *v, const float *g, size_t n);
+/* gv_optim_apply_host on backend memory with the rate given (what a worker does with the
+ * rate a server sent): the same bits as the host step on every backend (the CUDA kernel rounds
+ * each operation as the CPU does, no FMA; test_nn_cuda checks it). */
+gv_status_t gv_optim_apply(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg, float lr,
+                           float *p, float *v, const float *g, size_t n);
 
 /* ================================================================ models */
 
@@ -186,48 +199,94 @@ gv_status_t gv_nn_model_optim_step(struct gv_nn_model *m, const struct gv_optim_
 /* ================================================================ datasets */
 
 enum gv_nn_data_kind {
-    GV_NN_DATA_IMAGES = 0, /* x float[n][h][w][c], y int32[n] */
-    GV_NN_DATA_TEXT = 1,   /* tokens uint8[len]; sample i = window [i*seq_len, (i+1)*seq_len] */
+    GV_NN_DATA_IMAGES = 0, /* pixels uint8[n][h][w][c] (or x float), y int32[n] */
+    GV_NN_DATA_TEXT = 1,   /* tokens; sample i = a window of seq_len + 1 tokens */
 };
 
+/* A dataset, or a shard of one (index != NULL). Samples are named by their item number in the
+ * whole set (0 .. n_total - 1): the sampler hands out item numbers and gv_nn_batch_gather
+ * takes them, whether the process holds the whole set or only its shard. */
 struct gv_nn_dataset {
     char name[64];
     enum gv_nn_data_kind kind;
-    size_t n;        /* samples */
+    size_t n;        /* samples held */
+    size_t n_total;  /* samples in the whole set (n when not a shard) */
     int h, w, c;     /* image shape */
     int n_classes;   /* classes, or vocabulary size */
-    float *x;        /* images, scaled to [-1, 1], host */
-    int32_t *y;      /* labels, host */
-    uint8_t *tokens; /* text: token ids < n_classes, host */
+    uint8_t *pix;    /* real images as the files hold them: uint8[n][h][w][c] (HWC), host;
+                        scaled to [-1, 1] by gv_nn_batch_gather (p * 2/255 - 1) */
+    float *x;        /* synthetic images: float[n][h][w][c], host (NULL when pix is used) */
+    int32_t *y;      /* labels int32[n], host */
+    uint8_t *tokens; /* text, token ids < n_classes, host: the corpus (window i starts at
+                        i * seq_len), or for a shard the n windows back to back, seq_len + 1
+                        tokens each */
     size_t n_tokens;
     int seq_len;
     char vocab[256]; /* text: token id -> byte */
+    uint32_t *index; /* NULL: the whole set (sample i is item i); else uint32[n], the item
+                        numbers of the samples held, ascending, host */
 };
+
+/* Which samples of a training set a process keeps: the shard rank of world that gv_nn_sampler
+ * gives that rank (see there). world <= 1: the whole set. */
+struct gv_nn_shard {
+    int rank, world;
+    uint64_t seed; /* the sampler's seed */
+};
+
+/* The item numbers of a shard of a set of n, ascending: *idx_p (uint32[*m_p], gv_free).
+ * GV_ERR_INVAL (logged) when the shard is impossible (rank >= world, world > n, n > 2^32). */
+gv_status_t gv_nn_shard_indices(size_t n, const struct gv_nn_shard *shard, uint32_t **idx_p,
+                                size_t *m_p);
 
 /* Every loader logs one error naming the file and what is wrong, returns GV_ERR_IO (missing or
  * unreadable file) or GV_ERR_PROTO (wrong magic, truncated, label out of range, counts that
- * do not match, trailing bytes), and never crashes. *ds_p is written only on success. */
+ * do not match, trailing bytes), and never crashes. *ds_p is written only on success. The
+ * _shard forms read the files front to back and keep only the shard's samples (shard NULL:
+ * all), so loading never holds more than the shard plus a 64 KiB buffer; every item is still
+ * validated. */
 
 /* IDX image and label files, gzipped or raw (0x00000803 images [n][rows][cols] ubyte,
  * 0x00000801 labels [n] ubyte, each label < n_classes). */
 gv_status_t gv_nn_dataset_load_idx(const char *images_path, const char *labels_path,
                                    int n_classes, struct gv_nn_dataset **ds_p);
-/* CIFAR-10 binary files (gzipped or raw): records of 1 label byte + 3072 pixel bytes. */
+gv_status_t gv_nn_dataset_load_idx_shard(const char *images_path, const char *labels_path,
+                                         int n_classes, const struct gv_nn_shard *shard,
+                                         struct gv_nn_dataset **ds_p);
+/* CIFAR-10 binary files (gzipped or raw): records of 1 label byte + 3072 pixel bytes (R, G, B
+ * planes), held as 32x32x3 HWC. The files are read twice (count, then keep). */
 gv_status_t gv_nn_dataset_load_cifar10(const char *const *paths, int n_paths,
                                        struct gv_nn_dataset **ds_p);
+gv_status_t gv_nn_dataset_load_cifar10_shard(const char *const *paths, int n_paths,
+                                             const struct gv_nn_shard *shard,
+                                             struct gv_nn_dataset **ds_p);
 /* Plain-text corpus (the files concatenated): byte-level vocabulary of the bytes that occur
- * (at most 256, sorted), shared by both splits; the last test_frac of each file goes to test. */
+ * (at most 256, sorted), shared by both splits; the last test_frac of each file goes to test.
+ * The _shard form keeps the shard's windows of the training split, and the test split only
+ * when test_p is not NULL. */
 gv_status_t gv_nn_dataset_load_text(const char *const *paths, int n_paths, int seq_len,
                                     double test_frac, struct gv_nn_dataset **train_p,
                                     struct gv_nn_dataset **test_p);
+gv_status_t gv_nn_dataset_load_text_shard(const char *const *paths, int n_paths, int seq_len,
+                                          double test_frac, const struct gv_nn_shard *shard,
+                                          struct gv_nn_dataset **train_p,
+                                          struct gv_nn_dataset **test_p);
 /* Gaussian mixture: n_classes centres drawn from seed (constant over 2x2 pixel cells), samples
- * centre + noise * N(0, 1).
- * train and test share the centres and differ in samples. */
+ * centre + noise * N(0, 1), held as floats (x). train and test share the centres and differ in
+ * samples. The _shard form generates every training sample (the stream is sequential) and
+ * keeps the shard's, and the test set only when test_p is not NULL. */
 gv_status_t gv_nn_dataset_synthetic(int h, int w, int c, int n_classes, size_t n_train,
                                     size_t n_test, float noise, uint64_t seed,
                                     struct gv_nn_dataset **train_p,
                                     struct gv_nn_dataset **test_p);
+gv_status_t gv_nn_dataset_synthetic_shard(int h, int w, int c, int n_classes, size_t n_train,
+                                          size_t n_test, float noise, uint64_t seed,
+                                          const struct gv_nn_shard *shard,
+                                          struct gv_nn_dataset **train_p,
+                                          struct gv_nn_dataset **test_p);
 void gv_nn_dataset_destroy(struct gv_nn_dataset *ds);
+/* Bytes the dataset holds in memory (samples, labels, tokens, index). 0 for NULL. */
+uint64_t gv_nn_dataset_bytes(const struct gv_nn_dataset *ds);
 
 /* Default file locations (Debian packages dataset-fashion-mnist and fortunes). */
 #define GV_NN_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -236,17 +295,22 @@ void gv_nn_dataset_destroy(struct gv_nn_dataset *ds);
     "/usr/share/games/fortunes/songs-poems,/usr/share/games/fortunes/definitions,"                 \
     "/usr/share/games/fortunes/people,/usr/share/games/fortunes/science"
 
-/* Seeded shard sampler: every epoch e, a permutation of [0, n) drawn from (seed, e) is cut into
- * world equal contiguous slices and rank takes its own, so ranks are disjoint within an epoch.
- * Batches are taken in order; an incomplete tail batch is dropped and the next epoch starts. */
+/* Seeded shard sampler. Rank r's shard is fixed for the whole run: slice r of world equal
+ * contiguous slices of one permutation of [0, n) drawn from (seed, epoch 0), so ranks are
+ * disjoint and cover the set (gv_nn_shard_indices gives it, ascending). Every epoch e the
+ * shard, in ascending order, is shuffled with the stream of (seed, e), so each rank reads its
+ * own samples in a new order every epoch (for world 1: one permutation of the whole set per
+ * epoch). Batches are taken in order; an incomplete tail batch is dropped and the next epoch
+ * starts. Item numbers refer to the whole set (gv_nn_batch_gather maps them into a shard). */
 struct gv_nn_sampler {
-    size_t n;
+    size_t n;        /* samples in the whole set */
     int rank, world;
     uint64_t seed;
-    int64_t epoch;  /* epoch of the last batch returned */
-    size_t lo, hi;  /* this rank's slice of perm */
-    size_t pos;
-    uint32_t *perm; /* uint32[n], host */
+    int64_t epoch;   /* epoch of the last batch returned */
+    size_t m;        /* samples in this rank's shard */
+    size_t pos;      /* next position in order */
+    uint32_t *shard; /* uint32[m]: the shard's item numbers, ascending, host */
+    uint32_t *order; /* uint32[m]: this epoch's order, host */
 };
 
 gv_status_t gv_nn_sampler_init(struct gv_nn_sampler *s, size_t n, int rank, int world,
@@ -254,8 +318,8 @@ gv_status_t gv_nn_sampler_init(struct gv_nn_sampler *s, size_t n, int rank, int 
 void gv_nn_sampler_cleanup(struct gv_nn_sampler *s);
 /* Samples per epoch for this rank. */
 size_t gv_nn_sampler_shard_size(const struct gv_nn_sampler *s);
-/* Writes batch indices into idx (size_t[batch]); GV_ERR_INVAL if the shard is smaller than one
- * batch. *epoch_p (may be NULL) receives the epoch the batch belongs to (0-based). */
+/* Writes batch item numbers into idx (size_t[batch]); GV_ERR_INVAL if the shard is smaller
+ * than one batch. *epoch_p (may be NULL) receives the epoch the batch belongs to (0-based). */
 gv_status_t gv_nn_sampler_next(struct gv_nn_sampler *s, int batch, size_t *idx,
                                int64_t *epoch_p);
 
@@ -269,7 +333,8 @@ struct gv_nn_batch_buf {
 gv_status_t gv_nn_batch_buf_init(struct gv_nn_batch_buf *buf, const struct gv_nn_dataset *ds,
                                  int cap);
 void gv_nn_batch_buf_cleanup(struct gv_nn_batch_buf *buf);
-/* Copies samples idx[0..n) of ds into buf and points *b at them (n <= cap). */
+/* Copies the samples with item numbers idx[0..n) of ds into buf (images converted to floats)
+ * and points *b at them (n <= cap). GV_ERR_INVAL (logged) for an item ds does not hold. */
 gv_status_t gv_nn_batch_gather(const struct gv_nn_dataset *ds, const size_t *idx, int n,
                                struct gv_nn_batch_buf *buf, struct gv_nn_batch *b);
 
@@ -282,8 +347,8 @@ struct gv_nn_eval {
     int64_t count;
 };
 
-/* Evaluates m on the first limit samples of ds (0 = all) in batches of up to batch (clamped to
- * the model's max_batch); uses buf as staging (initialised for ds with cap >= batch). */
+/* Evaluates m on the first limit samples ds holds (0 = all) in batches of up to batch (clamped
+ * to the model's max_batch); uses buf as staging (initialised for ds with cap >= batch). */
 gv_status_t gv_nn_evaluate(struct gv_nn_model *m, const struct gv_nn_dataset *ds, int batch,
                            size_t limit, struct gv_nn_batch_buf *buf, struct gv_nn_eval *ev);
 

@@ -87,7 +87,7 @@ struct gv_nn_backend {
     void *impl; /* backend-private state (cuBLAS handle) */
 };
 
-/* Backend constructors (backend_cpu.c; backend_cuda.cu or its stub). */
+/* Backend constructors (backend_cpu.c; backend_cuda_plugin.c, which loads the CUDA plugin). */
 gv_status_t gv_nn_cpu_create(int threads, struct gv_nn_backend **be_p);
 gv_status_t gv_nn_cuda_create(struct gv_nn_backend **be_p);
 void gv_nn_cuda_destroy(struct gv_nn_backend *be);

@@ -188,3 +188,9 @@ gv_status_t gv_optim_step(struct gv_nn_backend *be, const struct gv_optim_cfg *c
 {
     return be->ops->optim(be, cfg, gv_optim_lr(cfg, t), p, v, g, n);
 }
+
+gv_status_t gv_optim_apply(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg, float lr,
+                           float *p, float *v, const float *g, size_t n)
+{
+    return n > 0 ? be->ops->optim(be, cfg, lr, p, v, g, n) : GV_OK;
+}

@@ -23,8 +23,8 @@ gv_status_t gv_nn_evaluate(struct gv_nn_model *m, const struct gv_nn_dataset *ds
         int k = (int)GV_MIN((size_t)bs, n - at);
         struct gv_nn_batch b;
         struct gv_nn_stats st;
-        for (int i = 0; i < k; i++)
-            idx[i] = at + (size_t)i;
+        for (int i = 0; i < k; i++) /* item numbers of the samples held */
+            idx[i] = ds->index != NULL ? ds->index[at + (size_t)i] : at + (size_t)i;
         status = gv_nn_batch_gather(ds, idx, k, buf, &b);
         if (status == GV_OK)
             status = gv_nn_model_eval_batch(m, &b, &st);

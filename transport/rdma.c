@@ -20,6 +20,7 @@
 #define RDMA_TIMER_NS (10u * 1000 * 1000) /* timeouts and keepalive are checked this often */
 #define RDMA_WAKE_MS 100                  /* a blocking progress() wakes up for them */
 #define RDMA_ACK_TIMEOUT 16               /* 4.096 us * 2^16 = 268 ms per try, 7 tries */
+#define RDMA_RESUME_PASSES 4              /* resumed-connection scans per progress() call */
 
 /* wr_id: generation (32) | receive (1) | connection slot (15) | send record or slot (16). The
  * generation makes completions of a closed connection recognisable after its slot is reused. */
@@ -315,6 +316,46 @@ static gv_status_t rdma_send(struct gv_conn *uc, const struct gv_iov *iov, int i
     return status;
 }
 
+/* ---------------------------------------------------------------- deferred receive */
+
+/* on_header deferred a message (GV_ERR_AGAIN): the protocol keeps it (no CTS for a rendezvous,
+ * the receive slot and its credit for an eager one) and this marks it for the next progress. */
+static gv_status_t rdma_resume_recv(struct gv_conn *uc)
+{
+    struct rdma_conn *c = (struct rdma_conn *)uc;
+    if (c->state != RDMA_CONN_OPEN || c->pending_close != GV_OK || !c->proto_ready)
+        return GV_ERR_CLOSED;
+    gv_status_t status = gv_rp_resume_recv(&c->pc);
+    if (status == GV_OK && gv_rp_resume_pending(&c->pc))
+        c->tp->resume_any = 1;
+    return status;
+}
+
+/* Runs on_header again for the resumed connections (never inside gv_tp_conn_resume_recv).
+ * Their callbacks may resume others, so the table is scanned again while any is marked, up
+ * to RDMA_RESUME_PASSES times; what is left runs at the start of the next progress(), which
+ * then does not sleep. Returns the connections run. */
+static int rdma_run_resumed(struct rdma_tp *tp)
+{
+    int n = 0;
+    for (int pass = 0; pass < RDMA_RESUME_PASSES && tp->resume_any; pass++) {
+        tp->resume_any = 0;
+        for (uint32_t i = 0; i < tp->rc_cfg.max_conns && tp->nconns > 0; i++) {
+            struct rdma_conn *c = tp->conns[i];
+            if (c == NULL || c->state != RDMA_CONN_OPEN || !c->proto_ready ||
+                c->pending_close != GV_OK || !gv_rp_resume_pending(&c->pc))
+                continue;
+            gv_rdma_conn_ref(c);
+            gv_status_t status = gv_rp_run_resumed(&c->pc, gv_now_ns());
+            if (status != GV_OK)
+                gv_rdma_conn_fail(c, status);
+            gv_rdma_conn_unref(c);
+            n++;
+        }
+    }
+    return n;
+}
+
 /* ---------------------------------------------------------------- completions */
 
 static void rdma_on_wc(struct rdma_tp *tp, const struct ibv_wc *wc)
@@ -472,7 +513,10 @@ static int rdma_progress_locked(struct rdma_tp *tp, int timeout_ms)
 {
     uint64_t now = gv_now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)timeout_ms * 1000000;
+    int resumed = rdma_run_resumed(tp); /* resumed outside progress, or left over */
     int n = rdma_poll_once(tp);
+    if (n >= 0)
+        n += resumed;
     while (n == 0) {
         now = gv_now_ns();
         if (now >= tp->next_timer_ns) {
@@ -496,6 +540,8 @@ static int rdma_progress_locked(struct rdma_tp *tp, int timeout_ms)
         tp->next_timer_ns = gv_now_ns() + RDMA_TIMER_NS;
         n += rdma_timers(tp, gv_now_ns());
     }
+    if (n >= 0 && tp->resume_any) /* resumed by a callback of this call */
+        n += rdma_run_resumed(tp);
     return n;
 }
 
@@ -688,4 +734,6 @@ const struct gv_tp_ops gv_tp_rdma_ops = {
     .conn_close = rdma_conn_close,
     .mem_reg = rdma_mem_reg,
     .mem_dereg = rdma_mem_dereg,
+    .caps = GV_TP_CAP_DEFER_RECV,
+    .resume_recv = rdma_resume_recv,
 };

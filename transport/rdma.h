@@ -102,6 +102,7 @@ struct rdma_tp {
     uint32_t gen;
     struct rdma_listener *listeners;
     uint64_t next_timer_ns; /* next io-timeout / keepalive / linger check */
+    int resume_any;         /* some connection's deferred message was resumed: run it */
     /* A blocking connect accepts connection requests for every transport its thread runs (a
      * passive side must answer from its event loop, which is not running meanwhile); their
      * other events wait in deferred for the owner's next progress(). */

@@ -277,7 +277,8 @@ int gv_rp_close_begin(struct gv_rp_conn *pc)
 {
     if (pc->dead)
         return 0;
-    int midway = pc->rx.state != GV_RP_RX_IDLE;
+    /* A deferred message is not midway: no CTS went out, so the peer writes nothing. */
+    int midway = pc->rx.state != GV_RP_RX_IDLE && pc->rx.state != GV_RP_RX_DEFERRED;
     for (uint64_t c = pc->m_head; c < pc->m_tail && !midway; c++) {
         const struct gv_rp_smsg *m = rp_msg(pc, c);
         midway = m->state >= GV_RP_S_WAIT_CTS && m->state <= GV_RP_S_WAIT_DONE;
@@ -309,7 +310,8 @@ gv_status_t gv_rp_check_timeout(const struct gv_rp_conn *pc, uint64_t now_ns)
 {
     if (pc->dead || pc->cfg.io_timeout_ns == 0)
         return GV_OK;
-    int pending = pc->m_head != pc->m_tail || pc->rx.state != GV_RP_RX_IDLE || pc->draining;
+    int rx_busy = pc->rx.state != GV_RP_RX_IDLE && pc->rx.state != GV_RP_RX_DEFERRED;
+    int pending = pc->m_head != pc->m_tail || rx_busy || pc->draining;
     if (pending && now_ns > pc->last_progress_ns &&
         now_ns - pc->last_progress_ns > pc->cfg.io_timeout_ns)
         return GV_ERR_TIMEOUT;
@@ -668,7 +670,7 @@ static gv_status_t rp_post_queued(struct gv_rp_conn *pc)
     return GV_OK;
 }
 
-gv_status_t gv_rp_send_probe(struct gv_rp_conn *pc)
+static gv_status_t rp_send_credit(struct gv_rp_conn *pc)
 {
     if (pc->dead || pc->credits < 1 || pc->nfree == 0 || !gv_rpi_sq_space(pc))
         return GV_OK;
@@ -679,6 +681,14 @@ gv_status_t gv_rp_send_probe(struct gv_rp_conn *pc)
         pc->st.credit_msgs++;
     }
     return status;
+}
+
+gv_status_t gv_rp_send_probe(struct gv_rp_conn *pc)
+{
+    /* The last credit goes only with credits to return (see the header). */
+    if (pc->credits < 2 && pc->owed == 0)
+        return GV_OK;
+    return rp_send_credit(pc);
 }
 
 static gv_status_t rp_pump_once(struct gv_rp_conn *pc)
@@ -695,7 +705,7 @@ static gv_status_t rp_pump_once(struct gv_rp_conn *pc)
      * draining, one signaled probe also tells us that every earlier WR has completed. */
     if (pc->owed >= pc->credit_thresh ||
         (pc->draining && pc->m_head == pc->m_tail && pc->since_signal > 0))
-        status = gv_rp_send_probe(pc);
+        status = rp_send_credit(pc);
     return status;
 }
 

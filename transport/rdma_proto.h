@@ -25,7 +25,12 @@
  * credit is kept for CREDIT messages, and an RTS prepays the credit its final write consumes,
  * so no side can deadlock with both windows exhausted. Order: on_header and on_msg fire in
  * send order; messages arriving behind an unfinished rendezvous stay in their receive slot
- * (not yet returned as credit) until it completes. */
+ * (not yet returned as credit) until it completes.
+ * Deferred receive (GV_TP_CAP_DEFER_RECV): when on_header answers GV_ERR_AGAIN the message
+ * stays where it is, as the header of a rendezvous (no CTS is sent) or in its eager receive
+ * slot (not reposted, so its credit is not returned); later messages wait behind it like
+ * behind a rendezvous, so the sender runs out of credits and is held by flow control.
+ * gv_rp_resume_recv marks it, and gv_rp_run_resumed (from progress) asks on_header again. */
 #ifndef GV_RDMA_PROTO_H
 #define GV_RDMA_PROTO_H
 
@@ -192,14 +197,17 @@ enum gv_rp_rx_state {
     GV_RP_RX_HDR,      /* RTS header fragments being reassembled */
     GV_RP_RX_NEED_CTS, /* on_header done; CTS not yet posted */
     GV_RP_RX_WAIT_FIN, /* CTS posted; waiting for the final write / FIN */
+    GV_RP_RX_DEFERRED, /* on_header answered GV_ERR_AGAIN: waits for gv_rp_resume_recv */
 };
 
 struct gv_rp_rx {
     int state;
+    int eager;  /* DEFERRED: the message is an eager one (its payload is in slot) */
+    int resume; /* DEFERRED: gv_rp_resume_recv was called; run at the next gv_rp_run_resumed */
     uint16_t id;
     uint32_t msg_len, got;
     uint64_t payload_len;
-    int32_t slot; /* single-fragment RTS: the held slot with the header, else -1 */
+    int32_t slot; /* single-fragment RTS or deferred eager message: its held slot, else -1 */
     char *hdr;    /* reassembly buffer (max_hdr_len bytes, allocated on first use) */
     int ndst;
     struct gv_iov dst[GV_TP_MAX_DST_IOV];
@@ -210,6 +218,7 @@ struct gv_rp_rx {
 struct gv_rp_stats {
     uint64_t eager, rendezvous, inline_sends, signaled, wrs, writes, credit_msgs, cts, fins;
     uint64_t msgs_delivered, bytes_written;
+    uint64_t deferrals;   /* on_header answers of GV_ERR_AGAIN */
     uint32_t min_credits; /* lowest credit count seen after a post */
     uint32_t max_held;    /* most receive slots held for in-order delivery */
 };
@@ -286,10 +295,25 @@ gv_status_t gv_rp_on_send_done(struct gv_rp_conn *pc, uint32_t rec, uint64_t now
 gv_status_t gv_rp_pump(struct gv_rp_conn *pc);
 
 /* GV_ERR_TIMEOUT when the connection has work pending (queued or unfinished sends, a
- * rendezvous being received) and nothing completed for cfg.io_timeout_ns. */
+ * rendezvous being received) and nothing completed for cfg.io_timeout_ns. A message deferred
+ * by on_header is not pending work: it waits on us, not on the peer. */
 gv_status_t gv_rp_check_timeout(const struct gv_rp_conn *pc, uint64_t now_ns);
-/* Sends a CREDIT message (keepalive probe) when a credit and a slot are free. */
+/* Sends a CREDIT message (keepalive probe) when a slot and a credit are free. It takes the
+ * last credit only when it carries credits back: two probes crossing with nothing to return
+ * could otherwise leave both sides at zero credits for good, once receives are held by a
+ * deferred message. */
 gv_status_t gv_rp_send_probe(struct gv_rp_conn *pc);
+
+/* Deferred receive. gv_rp_resume_recv asks for the deferred message's on_header to run again;
+ * it calls nothing itself (GV_OK also when nothing is deferred; GV_ERR_CLOSED when pc is
+ * failed or closing). gv_rp_resume_pending says whether gv_rp_run_resumed has work; that one
+ * (called from progress) re-runs on_header, delivers what follows in order and posts what
+ * became possible; non-OK: close the connection with that status. gv_rp_deferred: 1 while a
+ * message is deferred. */
+gv_status_t gv_rp_resume_recv(struct gv_rp_conn *pc);
+int gv_rp_resume_pending(const struct gv_rp_conn *pc);
+gv_status_t gv_rp_run_resumed(struct gv_rp_conn *pc, uint64_t now_ns);
+int gv_rp_deferred(const struct gv_rp_conn *pc);
 
 /* Fails pc: every send whose cb is pending gets cb(status); nothing more is delivered. */
 void gv_rp_fail(struct gv_rp_conn *pc, gv_status_t status);

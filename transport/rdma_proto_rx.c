@@ -57,6 +57,55 @@ static gv_status_t rx_get_dst(struct gv_rp_conn *pc, const char *msg, uint32_t m
     return GV_OK;
 }
 
+/* on_header answered GV_ERR_AGAIN: the message waits where it is (the RTS header in its slot
+ * or reassembly buffer, or the eager message in its receive slot, not reposted) and nothing
+ * behind it is delivered until gv_rp_run_resumed. 0 when on_header closed the connection
+ * instead (then nothing is delivered any more). */
+static int rx_defer(struct gv_rp_conn *pc, int eager)
+{
+    if (pc->dead || pc->draining)
+        return 0;
+    pc->rx.state = GV_RP_RX_DEFERRED;
+    pc->rx.eager = eager;
+    pc->rx.resume = 0;
+    pc->st.deferrals++;
+    return 1;
+}
+
+/* The eager message in slot, checked: on_header, payload copied out, on_msg, slot reposted. */
+static gv_status_t rx_eager_deliver(struct gv_rp_conn *pc, uint32_t slot, uint32_t msg_len,
+                                    uint64_t payload)
+{
+    const char *data = gv_rpi_rslot(pc, slot) + GV_RP_CTRL_LEN;
+    if (payload > 0) {
+        struct gv_iov dst[GV_TP_MAX_DST_IOV];
+        int cnt;
+        gv_status_t status = rx_get_dst(pc, data, msg_len, payload, dst, &cnt);
+        if (status == GV_ERR_AGAIN) {
+            if (rx_defer(pc, 1)) { /* the slot stays ours: not reposted, its credit kept */
+                pc->rx.slot = (int32_t)slot;
+                pc->rx.msg_len = msg_len;
+                pc->rx.payload_len = payload;
+            }
+            return GV_OK;
+        }
+        if (status != GV_OK || pc->dead || pc->draining)
+            return status; /* refused, or on_header closed the connection */
+        const char *src = data + msg_len;
+        for (int i = 0; i < cnt && status == GV_OK; i++) {
+            if (dst[i].base != NULL)
+                status = gv_rpi_copy(pc, dst[i].base, src, dst[i].len, GV_RP_H2D);
+            src += dst[i].len;
+        }
+        if (status != GV_OK)
+            return status;
+    }
+    pc->uc->bytes_recv += msg_len + payload;
+    pc->h->on_msg(pc->uc, data, msg_len, pc->user);
+    pc->st.msgs_delivered++;
+    return gv_rpi_repost(pc, slot, 1);
+}
+
 static gv_status_t rx_eager(struct gv_rp_conn *pc, uint32_t slot, const struct gv_rp_ctrl *h,
                             const char *data)
 {
@@ -67,23 +116,7 @@ static gv_status_t rx_eager(struct gv_rp_conn *pc, uint32_t slot, const struct g
     gv_status_t status = rx_check_prefix(pc, data, msg_len, payload);
     if (status != GV_OK)
         return status;
-    if (payload > 0) {
-        struct gv_iov dst[GV_TP_MAX_DST_IOV];
-        int cnt;
-        status = rx_get_dst(pc, data, msg_len, payload, dst, &cnt);
-        const char *src = data + msg_len;
-        for (int i = 0; i < cnt && status == GV_OK && !pc->dead; i++) {
-            if (dst[i].base != NULL)
-                status = gv_rpi_copy(pc, dst[i].base, src, dst[i].len, GV_RP_H2D);
-            src += dst[i].len;
-        }
-        if (status != GV_OK || pc->dead)
-            return status;
-    }
-    pc->uc->bytes_recv += h->len;
-    pc->h->on_msg(pc->uc, data, msg_len, pc->user);
-    pc->st.msgs_delivered++;
-    return gv_rpi_repost(pc, slot, 1);
+    return rx_eager_deliver(pc, slot, msg_len, payload);
 }
 
 gv_status_t gv_rpi_rx_try_cts(struct gv_rp_conn *pc)
@@ -129,6 +162,38 @@ void gv_rpi_rx_release(struct gv_rp_conn *pc)
     rx->ndst = 0;
     rx->slot = -1;
     rx->state = GV_RP_RX_IDLE;
+    rx->eager = rx->resume = 0;
+}
+
+/* The header of a rendezvous with a payload is complete and checked: on_header, register
+ * every destination and ask for the payload with a CTS (or defer). */
+static gv_status_t rx_request(struct gv_rp_conn *pc)
+{
+    struct gv_rp_rx *rx = &pc->rx;
+    int cnt;
+    gv_status_t status = rx_get_dst(pc, rx_msg(pc), rx->msg_len, rx->payload_len, rx->dst, &cnt);
+    if (status == GV_ERR_AGAIN) {
+        (void)rx_defer(pc, 0); /* the RTS stays in rx, no CTS */
+        return GV_OK;
+    }
+    if (status != GV_OK || pc->dead || pc->draining)
+        return status; /* refused, or on_header closed the connection */
+    rx->ndst = cnt;
+    for (int i = 0; i < cnt; i++) {
+        struct gv_rp_elem *e = &rx->elem[i];
+        *e = (struct gv_rp_elem){.flags = GV_RP_ELEM_SKIP, .len = rx->dst[i].len};
+        if (rx->dst[i].base == NULL || rx->dst[i].len == 0)
+            continue;
+        status = gv_rc_get(pc->rc, rx->dst[i].base, rx->dst[i].len, &rx->ent[i]);
+        if (status != GV_OK)
+            return gv_rpi_err(pc, status, "cannot register a %zu-byte receive destination",
+                              rx->dst[i].len);
+        e->addr = (uint64_t)(uintptr_t)gv_rc_xlate(rx->ent[i], rx->dst[i].base);
+        e->rkey = rx->ent[i]->mr.rkey;
+        e->flags = 0;
+    }
+    rx->state = GV_RP_RX_NEED_CTS;
+    return gv_rpi_rx_try_cts(pc);
 }
 
 /* The whole header is in: on_msg right away for a header-only message, else on_header,
@@ -149,26 +214,7 @@ static gv_status_t rx_header_done(struct gv_rp_conn *pc)
         pc->st.msgs_delivered++;
         return slot >= 0 ? gv_rpi_repost(pc, (uint32_t)slot, 1) : GV_OK;
     }
-    int cnt;
-    status = rx_get_dst(pc, msg, rx->msg_len, rx->payload_len, rx->dst, &cnt);
-    if (status != GV_OK || pc->dead)
-        return status;
-    rx->ndst = cnt;
-    for (int i = 0; i < cnt; i++) {
-        struct gv_rp_elem *e = &rx->elem[i];
-        *e = (struct gv_rp_elem){.flags = GV_RP_ELEM_SKIP, .len = rx->dst[i].len};
-        if (rx->dst[i].base == NULL || rx->dst[i].len == 0)
-            continue;
-        status = gv_rc_get(pc->rc, rx->dst[i].base, rx->dst[i].len, &rx->ent[i]);
-        if (status != GV_OK)
-            return gv_rpi_err(pc, status, "cannot register a %zu-byte receive destination",
-                              rx->dst[i].len);
-        e->addr = (uint64_t)(uintptr_t)gv_rc_xlate(rx->ent[i], rx->dst[i].base);
-        e->rkey = rx->ent[i]->mr.rkey;
-        e->flags = 0;
-    }
-    rx->state = GV_RP_RX_NEED_CTS;
-    return gv_rpi_rx_try_cts(pc);
+    return rx_request(pc);
 }
 
 static gv_status_t rx_rts(struct gv_rp_conn *pc, uint32_t slot, const struct gv_rp_ctrl *h,
@@ -242,8 +288,9 @@ gv_status_t gv_rpi_rx_deliver(struct gv_rp_conn *pc)
 {
     gv_status_t status = GV_OK;
     while (status == GV_OK && !pc->dead && !pc->draining && pc->h_head != pc->h_tail) {
-        if (pc->rx.state == GV_RP_RX_NEED_CTS || pc->rx.state == GV_RP_RX_WAIT_FIN)
-            break; /* later messages wait for the rendezvous in progress */
+        if (pc->rx.state == GV_RP_RX_NEED_CTS || pc->rx.state == GV_RP_RX_WAIT_FIN ||
+            pc->rx.state == GV_RP_RX_DEFERRED)
+            break; /* later messages wait for the rendezvous in progress or the deferred one */
         struct gv_rp_held e = pc->held[pc->h_head % pc->nrecv];
         pc->h_head++;
         const char *p = gv_rpi_rslot(pc, e.slot);
@@ -316,6 +363,53 @@ gv_status_t gv_rp_on_recv(struct gv_rp_conn *pc, uint32_t slot, uint32_t byte_le
             status = rx_fin(pc, imm & 0xffffu);
     } else {
         status = rx_ctrl(pc, slot, byte_len);
+    }
+    if (status == GV_OK)
+        status = gv_rpi_rx_deliver(pc);
+    if (status == GV_OK)
+        status = gv_rp_pump(pc);
+    return status;
+}
+
+/* ---------------------------------------------------------------- deferred receive */
+
+gv_status_t gv_rp_resume_recv(struct gv_rp_conn *pc)
+{
+    if (pc->dead || pc->draining)
+        return GV_ERR_CLOSED;
+    if (pc->rx.state == GV_RP_RX_DEFERRED)
+        pc->rx.resume = 1;
+    return GV_OK;
+}
+
+int gv_rp_resume_pending(const struct gv_rp_conn *pc)
+{
+    return pc->rx.state == GV_RP_RX_DEFERRED && pc->rx.resume && !pc->dead && !pc->draining;
+}
+
+int gv_rp_deferred(const struct gv_rp_conn *pc)
+{
+    return pc->rx.state == GV_RP_RX_DEFERRED && !pc->dead;
+}
+
+gv_status_t gv_rp_run_resumed(struct gv_rp_conn *pc, uint64_t now_ns)
+{
+    if (!gv_rp_resume_pending(pc))
+        return GV_OK;
+    struct gv_rp_rx *rx = &pc->rx;
+    rx->resume = 0;
+    /* The wait was ours, not the peer's: the io timeout counts from now. */
+    pc->last_progress_ns = now_ns;
+    gv_status_t status;
+    if (rx->eager) {
+        uint32_t slot = (uint32_t)rx->slot;
+        rx->state = GV_RP_RX_IDLE;
+        rx->slot = -1;
+        rx->eager = 0;
+        status = rx_eager_deliver(pc, slot, rx->msg_len, rx->payload_len);
+    } else {
+        rx->state = GV_RP_RX_HDR; /* complete; rx_request moves it on */
+        status = rx_request(pc);
     }
     if (status == GV_OK)
         status = gv_rpi_rx_deliver(pc);

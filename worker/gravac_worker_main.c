@@ -34,20 +34,22 @@ static void idx_path(char *out, size_t len, const char *dir, const char *base)
     }
 }
 
-static gv_status_t load_idx_dir(const char *dir, struct gv_nn_dataset **tr,
-                                struct gv_nn_dataset **te)
+static gv_status_t load_idx_dir(const char *dir, const struct gv_nn_shard *sh,
+                                struct gv_nn_dataset **tr, struct gv_nn_dataset **te)
 {
     char a[1024], b[1024];
     idx_path(a, sizeof(a), dir, "train-images-idx3-ubyte");
     idx_path(b, sizeof(b), dir, "train-labels-idx1-ubyte");
-    WORKER_TRY(gv_nn_dataset_load_idx(a, b, 10, tr));
+    WORKER_TRY(gv_nn_dataset_load_idx_shard(a, b, 10, sh, tr));
+    if (te == NULL)
+        return GV_OK;
     idx_path(a, sizeof(a), dir, "t10k-images-idx3-ubyte");
     idx_path(b, sizeof(b), dir, "t10k-labels-idx1-ubyte");
     return gv_nn_dataset_load_idx(a, b, 10, te);
 }
 
-static gv_status_t load_cifar(const char *dir, struct gv_nn_dataset **tr,
-                              struct gv_nn_dataset **te)
+static gv_status_t load_cifar(const char *dir, const struct gv_nn_shard *sh,
+                              struct gv_nn_dataset **tr, struct gv_nn_dataset **te)
 {
     char paths[5][1024], test[1024];
     const char *p[5];
@@ -57,12 +59,12 @@ static gv_status_t load_cifar(const char *dir, struct gv_nn_dataset **tr,
     }
     snprintf(test, sizeof(test), "%s/test_batch.bin", dir);
     const char *tp = test;
-    WORKER_TRY(gv_nn_dataset_load_cifar10(p, 5, tr));
-    return gv_nn_dataset_load_cifar10(&tp, 1, te);
+    WORKER_TRY(gv_nn_dataset_load_cifar10_shard(p, 5, sh, tr));
+    return te != NULL ? gv_nn_dataset_load_cifar10(&tp, 1, te) : GV_OK;
 }
 
-static gv_status_t load_text(const struct gv_job *job, struct gv_nn_dataset **tr,
-                             struct gv_nn_dataset **te)
+static gv_status_t load_text(const struct gv_job *job, const struct gv_nn_shard *sh,
+                             struct gv_nn_dataset **tr, struct gv_nn_dataset **te)
 {
     char buf[4096];
     const char *paths[32];
@@ -71,41 +73,48 @@ static gv_status_t load_text(const struct gv_job *job, struct gv_nn_dataset **tr
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL && n < 32;
          tok = strtok_r(NULL, ",", &save))
         paths[n++] = tok;
-    return gv_nn_dataset_load_text(paths, n, job->model_cfg.seq_len, 0.1, tr, te);
+    return gv_nn_dataset_load_text_shard(paths, n, job->model_cfg.seq_len, 0.1, sh, tr, te);
 }
 
-gv_status_t wp_load_data(const struct gv_job *job, struct gv_nn_dataset **tr,
-                         struct gv_nn_dataset **te)
+static gv_status_t load_data(const struct gv_job *job, const struct gv_nn_shard *sh,
+                             struct gv_nn_dataset **tr, struct gv_nn_dataset **te)
 {
-    *tr = *te = NULL;
     const char *dir = job->data_dir[0] ? job->data_dir : GV_NN_FASHION_MNIST_DIR;
     switch (job->data) {
     case GV_JOB_DATA_FASHION:
-    case GV_JOB_DATA_MNIST: return load_idx_dir(dir, tr, te);
-    case GV_JOB_DATA_CIFAR10: return load_cifar(job->data_dir, tr, te);
+    case GV_JOB_DATA_MNIST: return load_idx_dir(dir, sh, tr, te);
+    case GV_JOB_DATA_CIFAR10: return load_cifar(job->data_dir, sh, tr, te);
     case GV_JOB_DATA_IDX:
-        WORKER_TRY(gv_nn_dataset_load_idx(job->train_images, job->train_labels, job->classes, tr));
-        return gv_nn_dataset_load_idx(job->test_images, job->test_labels, job->classes, te);
-    case GV_JOB_DATA_TEXT: return load_text(job, tr, te);
+        WORKER_TRY(gv_nn_dataset_load_idx_shard(job->train_images, job->train_labels,
+                                                job->classes, sh, tr));
+        return te != NULL ? gv_nn_dataset_load_idx(job->test_images, job->test_labels,
+                                                   job->classes, te)
+                          : GV_OK;
+    case GV_JOB_DATA_TEXT: return load_text(job, sh, tr, te);
     case GV_JOB_DATA_SYNTHETIC:
-        return gv_nn_dataset_synthetic(job->model_cfg.in_h, job->model_cfg.in_w, 1, 10,
-                                       (size_t)job->synthetic_n, 2048, 1.5f, job->seed, tr, te);
+        return gv_nn_dataset_synthetic_shard(job->model_cfg.in_h, job->model_cfg.in_w, 1, 10,
+                                             (size_t)job->synthetic_n, 2048, 1.5f, job->seed, sh,
+                                             tr, te);
     default: return GV_ERR_INVAL;
     }
 }
 
-static uint64_t data_bytes1(const struct gv_nn_dataset *d)
+gv_status_t wp_load_data(const struct gv_job *job, int rank, int world, bool want_test,
+                         struct gv_nn_dataset **tr, struct gv_nn_dataset **te)
 {
-    if (d == NULL)
-        return 0;
-    if (d->kind == GV_NN_DATA_TEXT)
-        return d->n_tokens;
-    return (uint64_t)d->n * ((uint64_t)d->h * (uint64_t)d->w * (uint64_t)d->c * 4 + 4);
+    *tr = *te = NULL;
+    struct gv_nn_shard sh = {.rank = rank, .world = world, .seed = job->seed};
+    gv_status_t status = load_data(job, &sh, tr, want_test ? te : NULL);
+    if (status != GV_OK) {
+        gv_nn_dataset_destroy(*tr);
+        *tr = NULL;
+    }
+    return status;
 }
 
 uint64_t wp_data_bytes(const struct gv_nn_dataset *tr, const struct gv_nn_dataset *te)
 {
-    return data_bytes1(tr) + data_bytes1(te);
+    return gv_nn_dataset_bytes(tr) + gv_nn_dataset_bytes(te);
 }
 
 /* ---------------------------------------------------------------- standalone */
@@ -176,7 +185,7 @@ static gv_status_t train_loop(struct run *r, int64_t total, int64_t *done_p)
     const struct gv_train_opts *to = &r->o->to;
     struct gv_nn_sampler smp;
     struct gv_nn_batch_buf buf;
-    WORKER_TRY(gv_nn_sampler_init(&smp, r->train->n, r->rank, r->world, job->seed));
+    WORKER_TRY(gv_nn_sampler_init(&smp, r->train->n_total, r->rank, r->world, job->seed));
     size_t *idx = gv_malloc((size_t)job->batch * sizeof(size_t));
     gv_status_t status = gv_nn_batch_buf_init(&buf, r->train, job->batch);
     if (idx == NULL && status == GV_OK)
@@ -238,7 +247,7 @@ static void print_summary(const struct run *r, int64_t steps, double secs)
            "shard) in %.1f s (%.1f s of it evaluating), %.0f samples/s training\n",
            gv_nn_model_kind_str((enum gv_nn_model_kind)job->model), gv_nn_model_numel(r->model),
            gv_nn_backend_name(gv_nn_model_backend(r->model)), (long long)steps, job->batch,
-           (double)steps * job->batch / (double)(r->train->n / (size_t)r->world), secs, r->eval_s,
+           (double)steps * job->batch / (double)r->train->n, secs, r->eval_s,
            (double)steps * job->batch / (secs - r->eval_s));
     printf("summary: final test loss %.4f, accuracy %.2f%%", r->last.loss,
            100.0 * r->last.accuracy);
@@ -268,7 +277,7 @@ static int run_standalone(struct wp_opts *o)
     gv_status_t status = gv_job_resolve(&o->job, (uint32_t)r.world);
     if (status != GV_OK)
         return status == GV_ERR_INVAL ? 2 : 1;
-    if (wp_load_data(&o->job, &r.train, &r.test) != GV_OK)
+    if (wp_load_data(&o->job, r.rank, r.world, true, &r.train, &r.test) != GV_OK)
         goto out;
     int64_t total = o->job.total_steps;
     if (gv_nn_backend_create((enum gv_nn_device)o->to.device, o->to.threads, &be) != GV_OK ||
@@ -283,10 +292,12 @@ static int run_standalone(struct wp_opts *o)
             goto out;
     }
     printf("gravac-worker standalone: model %s (%zu parameters in %d tensors), data %s "
-           "(%zu train, %zu test, shard %d of %d), device %s, threads %d, batch %d, %lld steps\n",
+           "(%zu train in shard %d of %d of %zu, %zu test), device %s, threads %d, batch %d, "
+           "%lld steps\n",
            gv_nn_model_kind_str((enum gv_nn_model_kind)o->job.model), gv_nn_model_numel(r.model),
-           gv_nn_model_tensor_count(r.model), r.train->name, r.train->n, r.test->n, r.rank,
-           r.world, gv_nn_backend_name(be), o->to.threads, o->job.batch, (long long)total);
+           gv_nn_model_tensor_count(r.model), r.train->name, r.train->n, r.rank, r.world,
+           r.train->n_total, r.test->n,
+           gv_nn_backend_name(be), o->to.threads, o->job.batch, (long long)total);
     fflush(stdout);
     int64_t done = 0;
     r.t0 = gv_now_s();

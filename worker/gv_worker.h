@@ -5,7 +5,9 @@
  * message per server as soon as that server's shard is compressed (so compression overlaps the
  * transfers), receives every server's update (the averaged gradient of its shard, sparse or
  * dense), applies the same optimizer step the server applied, verifies the shard checksum, and
- * adopts the next decision. Host memory (the CPU path) only.
+ * adopts the next decision. The replica is host memory (the CPU path) or device memory (a GPU
+ * worker: compression on the GPU, pushes and updates through pinned host mirrors, the
+ * optimizer step as a kernel; see gv_worker_model).
  * Threading: one worker object belongs to one thread; it runs its transport's event loop inside
  * its own calls. */
 #ifndef GV_WORKER_H
@@ -29,15 +31,26 @@ struct gv_worker_config {
     const struct gv_auth_secret *secret; /* borrowed; empty = --insecure */
     int cmp_threads;                  /* compressor threads (0 or 1: the calling thread) */
     uint32_t verify_every;            /* compare the shard checksums every N iterations (0: no) */
+    bool host_mirrors; /* treat a host replica (model.be a CPU backend) as a GPU one: separate
+                          host mirrors, copies through the backend, the backend's optimizer
+                          step; runs the GPU worker's data path on a CPU (tests) */
 };
 
-/* The replica the runtime updates: flat vectors in host memory, borrowed for the worker's life.
- * Tensor t is [off_t, off_t + tensor_numel[t]) of each vector, back to back. */
+/* The replica the runtime updates: flat vectors, borrowed for the worker's life. Tensor t is
+ * [off_t, off_t + tensor_numel[t]) of each vector, back to back. With be a GPU backend
+ * (gv_nn_backend_mem(be) == GV_MEM_DEVICE) the vectors are device memory: the runtime then
+ * compresses on the GPU (compress/'s CUDA backend), copies the level sent to pinned host memory
+ * per tensor (a dense push: the shard's g_ef, once per iteration), receives updates and models
+ * into pinned host mirrors, uploads the averaged gradient and steps the device vectors with
+ * gv_optim_apply (the same bits as the servers' host step, so replicas stay bitwise equal to
+ * the servers and the checksum check stays exact; it downloads the shard to checksum it). */
 struct gv_worker_model {
-    float *params;   /* float[numel] */
+    float *params;   /* float[numel], host or device (be) */
     float *grads;    /* float[numel]: the caller's gradient before a step, the averaged
                         gradient after it */
     float *momentum; /* float[numel] */
+    struct gv_nn_backend *be; /* borrowed, may be NULL: where the vectors live (NULL or a CPU
+                                 backend: host memory) */
     size_t numel;
     uint32_t n_tensors;
     const size_t *tensor_numel;  /* [n_tensors] */
@@ -106,7 +119,9 @@ struct gv_worker_summary {
     uint64_t checksum_checks, checksum_mismatches, resyncs;
     uint64_t peak_rss;
     uint64_t param_bytes; /* 4 x numel */
-    uint64_t buffer_bytes; /* what the runtime allocated (residuals, compression, staging) */
+    uint64_t buffer_bytes; /* host memory the runtime allocated (residuals, compression,
+                              staging, mirrors) */
+    uint64_t device_bytes; /* device memory the runtime allocated (GPU worker) */
 };
 void gv_worker_get_summary(const struct gv_worker *w, struct gv_worker_summary *sum);
 

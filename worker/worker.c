@@ -77,7 +77,7 @@ static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
         return GV_ERR_AGAIN; /* our push to this server is still leaving ubuf: wait */
     int k = 0;
     if (nseg == 1 && m->segs[0].kind == GV_PROTO_SEG_DENSE && m->segs[0].enc == GV_PROTO_ENC_F32) {
-        dst[k++] = (struct gv_iov){w->m.grads + ws->lo, 4 * ws->n};
+        dst[k++] = (struct gv_iov){w->hg + ws->lo, 4 * ws->n};
     } else if (nseg == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES &&
                m->segs[1].kind == GV_PROTO_SEG_VALUES && m->segs[1].enc == GV_PROTO_ENC_F32 &&
                GV_SPARSE_HDR_LEN + m->segs[0].bytes + m->segs[1].bytes <= ws->ucap) {
@@ -117,8 +117,7 @@ static gv_status_t wk_on_header(struct gv_conn *c, const void *msg, size_t msg_l
             m.segs[0].enc != GV_PROTO_ENC_F32 || m.u.model.offset > ws->n ||
             m.numel > ws->n - m.u.model.offset || m.numel > ws->model_left)
             break;
-        dst[0] = (struct gv_iov){(m.tensor_id == 0 ? w->m.params : w->m.momentum) + ws->lo +
-                                     m.u.model.offset,
+        dst[0] = (struct gv_iov){(m.tensor_id == 0 ? w->hp : w->hv) + ws->lo + m.u.model.offset,
                                  (size_t)payload_len};
         *dst_cnt = 1;
         return GV_OK;
@@ -150,7 +149,7 @@ static void wk_seed(struct gv_worker *w, struct wk_server *ws)
         m.numel = len;
         m.u.model.offset = off;
         gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, GV_PROTO_ENC_F32, len, 4 * len);
-        struct gv_iov pl = {w->m.params + ws->lo + off, 4 * len};
+        struct gv_iov pl = {w->hp + ws->lo + off, 4 * len};
         gv_status_t status = gv_ps_link_send(&ws->link, &m, &pl, 1, NULL);
         if (status != GV_OK) {
             wk_fail(w, status, "cannot send the initial model to %s", ws->name);
@@ -193,6 +192,19 @@ static void wk_welcomed(struct gv_worker *w, struct wk_server *ws)
         wk_seed(w, ws);
 }
 
+/* A server's whole shard (params and momentum) has arrived in the host view: check it, and
+ * put it on the GPU for a device replica. */
+static void wk_model_received(struct gv_worker *w, struct wk_server *ws)
+{
+    if (ws->model_checksum != 0 && gv_ps_checksum(w->hp + ws->lo, ws->n) != ws->model_checksum) {
+        wk_fail(w, GV_ERR_PROTO, "the model from %s does not match its checksum", ws->name);
+        return;
+    }
+    if (w->mirrored &&
+        wk_upload(w, w->m.params + ws->lo, w->hp + ws->lo, ws->n, "the model") == GV_OK)
+        wk_upload(w, w->m.momentum + ws->lo, w->hv + ws->lo, ws->n, "the momentum");
+}
+
 static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *user)
 {
     struct gv_worker *w = user;
@@ -230,9 +242,8 @@ static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *
             w->it_recv += bytes;
             w->it_payload_recv += m.payload_len;
         }
-        if (ws->model_left == 0 && ws->model_checksum != 0 &&
-            gv_ps_checksum(w->m.params + ws->lo, ws->n) != ws->model_checksum)
-            wk_fail(w, GV_ERR_PROTO, "the model from %s does not match its checksum", ws->name);
+        if (ws->model_left == 0)
+            wk_model_received(w, ws);
         return;
     case GV_PROTO_MSG_DECISION:
         if (ws->synced || ws->model_left != 0) {
@@ -296,6 +307,84 @@ static void *wk_alloc(struct gv_worker *w, size_t n, size_t size)
     return p;
 }
 
+gv_status_t wk_download(struct gv_worker *w, float *host, const float *dev, size_t n,
+                        const char *what)
+{
+    gv_status_t status = gv_nn_backend_download(w->m.be, host, dev, n * sizeof(float));
+    if (status != GV_OK)
+        wk_fail(w, status, "cannot copy %s from the GPU (%s)", what, gv_status_str(status));
+    return status;
+}
+
+gv_status_t wk_upload(struct gv_worker *w, float *dev, const float *host, size_t n,
+                      const char *what)
+{
+    gv_status_t status = gv_nn_backend_upload(w->m.be, dev, host, n * sizeof(float));
+    if (status != GV_OK)
+        wk_fail(w, status, "cannot copy %s to the GPU (%s)", what, gv_status_str(status));
+    return status;
+}
+
+/* Host memory the GPU copies to and from: pinned (page-locked, copied by DMA at full speed)
+ * when the CUDA backend installed its allocator, else ordinary. */
+static gv_status_t wk_host_buf(struct gv_worker *w, struct gv_buf *b, size_t bytes)
+{
+    gv_status_t status = gv_buf_alloc(b, bytes, GV_MEM_PINNED);
+    if (status == GV_ERR_UNSUPPORTED)
+        status = gv_buf_alloc(b, bytes, GV_MEM_HOST);
+    if (status == GV_OK)
+        w->buffer_bytes += bytes;
+    return status;
+}
+
+/* A compression output's arrays, of the compressor's memory kind. */
+static void *wk_cmp_alloc(struct gv_worker *w, size_t n, size_t size)
+{
+    if (!w->mirrored)
+        return wk_alloc(w, n, size);
+    void *p = NULL;
+    if (gv_cmp_mem_alloc(w->cmp, (n ? n : 1) * size, &p) != GV_OK)
+        return NULL;
+    if (gv_cmp_get_config(w->cmp)->mem == GV_MEM_DEVICE)
+        w->device_bytes += n * size;
+    else
+        w->buffer_bytes += n * size;
+    return p;
+}
+
+static void wk_cmp_free(struct gv_worker *w, void *p)
+{
+    if (p == NULL)
+        return;
+    if (w->mirrored)
+        gv_cmp_mem_free(w->cmp, p);
+    else
+        gv_free(p);
+}
+
+/* The host views of the replica: the replica itself, or for a GPU replica pinned mirrors
+ * (and a host copy of one tensor's level sent, as large as the largest). */
+static gv_status_t wk_host_views(struct gv_worker *w)
+{
+    w->mirrored = w->m.be != NULL &&
+                  (gv_nn_backend_mem(w->m.be) == GV_MEM_DEVICE || w->cfg.host_mirrors);
+    if (!w->mirrored) {
+        w->hp = w->m.params, w->hg = w->m.grads, w->hv = w->m.momentum;
+        return GV_OK;
+    }
+    gv_status_t status = wk_host_buf(w, &w->mirror, 3 * w->m.numel * sizeof(float));
+    if (status != GV_OK)
+        return status;
+    w->hp = w->mirror.ptr;
+    w->hg = w->hp + w->m.numel;
+    w->hv = w->hg + w->m.numel;
+    gv_log(GV_LOG_INFO, "worker %u: the replica is in %s memory; host mirrors in %s memory",
+           w->rank, gv_mem_str(gv_nn_backend_mem(w->m.be)), gv_mem_str(w->mirror.mem));
+    /* worker 0 seeds the servers from its initial model */
+    return w->rank == 0 ? wk_download(w, w->hp, w->m.params, w->m.numel, "the initial model")
+                        : GV_OK;
+}
+
 static gv_status_t wk_compressor(struct gv_worker *w)
 {
     const struct gv_job *job = w->job;
@@ -313,6 +402,8 @@ static gv_status_t wk_compressor(struct gv_worker *w)
     struct gv_cmp_config cc;
     gv_cmp_config_init(&cc);
     cc.kind = gv_job_cmp_kind(job);
+    /* a GPU replica compresses on the GPU */
+    cc.mem = w->m.be != NULL ? gv_nn_backend_mem(w->m.be) : GV_MEM_HOST;
     cc.val_type = job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
     cc.max_numel = maxn;
     cc.min_cf = gv_job_min_cf(job);
@@ -321,26 +412,35 @@ static gv_status_t wk_compressor(struct gv_worker *w)
     gv_status_t status = gv_cmp_create(&cc, &w->cmp);
     if (status != GV_OK)
         return status;
-    w->resid = wk_alloc(w, w->m.numel, sizeof(float));
+    w->resid = wk_cmp_alloc(w, w->m.numel, sizeof(float));
     if (w->resid == NULL)
         return GV_ERR_NOMEM;
     double cand_cf = gv_job_min_cand_cf(job);
+    uint32_t most = 0;
     for (uint32_t t = 0; t < T; t++) {
         uint32_t n = (uint32_t)w->m.tensor_numel[t];
         if ((status = gv_ef_create(w->cmp, n, w->resid + w->off[t], &w->ef[t])) != GV_OK)
             return status;
         uint32_t b = gv_cmp_bound(w->cmp, n, cc.min_cf);
-        w->lmin[t] = (struct gv_sparse){.idx = wk_alloc(w, b, 4), .val = wk_alloc(w, b, 4),
-                                        .cap = b};
+        most = GV_MAX(most, b);
+        w->lmin[t] = (struct gv_sparse){.idx = wk_cmp_alloc(w, b, 4),
+                                        .val = wk_cmp_alloc(w, b, 4), .cap = b};
         if (w->lmin[t].idx == NULL || w->lmin[t].val == NULL)
             return GV_ERR_NOMEM;
         if (cand_cf > 0) {
             uint32_t bc = gv_cmp_bound(w->cmp, n, cand_cf);
-            w->lcand[t] = (struct gv_sparse){.idx = wk_alloc(w, bc, 4), .val = wk_alloc(w, bc, 4),
-                                             .cap = bc};
+            w->lcand[t] = (struct gv_sparse){.idx = wk_cmp_alloc(w, bc, 4),
+                                             .val = wk_cmp_alloc(w, bc, 4), .cap = bc};
             if (w->lcand[t].idx == NULL || w->lcand[t].val == NULL)
                 return GV_ERR_NOMEM;
         }
+    }
+    if (w->mirrored) {
+        /* the level sent goes to the host tensor by tensor, for staging and encoding */
+        if ((status = wk_host_buf(w, &w->hsent_buf, (size_t)most * 8)) != GV_OK)
+            return status;
+        w->hsent = (struct gv_sparse){.idx = w->hsent_buf.ptr,
+                                      .val = (float *)w->hsent_buf.ptr + most, .cap = most};
     }
     gv_log(GV_LOG_INFO, "worker %u: compressor %s (%s), floor CF %g, %d thread(s)", w->rank,
            gv_cmp_kind_str(cc.kind), gv_cmp_backend(w->cmp), cc.min_cf, gv_cmp_nthreads(w->cmp));
@@ -501,6 +601,8 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
     if (status == GV_OK)
         status = wk_layout(w);
     if (status == GV_OK)
+        status = wk_host_views(w);
+    if (status == GV_OK)
         status = wk_compressor(w);
     if (status == GV_OK && w->job->method == GV_JOB_ACCORDION && w->rank == 0) {
         w->epoch_acc = wk_alloc(w, w->m.numel, sizeof(float));
@@ -596,19 +698,22 @@ void gv_worker_destroy(struct gv_worker *w)
         if (w->ef != NULL)
             gv_ef_destroy(w->ef[t]);
         if (w->lmin != NULL) {
-            gv_free(w->lmin[t].idx);
-            gv_free(w->lmin[t].val);
+            wk_cmp_free(w, w->lmin[t].idx);
+            wk_cmp_free(w, w->lmin[t].val);
         }
         if (w->lcand != NULL) {
-            gv_free(w->lcand[t].idx);
-            gv_free(w->lcand[t].val);
+            wk_cmp_free(w, w->lcand[t].idx);
+            wk_cmp_free(w, w->lcand[t].val);
         }
     }
-    gv_cmp_destroy(w->cmp);
+    if (w->resid != NULL)
+        wk_cmp_free(w, w->resid);
+    gv_cmp_destroy(w->cmp); /* after the memory it gave */
     gv_free(w->ef);
     gv_free(w->lmin);
     gv_free(w->lcand);
-    gv_free(w->resid);
+    gv_buf_free(&w->hsent_buf);
+    gv_buf_free(&w->mirror);
     gv_free(w->epoch_acc);
     gv_free(w->layer_norms);
     gv_shard_map_cleanup(&w->map);
@@ -682,4 +787,5 @@ void gv_worker_get_summary(const struct gv_worker *w, struct gv_worker_summary *
     sum->peak_rss = gv_ps_peak_rss();
     sum->param_bytes = 4 * (uint64_t)w->m.numel;
     sum->buffer_bytes = w->buffer_bytes;
+    sum->device_bytes = w->device_bytes;
 }

@@ -51,6 +51,13 @@ struct gv_worker {
     const struct gv_cluster *cl;
     uint32_t rank, S, W;
     struct gv_worker_model m;
+    /* where the replica is read and written on the host: the replica itself (host memory),
+     * or for a GPU replica (mirrored) pinned mirrors of it that updates and models land in */
+    bool mirrored;
+    float *hp, *hg, *hv;    /* float[numel] each: params, grads, momentum */
+    struct gv_buf mirror;   /* mirrored: hp, hg, hv */
+    struct gv_sparse hsent; /* mirrored: host copy of one tensor's level sent (pinned) */
+    struct gv_buf hsent_buf;
     size_t *off;            /* [n_tensors + 1] */
     struct gv_shard_map map;
     uint64_t fingerprint;
@@ -64,7 +71,8 @@ struct gv_worker {
     /* compression */
     struct gv_cmp *cmp;     /* NULL for the dense method */
     struct gv_ef **ef;      /* [n_tensors], residuals are views into resid */
-    float *resid;           /* float[numel]: r, and g_ef between compress and apply */
+    float *resid;           /* float[numel]: r, and g_ef between compress and apply (of the
+                               compressor's memory kind, as the outputs below) */
     struct gv_sparse *lmin, *lcand; /* [n_tensors] */
 
     /* the decision in force */
@@ -80,7 +88,7 @@ struct gv_worker {
     /* accounting */
     struct gv_ps_bytes bytes;
     uint64_t steps, checks, mismatches, resyncs;
-    uint64_t buffer_bytes;
+    uint64_t buffer_bytes, device_bytes;
     uint64_t it_recv, it_payload_recv; /* bytes of the current iteration received */
     bool in_step;
 
@@ -97,6 +105,11 @@ void wk_fail(struct gv_worker *w, gv_status_t status, const char *fmt, ...)
 gv_status_t wk_server_status(struct gv_worker *w, struct wk_server *ws);
 /* Processes an UPDATE's payload (in place) and steps the shard. */
 void wk_apply_update(struct gv_worker *w, struct wk_server *ws, const struct gv_proto_msg *m);
+/* GPU replica: copies between the device vectors and the host mirrors (wk_fail on error). */
+gv_status_t wk_download(struct gv_worker *w, float *host, const float *dev, size_t n,
+                        const char *what);
+gv_status_t wk_upload(struct gv_worker *w, float *dev, const float *host, size_t n,
+                      const char *what);
 uint32_t wk_levels(const struct gv_worker *w, const struct gv_proto_decision *d);
 bool wk_decision_equal(const struct gv_worker *w, const struct gv_proto_decision *a,
                        const struct gv_proto_decision *b);

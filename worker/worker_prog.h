@@ -14,9 +14,11 @@ struct wp_opts {
     uint64_t rss_start; /* VmRSS when main() started: the libraries' share */
 };
 
-/* Loads the job's training and test sets (the job is resolved). Logs what failed. */
-gv_status_t wp_load_data(const struct gv_job *job, struct gv_nn_dataset **tr,
-                         struct gv_nn_dataset **te);
+/* Loads shard rank of world of the job's training set (the sampler's shard: only those
+ * samples are read into memory) and, when want_test, the whole test set (the job is resolved).
+ * Logs what failed. */
+gv_status_t wp_load_data(const struct gv_job *job, int rank, int world, bool want_test,
+                         struct gv_nn_dataset **tr, struct gv_nn_dataset **te);
 /* Bytes the datasets occupy in memory. */
 uint64_t wp_data_bytes(const struct gv_nn_dataset *tr, const struct gv_nn_dataset *te);
 

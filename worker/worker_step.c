@@ -103,6 +103,12 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
     int npl;
     if (x->dense) {
         const float *src = w->resid != NULL ? w->resid : w->m.grads; /* g_ef, or g (dense) */
+        if (w->mirrored) { /* the shard's part of it to the host, once this iteration */
+            gv_status_t status = wk_download(w, w->hg + ws->lo, src + ws->lo, ws->n, "g_ef");
+            if (status != GV_OK)
+                return status;
+            src = w->hg;
+        }
         gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, GV_PROTO_ENC_F32, ws->n, 4 * ws->n);
         m.nnz = ws->n;
         pl[0] = (struct gv_iov){(void *)(uintptr_t)(src + ws->lo), 4 * ws->n};
@@ -185,7 +191,14 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
             if (!x->dense) {
                 const struct gv_sparse *sent =
                     d->level == GV_PROTO_LEVEL_CANDIDATE ? &w->lcand[t] : &w->lmin[t];
-                step_stage(w, t, sent);
+                if (w->mirrored) { /* the entries sent, to the host for staging and encoding */
+                    if ((status = gv_cmp_sparse_to_host(w->cmp, sent, &w->hsent)) != GV_OK) {
+                        wk_fail(w, status, "cannot copy tensor %s's entries from the GPU",
+                                w->m.names[t]);
+                        return status;
+                    }
+                }
+                step_stage(w, t, w->mirrored ? &w->hsent : sent);
                 if ((status = gv_cmp_apply(w->cmp, w->ef[t], GV_SENT_SPARSE, sent)) != GV_OK)
                     return status;
             }
@@ -199,9 +212,28 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
     return GV_OK;
 }
 
+/* The optimizer step on the shard, with the averaged gradient g (host): on the host replica,
+ * or uploaded to the GPU and stepped there (the same bits). */
+static gv_status_t step_optim(struct gv_worker *w, struct wk_server *ws, float lr, const float *g)
+{
+    const struct gv_optim_cfg *oc = &w->job->optim;
+    if (!w->mirrored) {
+        gv_optim_apply_host(oc, lr, w->hp + ws->lo, w->hv + ws->lo, g, ws->n);
+        return GV_OK;
+    }
+    float *dg = w->m.grads + ws->lo;
+    gv_status_t status = wk_upload(w, dg, g, ws->n, "the update");
+    if (status == GV_OK)
+        status = gv_optim_apply(w->m.be, oc, lr, w->m.params + ws->lo, w->m.momentum + ws->lo,
+                                dg, ws->n);
+    if (status != GV_OK)
+        wk_fail(w, status, "the optimizer step on the GPU failed (%s)", gv_status_str(status));
+    return status;
+}
+
 void wk_apply_update(struct gv_worker *w, struct wk_server *ws, const struct gv_proto_msg *m)
 {
-    float *g = w->m.grads + ws->lo;
+    float *g = w->hg + ws->lo;
     bool accordion = w->job->method == GV_JOB_ACCORDION;
     if (ws->got_update) {
         wk_fail(w, GV_ERR_PROTO, "%s sent two updates for iteration %" PRIu64, ws->name, w->iter);
@@ -229,8 +261,8 @@ void wk_apply_update(struct gv_worker *w, struct wk_server *ws, const struct gv_
     ws->resync = m->u.update.decision.resync;
     ws->got_update = true;
     float lr = (float)m->u.update.decision.lr;
-    gv_optim_apply_host(&w->job->optim, lr, w->m.params + ws->lo, w->m.momentum + ws->lo, g,
-                        ws->n);
+    if (step_optim(w, ws, lr, g) != GV_OK)
+        return;
     if (ws->resync) {
         ws->model_left = 2 * ws->n;
         ws->model_checksum = 0;
@@ -238,8 +270,12 @@ void wk_apply_update(struct gv_worker *w, struct wk_server *ws, const struct gv_
         return;
     }
     if (w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0) {
+        /* a GPU replica is checked on a copy of its shard */
+        if (w->mirrored && wk_download(w, w->hp + ws->lo, w->m.params + ws->lo, ws->n,
+                                  "the shard to checksum") != GV_OK)
+            return;
         w->checks++;
-        uint64_t ck = gv_ps_checksum(w->m.params + ws->lo, ws->n);
+        uint64_t ck = gv_ps_checksum(w->hp + ws->lo, ws->n);
         if (ck != m->u.update.model_checksum) {
             w->mismatches++;
             gv_log(GV_LOG_WARN, "worker %u: shard %u drifted from %s at iteration %" PRIu64
@@ -313,7 +349,7 @@ static void step_accordion(struct gv_worker *w, bool epoch_end)
         return;
     w->norms_pending = false; /* they left with this iteration's push */
     for (size_t i = 0; i < w->m.numel; i++)
-        w->epoch_acc[i] += w->m.grads[i];
+        w->epoch_acc[i] += w->hg[i]; /* the averaged gradient, on the host */
     if (!epoch_end)
         return;
     for (uint32_t t = 0; t < w->m.n_tensors; t++) {

@@ -2,7 +2,9 @@
  * (raw and gzipped), CIFAR-10 records and text; and every malformed case (missing file, wrong
  * magic, truncated header or data, trailing bytes, label out of range, mismatched counts, bad
  * record size, corrupt gzip) returns the right status with one error naming the file. Also the
- * shard sampler (disjoint, covering, reshuffled per epoch) and batching. */
+ * shard sampler (fixed disjoint covering shards, reshuffled within per epoch, a world of one
+ * unchanged), shards loaded on their own (the same batches as from the whole set) and
+ * batching. */
 #include "check.h"
 #include "gv_nn.h"
 
@@ -102,8 +104,21 @@ static void test_idx(void)
         GV_CHECK_EQ(ds->w, 3);
         GV_CHECK_EQ(ds->c, 1);
         GV_CHECK_EQ(ds->y[3], 3);
-        GV_CHECK(ds->x[0] == -1.0f);                       /* pixel 0 */
-        GV_CHECK_NEAR(ds->x[13], 13 * 2.0 / 255 - 1, 1e-6, 0); /* pixel 13 */
+        GV_CHECK_EQ(ds->n_total, 5);
+        GV_CHECK(ds->index == NULL && ds->x == NULL);
+        GV_CHECK_EQ(ds->pix[13], 13); /* kept as in the file */
+        GV_CHECK_EQ(gv_nn_dataset_bytes(ds), 5 * 12 + 5 * 4);
+        /* scaled to [-1, 1] per batch */
+        struct gv_nn_batch_buf buf;
+        struct gv_nn_batch bt;
+        size_t idx[2] = {1, 0};
+        GV_CHECK_OK(gv_nn_batch_buf_init(&buf, ds, 2));
+        GV_CHECK_OK(gv_nn_batch_gather(ds, idx, 2, &buf, &bt));
+        GV_CHECK(bt.x[12] == -1.0f);                         /* item 0, pixel 0 */
+        GV_CHECK(bt.x[13] == 1.0f * (2.0f / 255.0f) - 1.0f); /* item 0, pixel 1 */
+        GV_CHECK(bt.x[1] == 13.0f * (2.0f / 255.0f) - 1.0f); /* item 1, pixel 1 */
+        GV_CHECK(bt.labels[0] == 1 && bt.labels[1] == 0);
+        gv_nn_batch_buf_cleanup(&buf);
         gv_nn_dataset_destroy(ds);
     }
     expect_idx("img", "lab.gz", GV_OK, "", "");
@@ -184,10 +199,8 @@ static void test_cifar(void)
         GV_CHECK_EQ(ds->h * 100 + ds->w * 10 + ds->c, 32 * 100 + 32 * 10 + 3);
         GV_CHECK_EQ(ds->y[2], 8);
         /* HWC: pixel 5 of record 1 has channels (1, 101, 201) */
-        const float *px = ds->x + 3072 + 5 * 3;
-        GV_CHECK_NEAR(px[0], 1 * 2.0 / 255 - 1, 1e-6, 0);
-        GV_CHECK_NEAR(px[1], 101 * 2.0 / 255 - 1, 1e-6, 0);
-        GV_CHECK_NEAR(px[2], 201 * 2.0 / 255 - 1, 1e-6, 0);
+        const uint8_t *px = ds->pix + 3072 + 5 * 3;
+        GV_CHECK(px[0] == 1 && px[1] == 101 && px[2] == 201);
         gv_nn_dataset_destroy(ds);
     }
     write_file("c_trunc.bin", rec, 3073 + 100, 0);
@@ -281,14 +294,40 @@ static void test_synthetic(void)
     GV_CHECK_STATUS(gv_nn_dataset_synthetic(4, 4, 2, 1, 100, 50, 0.5f, 9, &a, &b), GV_ERR_INVAL);
 }
 
+/* The permutation of [0, n) the sampler drew for (seed, epoch) before shards became fixed,
+ * written out here: a world of 1 must still read the set in exactly this order. */
+static void old_perm(uint32_t *perm, size_t n, uint64_t seed, int64_t epoch)
+{
+    uint64_t st = seed ^ ((uint64_t)epoch * 0xa0761d6478bd642fULL + 0xe7037ed1a0b428dbULL);
+    for (size_t i = 0; i < n; i++)
+        perm[i] = (uint32_t)i;
+    for (size_t i = n; i > 1; i--) {
+        uint64_t z = (st += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+        size_t j = (size_t)(z % (uint64_t)i);
+        uint32_t t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
 static void test_sampler(void)
 {
     enum { N = 1003, W = 3, B = 16 };
-    static int owner[N];
+    static int owner[N], first_owner[N];
+    static uint32_t perm[N];
     struct gv_nn_sampler s[W];
     size_t idx[B];
     int64_t epoch = -1;
-    for (int e = 0; e < 2; e++) {
+    for (int e = 0; e < 3; e++) {
         memset(owner, 0, sizeof(owner));
         for (int r = 0; r < W; r++) {
             if (e == 0)
@@ -303,13 +342,31 @@ static void test_sampler(void)
             }
         }
         /* within an epoch no sample goes to two ranks or twice to one */
-        int dup = 0, used = 0;
+        int dup = 0, used = 0, moved = 0;
         for (int i = 0; i < N; i++) {
             dup += owner[i] != 0 && owner[i] != 1 && owner[i] != 11 && owner[i] != 21;
             used += owner[i] != 0;
+            if (e == 0)
+                first_owner[i] = owner[i];
+            else
+                moved += owner[i] != 0 && first_owner[i] != 0 && owner[i] != first_owner[i];
         }
         GV_CHECK_EQ(dup, 0);
         GV_CHECK(used >= N - W * B);
+        GV_CHECK_EQ(moved, 0); /* a sample stays with its rank: shards are fixed */
+    }
+    /* the shard is slice r of the epoch-0 permutation, ascending, as gv_nn_shard_indices says */
+    old_perm(perm, N, 77, 0);
+    for (int r = 0; r < W; r++) {
+        size_t lo = (size_t)N * (size_t)r / W, hi = (size_t)N * (size_t)(r + 1) / W, m = 0;
+        qsort(perm + lo, hi - lo, sizeof(uint32_t), cmp_u32);
+        GV_CHECK_EQ(s[r].m, hi - lo);
+        GV_CHECK(memcmp(s[r].shard, perm + lo, (hi - lo) * 4) == 0);
+        uint32_t *si = NULL;
+        struct gv_nn_shard sh = {.rank = r, .world = W, .seed = 77};
+        GV_CHECK_OK(gv_nn_shard_indices(N, &sh, &si, &m));
+        GV_CHECK(m == hi - lo && si != NULL && memcmp(si, s[r].shard, m * 4) == 0);
+        gv_free(si);
     }
     /* a new epoch reshuffles: rank 0 sees a different sequence */
     struct gv_nn_sampler t;
@@ -323,10 +380,174 @@ static void test_sampler(void)
     GV_CHECK(memcmp(first, later, sizeof(first)) != 0);
     GV_CHECK_STATUS(gv_nn_sampler_next(&t, N, later, &epoch), GV_ERR_INVAL);
     gv_nn_sampler_cleanup(&t);
+    /* one rank: every epoch is the permutation the sampler always drew (standalone runs are
+     * unchanged) */
+    GV_CHECK_OK(gv_nn_sampler_init(&t, N, 0, 1, 5));
+    int bad = 0;
+    for (int e = 0; e < 3; e++) {
+        old_perm(perm, N, 5, e);
+        for (size_t k = 0; k < N / B; k++) {
+            GV_CHECK_OK(gv_nn_sampler_next(&t, B, idx, &epoch));
+            for (int i = 0; i < B; i++)
+                bad += idx[i] != perm[k * B + (size_t)i];
+        }
+    }
+    GV_CHECK_EQ(bad, 0);
+    gv_nn_sampler_cleanup(&t);
     for (int r = 0; r < W; r++)
         gv_nn_sampler_cleanup(&s[r]);
     GV_CHECK_STATUS(gv_nn_sampler_init(&t, N, 3, 3, 1), GV_ERR_INVAL);
     GV_CHECK_STATUS(gv_nn_sampler_init(&t, 0, 0, 1, 1), GV_ERR_INVAL);
+}
+
+/* Gathers the same items from a and b and compares the batches bit for bit. */
+static int same_batches(const struct gv_nn_dataset *a, const struct gv_nn_dataset *b,
+                        const size_t *items, int n)
+{
+    struct gv_nn_batch_buf ba = {0}, bb = {0};
+    struct gv_nn_batch xa, xb;
+    int same = gv_nn_batch_buf_init(&ba, a, n) == GV_OK &&
+               gv_nn_batch_buf_init(&bb, b, n) == GV_OK &&
+               gv_nn_batch_gather(a, items, n, &ba, &xa) == GV_OK &&
+               gv_nn_batch_gather(b, items, n, &bb, &xb) == GV_OK;
+    if (same && a->kind == GV_NN_DATA_TEXT) {
+        size_t T = (size_t)a->seq_len * (size_t)n;
+        same = memcmp(xa.tokens, xb.tokens, T * 4) == 0 && memcmp(xa.labels, xb.labels, T * 4) == 0;
+    } else if (same) {
+        size_t d = (size_t)(a->h * a->w * a->c) * (size_t)n;
+        same = memcmp(xa.x, xb.x, d * 4) == 0 && memcmp(xa.labels, xb.labels, (size_t)n * 4) == 0;
+    }
+    gv_nn_batch_buf_cleanup(&ba);
+    gv_nn_batch_buf_cleanup(&bb);
+    return same;
+}
+
+/* A shard loaded on its own holds exactly the rank's samples of the whole set, batches from it
+ * equal batches from the whole set, and it refuses items of other shards. */
+static void check_shards(const char *what, const struct gv_nn_dataset *full,
+                         struct gv_nn_dataset *const *part, int world)
+{
+    size_t held = 0;
+    for (int r = 0; r < world; r++) {
+        const struct gv_nn_dataset *p = part[r];
+        if (p == NULL) {
+            GV_CHECK_MSG(0, "%s: shard %d did not load", what, r);
+            continue;
+        }
+        struct gv_nn_sampler smp;
+        GV_CHECK_OK(gv_nn_sampler_init(&smp, full->n, r, world, 77));
+        GV_CHECK_MSG(p->index != NULL && p->n == smp.m && p->n_total == full->n &&
+                         memcmp(p->index, smp.shard, p->n * 4) == 0,
+                     "%s: shard %d holds other samples than the sampler gives it", what, r);
+        size_t items[2];
+        for (int k = 0; k < 5; k++) { /* into the second epoch */
+            GV_CHECK_OK(gv_nn_sampler_next(&smp, 2, items, NULL));
+            GV_CHECK_MSG(same_batches(full, p, items, 2), "%s: shard %d batch differs", what, r);
+        }
+        held += p->n;
+        /* an item of the next rank's shard */
+        struct gv_nn_sampler other;
+        GV_CHECK_OK(gv_nn_sampler_init(&other, full->n, (r + 1) % world, world, 77));
+        struct gv_nn_batch_buf buf;
+        struct gv_nn_batch bt;
+        size_t foreign = other.shard[0];
+        GV_CHECK_OK(gv_nn_batch_buf_init(&buf, p, 1));
+        GV_CHECK_STATUS(gv_nn_batch_gather(p, &foreign, 1, &buf, &bt), GV_ERR_INVAL);
+        gv_nn_batch_buf_cleanup(&buf);
+        gv_nn_sampler_cleanup(&other);
+        gv_nn_sampler_cleanup(&smp);
+        GV_CHECK(gv_nn_dataset_bytes(p) < gv_nn_dataset_bytes(full));
+    }
+    GV_CHECK_EQ(held, full->n);
+}
+
+static void test_shard_loads(void)
+{
+    enum { N = 23, W = 3 };
+    struct gv_nn_dataset *full = NULL, *part[W] = {0}, *te = NULL;
+    /* IDX */
+    static uint8_t img[N * 12 + 64], lab[N + 64];
+    size_t ni = idx_make(img, 3, N, 4, 3, 253), nl = idx_make(lab, 1, N, 0, 0, 7);
+    write_file("s_img.gz", img, ni, 1);
+    write_file("s_lab", lab, nl, 0);
+    GV_CHECK_OK(gv_nn_dataset_load_idx(path_of("s_img.gz"), path_of("s_lab"), 10, &full));
+    for (int r = 0; r < W; r++) {
+        struct gv_nn_shard sh = {.rank = r, .world = W, .seed = 77};
+        GV_CHECK_OK(gv_nn_dataset_load_idx_shard(path_of("s_img.gz"), path_of("s_lab"), 10, &sh,
+                                                 &part[r]));
+    }
+    if (full != NULL)
+        check_shards("idx", full, part, W);
+    /* a bad label in another rank's part of the file is still found */
+    struct gv_nn_sampler smp;
+    GV_CHECK_OK(gv_nn_sampler_init(&smp, N, 1, W, 77));
+    lab[8 + smp.shard[0]] = 10;
+    write_file("s_lab_bad", lab, nl, 0);
+    struct gv_nn_shard sh0 = {.rank = 0, .world = W, .seed = 77};
+    struct gv_nn_dataset *bad = NULL;
+    n_err = 0;
+    GV_CHECK_STATUS(gv_nn_dataset_load_idx_shard(path_of("s_img.gz"), path_of("s_lab_bad"), 10,
+                                                 &sh0, &bad),
+                    GV_ERR_PROTO);
+    GV_CHECK(bad == NULL && n_err == 1 && strstr(last_err, "out of range") != NULL);
+    gv_nn_sampler_cleanup(&smp);
+    for (int r = 0; r < W; r++)
+        gv_nn_dataset_destroy(part[r]), part[r] = NULL;
+    gv_nn_dataset_destroy(full), full = NULL;
+
+    /* CIFAR-10 over two files */
+    static uint8_t rec[7 * 3073];
+    for (int r = 0; r < 7; r++)
+        for (int i = 0; i < 3073; i++)
+            rec[r * 3073 + i] = i == 0 ? (uint8_t)(r % 10) : (uint8_t)(i * 7 + r);
+    write_file("s_c1.bin", rec, 4 * 3073, 0);
+    write_file("s_c2.bin.gz", rec + 4 * 3073, 3 * 3073, 1);
+    const char *cp[2] = {path_of("s_c1.bin"), path_of("s_c2.bin.gz")};
+    GV_CHECK_OK(gv_nn_dataset_load_cifar10(cp, 2, &full));
+    for (int r = 0; r < 2; r++) {
+        struct gv_nn_shard sh = {.rank = r, .world = 2, .seed = 77};
+        GV_CHECK_OK(gv_nn_dataset_load_cifar10_shard(cp, 2, &sh, &part[r]));
+    }
+    if (full != NULL)
+        check_shards("cifar10", full, part, 2);
+    for (int r = 0; r < 2; r++)
+        gv_nn_dataset_destroy(part[r]), part[r] = NULL;
+    gv_nn_dataset_destroy(full), full = NULL;
+
+    /* text: the shard's windows */
+    const char *t = "the quick brown fox jumps over the lazy dog, again and again and again!";
+    write_file("s_t.txt", t, strlen(t), 0);
+    const char *tp = path_of("s_t.txt");
+    GV_CHECK_OK(gv_nn_dataset_load_text(&tp, 1, 4, 0.2, &full, &te));
+    for (int r = 0; r < W; r++) {
+        struct gv_nn_shard sh = {.rank = r, .world = W, .seed = 77};
+        GV_CHECK_OK(gv_nn_dataset_load_text_shard(&tp, 1, 4, 0.2, &sh, &part[r], NULL));
+    }
+    if (full != NULL)
+        check_shards("text", full, part, W);
+    for (int r = 0; r < W; r++)
+        gv_nn_dataset_destroy(part[r]), part[r] = NULL;
+    gv_nn_dataset_destroy(full), full = NULL;
+    gv_nn_dataset_destroy(te), te = NULL;
+
+    /* synthetic: generated in sequence, the shard's samples kept; no test set asked for */
+    GV_CHECK_OK(gv_nn_dataset_synthetic(4, 4, 1, 5, 100, 10, 0.5f, 9, &full, &te));
+    for (int r = 0; r < W; r++) {
+        struct gv_nn_shard sh = {.rank = r, .world = W, .seed = 77};
+        GV_CHECK_OK(gv_nn_dataset_synthetic_shard(4, 4, 1, 5, 100, 10, 0.5f, 9, &sh, &part[r],
+                                                  NULL));
+    }
+    if (full != NULL)
+        check_shards("synthetic", full, part, W);
+    for (int r = 0; r < W; r++)
+        gv_nn_dataset_destroy(part[r]);
+    gv_nn_dataset_destroy(full);
+    gv_nn_dataset_destroy(te);
+    /* impossible shards */
+    struct gv_nn_shard big = {.rank = 0, .world = 200, .seed = 1};
+    GV_CHECK_STATUS(gv_nn_dataset_synthetic_shard(4, 4, 1, 5, 100, 10, 0.5f, 9, &big, &full,
+                                                  NULL),
+                    GV_ERR_INVAL);
 }
 
 /* The real Fashion-MNIST files from the Debian package, when installed (scripts/deps.txt). */
@@ -366,6 +587,7 @@ int main(void)
     test_text();
     test_synthetic();
     test_sampler();
+    test_shard_loads();
     gv_log_set_cb(NULL, NULL);
     test_fashion_mnist();
     char cmd[600];

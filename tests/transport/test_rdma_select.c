@@ -1,7 +1,8 @@
 /* test_rdma_select.c: the RDMA backend's decisions without a device: GV_RDMA_* parsing, the
  * memlock check, the no-device reasons, probe ordering (with fake probes), the auto|rdma|tcp
- * choice and the GPU-memory mode. Then what this machine really says: the real probe and the
- * real create must fail with the reason (here: a kernel without RDMA, ENOSYS). */
+ * choice, the GPU-memory mode and the ops table's capabilities. Then what this machine really
+ * says: the real probe and the real create must fail with the reason (here: a kernel without
+ * RDMA, ENOSYS). */
 #include "check.h"
 #include "rdma_select.h"
 
@@ -309,6 +310,26 @@ static void test_this_machine(void)
 #endif
 }
 
+/* The ops table the registry hands out: every slot filled, and the deferred receive the
+ * parameter server needs (it refuses to start on a transport without it). */
+static void test_ops_table(void)
+{
+    const struct gv_tp_ops *ops = gv_tp_find("rdma");
+    if (!gv_rdma_built()) {
+        GV_CHECK(ops == NULL);
+        return;
+    }
+    GV_CHECK(ops != NULL);
+    if (ops == NULL)
+        return;
+    GV_CHECK_STREQ(ops->name, "rdma");
+    GV_CHECK(ops->create && ops->destroy && ops->listen && ops->listener_port &&
+             ops->listener_close && ops->connect && ops->send && ops->progress && ops->conn_close &&
+             ops->mem_reg && ops->mem_dereg);
+    GV_CHECK(ops->caps & GV_TP_CAP_DEFER_RECV);
+    GV_CHECK(ops->resume_recv != NULL);
+}
+
 /* ---------------------------------------------------------------- gv_tp_create_auto */
 
 struct captured {
@@ -404,6 +425,7 @@ int main(void)
     test_pick();
     test_gpu_choose();
     test_this_machine();
+    test_ops_table();
     test_create_auto();
     return gv_check_summary();
 }

@@ -63,6 +63,16 @@ static int have_closed(void *arg)
     return n >= w->n;
 }
 
+struct want_accepts {
+    struct tt_side *s;
+    int n;
+};
+static int have_accepts(void *arg)
+{
+    struct want_accepts *w = arg;
+    return w->s->accepts >= w->n;
+}
+
 static int msg_done(void *arg)
 {
     return ((struct tt_msg *)arg)->done;
@@ -398,6 +408,323 @@ static void test_alloc_failures(void)
     GV_CHECK(failed_runs > 0);
 }
 
+/* ---------------------------------------------------------------- deferred receive */
+
+/* For backends with GV_TP_CAP_DEFER_RECV: the server side's on_header is wrapped so that a
+ * connection can answer GV_ERR_AGAIN (per accepted-connection record index); everything
+ * else is tt's recording handler. */
+static struct {
+    struct gv_tp_handler inner;
+    int defer[TT_MAX_CONNS];         /* answer GV_ERR_AGAIN on this conn */
+    int headers[TT_MAX_CONNS];       /* on_header calls */
+    int64_t again_seq[TT_MAX_CONNS]; /* seq of the message deferred last (-1: none) */
+    int bad_resume;                  /* on_header after a deferral saw another message */
+    struct gv_conn *resume_on_msg;   /* resumed (its defer cleared) from the next on_msg */
+    gv_status_t resume_status;
+    int order[64], n_order; /* conn record index of each delivered message */
+    int resume_in_close;    /* on_close calls gv_tp_conn_resume_recv (must say closed) */
+    gv_status_t close_resume;
+} dctl;
+
+static gv_status_t defer_on_header(struct gv_conn *c, const void *msg, size_t msg_len,
+                                   uint64_t payload_len, struct gv_iov *dst, int *dst_cnt,
+                                   void *user)
+{
+    struct tt_side *s = user;
+    int i = (int)(tt_track(s, c) - s->conns);
+    struct tt_hdr h;
+    memcpy(&h, (const uint8_t *)msg + TT_PREFIX_LEN, sizeof(h));
+    dctl.headers[i]++;
+    if (dctl.again_seq[i] >= 0 && (uint64_t)dctl.again_seq[i] != h.seq)
+        dctl.bad_resume++;
+    if (dctl.defer[i]) {
+        dctl.again_seq[i] = (int64_t)h.seq;
+        return GV_ERR_AGAIN;
+    }
+    dctl.again_seq[i] = -1;
+    return dctl.inner.on_header(c, msg, msg_len, payload_len, dst, dst_cnt, user);
+}
+
+static void defer_on_close(struct gv_conn *c, gv_status_t reason, void *user)
+{
+    if (dctl.resume_in_close)
+        dctl.close_resume = gv_tp_conn_resume_recv(c);
+    dctl.inner.on_close(c, reason, user);
+}
+
+static void defer_hook(struct tt_side *s, struct tt_conn_rec *r, struct gv_conn *c,
+                       const struct tt_hdr *h, uint64_t payload_len)
+{
+    (void)c, (void)h, (void)payload_len;
+    if (dctl.n_order < 64)
+        dctl.order[dctl.n_order++] = (int)(r - s->conns);
+    if (dctl.resume_on_msg != NULL) {
+        struct tt_conn_rec *q = tt_rec(s, dctl.resume_on_msg);
+        dctl.defer[q - s->conns] = 0;
+        dctl.resume_status = gv_tp_conn_resume_recv(dctl.resume_on_msg);
+        dctl.resume_on_msg = NULL;
+    }
+}
+
+/* Server s (deferring handler, listening) and client k with n connections to it, accepted in
+ * order (record i of s is k's connection c[i]). */
+static int defer_pair(struct tt_side *s, struct tt_side *k, const struct gv_tp_config *scfg,
+                      size_t rx_cap, struct gv_conn **c, int n)
+{
+    struct gv_tp_config kcfg = small_cfg();
+    kcfg.sock_buf_bytes = scfg->sock_buf_bytes;
+    struct gv_tp_handler h = tt_handler();
+    memset(&dctl, 0, sizeof(dctl));
+    for (int i = 0; i < TT_MAX_CONNS; i++)
+        dctl.again_seq[i] = -1;
+    dctl.inner = h;
+    h.on_header = defer_on_header;
+    h.on_close = defer_on_close;
+    memset(s, 0, sizeof(*s));
+    memset(k, 0, sizeof(*k));
+    s->rx_cap = k->rx_cap = rx_cap;
+    s->discard_from = GV_TP_MAX_DST_IOV;
+    s->seq_check = s->verify = 1;
+    s->hook = defer_hook;
+    if (gv_tp_create(backend, scfg, &h, s, &s->tp) != GV_OK ||
+        gv_tp_listen(s->tp, "127.0.0.1", 0, &s->l) != GV_OK ||
+        tt_side_init(k, backend, &kcfg, NULL) != GV_OK)
+        return -1;
+    s->port = gv_tp_listener_port(s->tp, s->l);
+    struct tt_side *sides[] = {s, k, NULL};
+    for (int i = 0; i < n; i++) {
+        if (gv_tp_connect(k->tp, "127.0.0.1", s->port, &c[i]) != GV_OK)
+            return -1;
+        tt_track(k, c[i]);
+        struct want_accepts wa = {s, i + 1};
+        if (!tt_run(sides, have_accepts, &wa, TIMEOUT_MS))
+            return -1;
+    }
+    return 0;
+}
+
+static int never(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+struct want_headers {
+    int i, n;
+};
+static int have_headers(void *arg)
+{
+    struct want_headers *w = arg;
+    return dctl.headers[w->i] >= w->n;
+}
+
+/* A message deferred on one connection while another goes on; the deferred one is resumed
+ * from the other's on_msg and arrives after it, intact, with the message queued behind it.
+ * Deferred for twice the server's I/O timeout, it is not closed. */
+static void test_defer_order(void)
+{
+    struct tt_side s, k;
+    struct gv_conn *c[2];
+    struct gv_tp_config scfg = small_cfg();
+    static struct tt_msg m[3];
+    uint8_t *big = malloc(150000), *small = malloc(3000);
+    scfg.io_timeout_ms = 300;
+    if (big == NULL || small == NULL || defer_pair(&s, &k, &scfg, 150000, c, 2) != 0) {
+        GV_CHECK_MSG(0, "%s: defer set-up failed", backend);
+        goto out;
+    }
+    struct tt_side *sides[] = {&s, &k, NULL};
+    dctl.defer[1] = 1;
+    tt_fill(big, 150000, 0);
+    GV_CHECK(tt_send(c[1], &m[0], 0, 0, big, 150000, 2) >= 0); /* rendezvous on RDMA */
+    tt_fill(small, 500, 1);
+    GV_CHECK(tt_send(c[1], &m[1], 1, 0, small, 500, 1) >= 0); /* queued behind it */
+    (void)tt_run(sides, never, NULL, 700);
+    GV_CHECK_EQ(dctl.headers[1], 1);
+    GV_CHECK_EQ(s.conns[1].msgs, 0);
+    GV_CHECK_EQ(s.conns[1].closes, 0); /* not timed out while deferred */
+    GV_CHECK_EQ(tt_open_conns(&s), 2);
+    dctl.resume_on_msg = s.conns[1].c;
+    static uint8_t other[3000];
+    tt_fill(other, 3000, 0);
+    GV_CHECK(tt_send(c[0], &m[2], 0, 0, other, 3000, 1) >= 0);
+    struct want_msgs w = {&s, 3};
+    GV_CHECK(tt_run(sides, have_msgs, &w, TIMEOUT_MS));
+    GV_CHECK_OK(dctl.resume_status);
+    GV_CHECK_EQ(dctl.n_order, 3);
+    GV_CHECK(dctl.order[0] == 0 && dctl.order[1] == 1 && dctl.order[2] == 1);
+    GV_CHECK_EQ(dctl.headers[1], 3);
+    GV_CHECK_EQ(dctl.bad_resume, 0);
+    GV_CHECK_EQ(s.bad_order + s.bad_payload, 0);
+    struct tt_side *ks[] = {&k, &s, NULL};
+    for (int i = 0; i < 3; i++) {
+        GV_CHECK(tt_run(ks, msg_done, &m[i], TIMEOUT_MS));
+        GV_CHECK_OK(m[i].status);
+    }
+    GV_CHECK_EQ(s.conns[0].closes + s.conns[1].closes, 0);
+out:
+    tt_side_cleanup(&k);
+    tt_side_cleanup(&s);
+    free(big);
+    free(small);
+}
+
+/* Several deferrals in a row (each resume brings on_header back for the same message),
+ * resumed from outside the callbacks; resuming twice, or with nothing deferred, is a no-op. */
+static void test_defer_repeated(void)
+{
+    struct tt_side s, k;
+    struct gv_conn *c;
+    struct gv_tp_config scfg = small_cfg();
+    static struct tt_msg m[3];
+    static uint8_t b0[700], b2[900];
+    uint8_t *b1 = malloc(150000);
+    if (b1 == NULL || defer_pair(&s, &k, &scfg, 150000, &c, 1) != 0) {
+        GV_CHECK_MSG(0, "%s: defer set-up failed", backend);
+        goto out;
+    }
+    struct tt_side *sides[] = {&s, &k, NULL};
+    GV_CHECK_OK(gv_tp_conn_resume_recv(s.conns[0].c)); /* nothing deferred */
+    dctl.defer[0] = 1;
+    tt_fill(b0, sizeof(b0), 0);
+    tt_fill(b1, 150000, 1);
+    tt_fill(b2, sizeof(b2), 2);
+    tt_send(c, &m[0], 0, 0, b0, sizeof(b0), 1);
+    tt_send(c, &m[1], 1, 0, b1, 150000, 3);
+    tt_send(c, &m[2], 2, 0, b2, sizeof(b2), 2);
+    struct want_headers wh = {0, 1};
+    GV_CHECK(tt_run(sides, have_headers, &wh, TIMEOUT_MS));
+    for (int round = 0; round < 3; round++) {
+        GV_CHECK_OK(gv_tp_conn_resume_recv(s.conns[0].c));
+        GV_CHECK_EQ(dctl.headers[0], 1 + round); /* not from inside the call */
+        wh.n = 2 + round;
+        GV_CHECK(tt_run(sides, have_headers, &wh, TIMEOUT_MS));
+        GV_CHECK_EQ(s.msgs, 0);
+    }
+    dctl.defer[0] = 0;
+    GV_CHECK_OK(gv_tp_conn_resume_recv(s.conns[0].c));
+    GV_CHECK_OK(gv_tp_conn_resume_recv(s.conns[0].c));
+    struct want_msgs w = {&s, 3};
+    GV_CHECK(tt_run(sides, have_msgs, &w, TIMEOUT_MS));
+    GV_CHECK_EQ(dctl.headers[0], 1 + 3 + 3); /* deferred, deferred again 3 times, 3 taken */
+    GV_CHECK_EQ(dctl.bad_resume, 0);
+    GV_CHECK_EQ(s.bad_order + s.bad_payload, 0);
+    GV_CHECK_OK(gv_tp_conn_resume_recv(s.conns[0].c)); /* nothing deferred again */
+out:
+    tt_side_cleanup(&k);
+    tt_side_cleanup(&s);
+    free(b1);
+}
+
+/* The receiver closes while a message is deferred: on_close once (resume from it says
+ * closed), on_header never again; the sender's pending send fails once and it sees the
+ * close. */
+static void test_defer_close(void)
+{
+    struct tt_side s, k;
+    struct gv_conn *c;
+    struct gv_tp_config scfg = small_cfg();
+    static struct tt_msg m;
+    size_t len = 16u << 20; /* more than any socket buffer: still pending on TCP too */
+    uint8_t *big = malloc(len);
+    if (big == NULL || defer_pair(&s, &k, &scfg, 4096, &c, 1) != 0) {
+        GV_CHECK_MSG(0, "%s: defer set-up failed", backend);
+        goto out;
+    }
+    struct tt_side *sides[] = {&s, &k, NULL};
+    dctl.defer[0] = 1;
+    tt_fill(big, len, 0);
+    GV_CHECK_STATUS(tt_send(c, &m, 0, 0, big, len, 1), GV_INPROGRESS);
+    struct want_headers wh = {0, 1};
+    GV_CHECK(tt_run(sides, have_headers, &wh, TIMEOUT_MS));
+    (void)tt_run(sides, never, NULL, 100);
+    GV_CHECK_EQ(m.done, 0);
+    dctl.resume_in_close = 1;
+    gv_tp_conn_close(s.conns[0].c);
+    GV_CHECK_EQ(s.conns[0].closes, 1);
+    GV_CHECK_STATUS(s.conns[0].reason, GV_OK);
+    GV_CHECK_STATUS(dctl.close_resume, GV_ERR_CLOSED);
+    struct want_closed wc = {&k, 1};
+    GV_CHECK(tt_run(sides, have_closed, &wc, TIMEOUT_MS));
+    GV_CHECK_EQ(m.cbs, 1);
+    GV_CHECK(m.status != GV_OK);
+    GV_CHECK_EQ(k.conns[0].closes, 1);
+    GV_CHECK(k.conns[0].reason != GV_OK);
+    GV_CHECK_EQ(dctl.headers[0], 1);
+    GV_CHECK_EQ(s.msgs, 0);
+    (void)tt_run(sides, never, NULL, 50);
+    GV_CHECK_EQ(s.conns[0].closes + k.conns[0].closes, 2); /* exactly once each */
+out:
+    tt_side_cleanup(&k);
+    tt_side_cleanup(&s);
+    free(big);
+}
+
+/* A deferring receiver holds its sender back (flow control: socket buffers on TCP, credits on
+ * RDMA): sends end in GV_ERR_AGAIN; after the resume every message arrives, in order, intact,
+ * and every send completes. */
+static void test_defer_backpressure(void)
+{
+    enum { MAXN = 6000, LEN = 2000 };
+    struct tt_side s, k;
+    struct gv_conn *c;
+    struct gv_tp_config scfg = small_cfg();
+    struct tt_msg *m = calloc(MAXN, sizeof(*m));
+    uint8_t *bufs = malloc((size_t)MAXN * LEN);
+    scfg.sock_buf_bytes = 256 << 10; /* both ends: TCP fills up after about 1 MiB */
+    if (m == NULL || bufs == NULL || defer_pair(&s, &k, &scfg, LEN, &c, 1) != 0) {
+        GV_CHECK_MSG(0, "%s: defer set-up failed", backend);
+        goto out;
+    }
+    struct tt_side *sides[] = {&s, &k, NULL};
+    dctl.defer[0] = 1;
+    int n = 0, again = 0;
+    uint64_t t0 = gv_now_ns(), again_since = 0;
+    while (n < MAXN && tt_ms_since(t0) < 5000) {
+        uint8_t *b = bufs + (size_t)n * LEN;
+        tt_fill(b, LEN, (uint64_t)n);
+        gv_status_t st = tt_send(c, &m[n], (uint64_t)n, 0, b, LEN, 1);
+        if (st == GV_OK || st == GV_INPROGRESS) {
+            n++;
+            again_since = 0;
+            continue;
+        }
+        GV_CHECK_STATUS(st, GV_ERR_AGAIN);
+        if (st != GV_ERR_AGAIN)
+            break;
+        if (again_since == 0)
+            again_since = gv_now_ns();
+        else if (tt_ms_since(again_since) > 200) { /* stays full: the receiver holds it */
+            again = 1;
+            break;
+        }
+        gv_tp_progress(k.tp, 1);
+        gv_tp_progress(s.tp, 0);
+    }
+    GV_CHECK_MSG(again, "%s: %d sends to a deferring receiver never pushed back", backend, n);
+    GV_CHECK_EQ(s.msgs, 0);
+    GV_CHECK_EQ(dctl.headers[0], 1);
+    dctl.defer[0] = 0;
+    GV_CHECK_OK(gv_tp_conn_resume_recv(s.conns[0].c));
+    struct want_msgs w = {&s, (uint64_t)n};
+    GV_CHECK(tt_run(sides, have_msgs, &w, TIMEOUT_MS));
+    GV_CHECK_EQ(s.msgs, n);
+    GV_CHECK_EQ(s.bad_order + s.bad_payload, 0);
+    struct tt_side *ks[] = {&k, &s, NULL};
+    for (int i = 0; i < n; i++) {
+        if (!tt_run(ks, msg_done, &m[i], TIMEOUT_MS) || m[i].status != GV_OK) {
+            GV_CHECK_MSG(0, "%s: send %d: %s", backend, i, gv_status_str(m[i].status));
+            break;
+        }
+    }
+    GV_CHECK_EQ(s.conns[0].closes, 0);
+out:
+    tt_side_cleanup(&k);
+    tt_side_cleanup(&s);
+    free(m);
+    free(bufs);
+}
+
 /* Address helpers (backend independent). */
 static void test_addr_helpers(void)
 {
@@ -484,6 +811,14 @@ int main(int argc, char **argv)
         test_refusals();
         test_many_conns();
         test_alloc_failures();
+        if (gv_tp_find(backend)->caps & GV_TP_CAP_DEFER_RECV) {
+            test_defer_order();
+            test_defer_repeated();
+            test_defer_close();
+            test_defer_backpressure();
+        } else {
+            printf("backend %s: no deferred receive: its tests skipped\n", backend);
+        }
         printf("backend %s: %s\n", backend, gv_check_failed_ == before ? "ok" : "FAILED");
         ran++;
     }

@@ -8,7 +8,15 @@
  * bytes of every iteration, both ways, equal the encoder's planned sizes plus the headers, and
  * equal what the transport itself moved. Dense, static top-k, fp16 values, GraVAC with changing
  * levels, random-k, DGC and Redsync (variable counts), and periodic resyncs; and pushes without
- * entries (every kept entry in the other shard) that reach a server before their turn. */
+ * entries (every kept entry in the other shard) that reach a server before their turn.
+ * With the argument "cuda" (test_worker_runtime_cuda) the workers' replicas are GPU memory:
+ * gradients uploaded, compression and the optimizer step on the GPU, and the same bitwise
+ * reference (exact top-k, host-drawn random-k and DGC samples, and an optimizer kernel that
+ * rounds as the CPU does give the same bits); Redsync is left out there (its mean of |x| is
+ * summed on the GPU in another order, so a threshold can land elsewhere). SKIP (77) without a
+ * GPU or without CUDA in the build. With "mirror" (test_worker_runtime_mirror) the GPU worker's
+ * data path runs on the CPU backend (host_mirrors): replicas apart from the host mirrors, every
+ * copy through the backend, so that path is checked on every machine. */
 #include "check.h"
 #include "gv_worker.h"
 
@@ -22,6 +30,10 @@
 #define W 3
 #define ITERS 14
 #define MAXT 16
+
+/* where the workers' replicas are: host memory, or behind host mirrors on the GPU or (to test
+ * that path anywhere) on the CPU backend */
+static enum { MODE_HOST, MODE_MIRROR, MODE_CUDA } mode;
 
 struct harness {
     struct gv_job job;
@@ -97,6 +109,24 @@ static void *srv_thread(void *p)
     return NULL;
 }
 
+/* The replica behind mirrors: its own backend and vectors, starting from the host ones. */
+static gv_status_t wk_device(struct harness *h, int w, struct gv_nn_backend **be,
+                             struct gv_buf *dv, struct gv_worker_model *m)
+{
+    size_t bytes = h->P * sizeof(float);
+    gv_status_t status = gv_nn_backend_create(mode == MODE_CUDA ? GV_NN_CUDA : GV_NN_CPU, 1, be);
+    if (status == GV_OK)
+        status = gv_buf_alloc(dv, 3 * bytes, mode == MODE_CUDA ? GV_MEM_DEVICE : GV_MEM_HOST);
+    if (status != GV_OK)
+        return status;
+    m->params = dv->ptr;
+    m->grads = m->params + h->P;
+    m->momentum = m->grads + h->P;
+    m->be = *be;
+    status = gv_nn_backend_upload(*be, m->params, h->params[w], bytes);
+    return status == GV_OK ? gv_nn_backend_upload(*be, m->momentum, h->mom[w], bytes) : status;
+}
+
 static void *wk_thread(void *p)
 {
     struct wk_arg *a = p;
@@ -106,16 +136,23 @@ static void *wk_thread(void *p)
                                 .momentum = h->mom[w], .numel = h->P, .n_tensors = h->T,
                                 .tensor_numel = h->numel, .names = (const char(*)[24])h->names};
     struct gv_worker_config wc = {.job = &h->job, .cluster = &h->wcl[w], .secret = &h->secret,
-                                  .cmp_threads = 1, .verify_every = 1};
+                                  .cmp_threads = 1, .verify_every = 1,
+                                  .host_mirrors = mode == MODE_MIRROR};
     struct gv_worker *wk = NULL;
-    gv_status_t status = gv_worker_create(&wc, &m, &wk);
+    struct gv_nn_backend *be = NULL;
+    struct gv_buf dv = {0};
+    size_t bytes = h->P * sizeof(float);
+    bool mirrored = mode != MODE_HOST;
+    gv_status_t status = mirrored ? wk_device(h, w, &be, &dv, &m) : GV_OK;
+    if (status == GV_OK)
+        status = gv_worker_create(&wc, &m, &wk);
     h->w_status[w] = status;
-    if (status != GV_OK)
-        return NULL;
-    for (int i = 0; i < ITERS; i++) {
+    for (int i = 0; status == GV_OK && i < ITERS; i++) {
         gen_grad(h->grads[w], h->P, w, i);
         if (w == 0 && h->delay_w0_ms > 0)
             usleep((useconds_t)h->delay_w0_ms * 1000u);
+        if (mirrored && (status = gv_nn_backend_upload(be, m.grads, h->grads[w], bytes)) != GV_OK)
+            break;
         struct gv_worker_step_in in = {.loss = 1.0 + w, .compute_s = 0.001, .samples = 32};
         status = gv_worker_step(wk, &in, &h->out[w][i]);
         if (status != GV_OK || h->out[w][i].stop)
@@ -123,9 +160,19 @@ static void *wk_thread(void *p)
         h->steps[w]++;
     }
     h->w_status[w] = status;
-    gv_worker_finish(wk, (uint64_t)h->steps[w]);
-    gv_worker_get_summary(wk, &h->sum[w]);
-    gv_worker_destroy(wk);
+    if (wk != NULL) {
+        gv_worker_finish(wk, (uint64_t)h->steps[w]);
+        gv_worker_get_summary(wk, &h->sum[w]);
+        gv_worker_destroy(wk);
+    }
+    if (mirrored && status == GV_OK) { /* the reference checks the host copies */
+        status = gv_nn_backend_download(be, h->params[w], m.params, bytes);
+        if (status == GV_OK)
+            status = gv_nn_backend_download(be, h->mom[w], m.momentum, bytes);
+        h->w_status[w] = status;
+    }
+    gv_buf_free(&dv);
+    gv_nn_backend_destroy(be);
     return NULL;
 }
 
@@ -448,8 +495,22 @@ static void run_case(const char *what, int argc, char **argv, int want_levels_ch
     run_case_delayed(what, argc, argv, want_levels_changed, 0, 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
+        struct gv_nn_backend *be = NULL;
+        int ndev = 0;
+        gv_status_t st = gv_nn_backend_create(GV_NN_CUDA, 0, &be);
+        gv_nn_backend_destroy(be);
+        if (st == GV_OK)
+            st = gv_cmp_cuda_probe(&ndev);
+        if (st == GV_ERR_UNSUPPORTED || st == GV_ERR_NODEV)
+            GV_SKIP("no GPU worker possible here (%s)", gv_status_str(st));
+        GV_CHECK_OK(st);
+        mode = MODE_CUDA;
+    }
+    if (argc > 1 && strcmp(argv[1], "mirror") == 0)
+        mode = MODE_MIRROR;
     char *dense[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "dense",
                      "--lr", "0.1", "--weight-decay", "0.001"};
     run_case("dense", 11, dense, 0);
@@ -471,7 +532,8 @@ int main(void)
     run_case("static CF 20, DGC (variable counts)", 11, dgc, 0);
     char *rs[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "gravac-exp",
                   "--window", "3", "--epsilon", "0.2", "--compressor", "redsync"};
-    run_case("gravac, Redsync", 13, rs, 0);
+    if (mode != MODE_CUDA)
+        run_case("gravac, Redsync", 13, rs, 0);
     /* one entry per tensor: server 0's shard lies inside fc1.w, so a worker whose fc1.w entry
      * falls in server 1's part pushes nothing to server 0; worker 0 is late, so those empty
      * pushes (which the transport delivers without asking on_header) arrive before their turn */
