@@ -126,6 +126,10 @@ struct bt_iter {
     double cf;
     uint8_t level;      /* 0 dense, 1 floor, 2 candidate */
     uint64_t up, down;  /* bytes of this iteration, summed over the workers */
+    /* worker 0's split of the iteration: forward/backward; compression and pushing as the
+     * shards complete; waiting for every server's update (network, the other ranks, the
+     * servers, applying the updates) */
+    float compute_s, compress_s, wait_s;
 };
 
 struct bt_cf_count {
@@ -154,6 +158,7 @@ struct bt_result {
     int n_hist;
     uint64_t cf_changes, n_dense, n_floor, n_cand;
     double mean_cf;             /* over iterations */
+    double compute_s, compress_s, wait_s; /* worker 0, sums over the run (see bt_iter) */
     struct bt_eval *ev;
     size_t n_ev;
     struct bt_iter *it;
@@ -201,6 +206,8 @@ struct bt_agg {
     double up_mean, down_mean;                /* whole run, all workers */
     double up_t_mean, down_t_mean;            /* to the target */
     double cf_mean;
+    double ms_it, compute_ms, compress_ms, wait_ms; /* per iteration, worker 0 */
+    double up_it, down_it;                    /* bytes per iteration and worker */
 };
 void bt_aggregate(const struct bt_opts *o, const struct bt_result *rs, int n, const char *rate,
                   int method, struct bt_agg *a);

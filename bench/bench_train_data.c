@@ -109,7 +109,9 @@ static gv_status_t data_worker(struct bt_result *r, const char *path, int rank, 
             double it = data_num(o, "iter", &ok), up = data_num(o, "bytes_sent", &ok),
                    down = data_num(o, "bytes_recv", &ok);
             if (rank == 0) {
-                double ts = data_num(o, "train_s", &ok), cf = data_num(o, "cf", &ok);
+                double ts = data_num(o, "train_s", &ok), cf = data_num(o, "cf", &ok),
+                       tc = data_num(o, "compute_s", &ok), tz = data_num(o, "compress_s", &ok),
+                       tw = data_num(o, "comm_s", &ok);
                 const cJSON *lv = cJSON_GetObjectItem(o, "level");
                 ok = ok && cJSON_IsString(lv) && it == (double)r->n_it;
                 if (ok && (status = data_grow((void **)&r->it, it_cap, r->n_it,
@@ -118,7 +120,8 @@ static gv_status_t data_worker(struct bt_result *r, const char *path, int rank, 
                     r->it[r->n_it++] = (struct bt_iter){
                         .train_s = ts, .cf = cf,
                         .level = strcmp(l, "dense") == 0 ? 0 : strcmp(l, "floor") == 0 ? 1 : 2,
-                        .up = (uint64_t)up, .down = (uint64_t)down};
+                        .up = (uint64_t)up, .down = (uint64_t)down, .compute_s = (float)tc,
+                        .compress_s = (float)tz, .wait_s = (float)tw};
                 }
             } else {
                 ok = ok && it == (double)n_iter && n_iter < r->n_it;
@@ -193,6 +196,9 @@ static void data_derive(struct bt_result *r, double target, const double *also, 
             r->up_target += x->up;
             r->down_target += x->down;
         }
+        r->compute_s += x->compute_s;
+        r->compress_s += x->compress_s;
+        r->wait_s += x->wait_s;
         r->n_dense += x->level == 0;
         r->n_floor += x->level == 1;
         r->n_cand += x->level == 2;

@@ -33,7 +33,6 @@ int bt_method_dense(const struct bt_opts *o)
 void bt_aggregate(const struct bt_opts *o, const struct bt_result *rs, int n, const char *rate,
                   int method, struct bt_agg *a)
 {
-    (void)o;
     memset(a, 0, sizeof(*a));
     a->time_min = a->iter_min = a->acc_min = INFINITY;
     a->time_max = a->iter_max = a->acc_max = -INFINITY;
@@ -49,6 +48,13 @@ void bt_aggregate(const struct bt_opts *o, const struct bt_result *rs, int n, co
         a->up_mean += (double)r->up_bytes;
         a->down_mean += (double)r->down_bytes;
         a->cf_mean += r->mean_cf;
+        double its = (double)GV_MAX(r->iters, 1);
+        a->ms_it += 1e3 * r->train_s / its;
+        a->compute_ms += 1e3 * r->compute_s / its;
+        a->compress_ms += 1e3 * r->compress_s / its;
+        a->wait_ms += 1e3 * r->wait_s / its;
+        a->up_it += (double)r->up_bytes / its / o->workers;
+        a->down_it += (double)r->down_bytes / its / o->workers;
         if (r->target_iter < 0)
             continue;
         a->n_reached++;
@@ -67,6 +73,12 @@ void bt_aggregate(const struct bt_opts *o, const struct bt_result *rs, int n, co
         a->up_mean /= a->n_ok;
         a->down_mean /= a->n_ok;
         a->cf_mean /= a->n_ok;
+        a->ms_it /= a->n_ok;
+        a->compute_ms /= a->n_ok;
+        a->compress_ms /= a->n_ok;
+        a->wait_ms /= a->n_ok;
+        a->up_it /= a->n_ok;
+        a->down_it /= a->n_ok;
     }
     if (a->n_reached > 0) {
         a->time_mean /= a->n_reached;
@@ -137,7 +149,8 @@ gv_status_t bt_write_csv(const struct bt_opts *o, const struct bt_result *rs, in
     fprintf(f, "rate,method,repeat,seed,status,iterations,train_s,ms_per_iter,samples_per_s,"
                "final_accuracy,best_accuracy,target,target_iter,target_train_s,target_wall_s,"
                "up_bytes,down_bytes,up_bytes_to_target,down_bytes_to_target,mean_cf,cf_changes,"
-               "iters_dense,iters_floor,iters_candidate,iters_per_cf\n");
+               "iters_dense,iters_floor,iters_candidate,iters_per_cf,compute_ms_per_iter,"
+               "compress_ms_per_iter,wait_ms_per_iter\n");
     for (int i = 0; i < n; i++) {
         const struct bt_result *r = &rs[i];
         char hist[600];
@@ -145,7 +158,7 @@ gv_status_t bt_write_csv(const struct bt_opts *o, const struct bt_result *rs, in
         fprintf(f, "%s,%s,%d,%llu,%s,", r->rate, o->methods[r->method].label, r->repeat,
                 (unsigned long long)r->seed, r->ok ? "ok" : "failed");
         if (!r->ok) {
-            fprintf(f, ",,,,,,%.4f,,,,,,,,,,,,,\n", o->target);
+            fprintf(f, ",,,,,,%.4f,,,,,,,,,,,,,,,,\n", o->target);
             continue;
         }
         fprintf(f, "%llu,%.3f,%.3f,%.1f,%.4f,%.4f,%.4f,", (unsigned long long)r->iters,
@@ -163,9 +176,11 @@ gv_status_t bt_write_csv(const struct bt_opts *o, const struct bt_result *rs, in
                     (unsigned long long)r->down_target);
         else
             fprintf(f, ",,");
-        fprintf(f, "%.3f,%llu,%llu,%llu,%llu,%s\n", r->mean_cf,
+        double its = (double)GV_MAX(r->iters, 1);
+        fprintf(f, "%.3f,%llu,%llu,%llu,%llu,%s,%.3f,%.3f,%.3f\n", r->mean_cf,
                 (unsigned long long)r->cf_changes, (unsigned long long)r->n_dense,
-                (unsigned long long)r->n_floor, (unsigned long long)r->n_cand, hist);
+                (unsigned long long)r->n_floor, (unsigned long long)r->n_cand, hist,
+                1e3 * r->compute_s / its, 1e3 * r->compress_s / its, 1e3 * r->wait_s / its);
     }
     if (fclose(f) != 0) {
         gv_log(GV_LOG_ERROR, "bench: cannot write %s: %s", path, strerror(errno));
@@ -208,6 +223,12 @@ static cJSON *out_run_json(const struct bt_opts *o, const struct bt_result *r)
     cJSON_AddNumberToObject(j, "down_bytes", (double)r->down_bytes);
     cJSON_AddNumberToObject(j, "mean_cf", r->mean_cf);
     cJSON_AddNumberToObject(j, "cf_changes", (double)r->cf_changes);
+    double its = (double)GV_MAX(r->iters, 1);
+    cJSON *sp = cJSON_AddObjectToObject(j, "worker0_ms_per_iter");
+    cJSON_AddNumberToObject(sp, "total", 1e3 * r->train_s / its);
+    cJSON_AddNumberToObject(sp, "compute", 1e3 * r->compute_s / its);
+    cJSON_AddNumberToObject(sp, "compress_and_push", 1e3 * r->compress_s / its);
+    cJSON_AddNumberToObject(sp, "wait_for_updates", 1e3 * r->wait_s / its);
     cJSON *at = cJSON_AddArrayToObject(j, "also_targets");
     for (int k = 0; k < o->n_also; k++) {
         cJSON *x = cJSON_CreateObject();
@@ -270,6 +291,12 @@ static cJSON *out_agg_json(const struct bt_agg *a)
         cJSON_AddNumberToObject(j, "up_bytes_mean", a->up_mean);
         cJSON_AddNumberToObject(j, "down_bytes_mean", a->down_mean);
         cJSON_AddNumberToObject(j, "mean_cf", a->cf_mean);
+        cJSON_AddNumberToObject(j, "ms_per_iter", a->ms_it);
+        cJSON_AddNumberToObject(j, "compute_ms_per_iter", a->compute_ms);
+        cJSON_AddNumberToObject(j, "compress_ms_per_iter", a->compress_ms);
+        cJSON_AddNumberToObject(j, "wait_ms_per_iter", a->wait_ms);
+        cJSON_AddNumberToObject(j, "up_bytes_per_iter_worker", a->up_it);
+        cJSON_AddNumberToObject(j, "down_bytes_per_iter_worker", a->down_it);
     }
     return j;
 }
@@ -374,8 +401,10 @@ static void out_bytes(double b, char *buf, size_t len)
 {
     if (b >= 1024.0 * 1048576.0)
         snprintf(buf, len, "%.2f GiB", b / (1024.0 * 1048576.0));
-    else
+    else if (b >= 1048576.0)
         snprintf(buf, len, "%.1f MiB", b / 1048576.0);
+    else
+        snprintf(buf, len, "%.1f KiB", b / 1024.0);
 }
 
 static void out_timeline(const struct bt_opts *o, const struct bt_result *rs, int n,
@@ -434,6 +463,27 @@ static void out_also(const struct bt_opts *o, const struct bt_result *rs, int n,
     }
 }
 
+/* Where an iteration's time goes (worker 0) and what one worker moves per iteration. */
+static void out_split(const struct bt_opts *o, const struct bt_result *rs, int n,
+                      const char *rate)
+{
+    printf("per iteration (worker 0; means over the repeats): ms = compute + compress&push + "
+           "wait for the updates; bytes per worker\n%-12s %-8s %-8s %-9s %-8s %-11s %-11s %s\n",
+           "method", "ms", "compute", "compress", "wait", "up", "down", "down/up");
+    for (int m = 0; m < o->n_methods; m++) {
+        struct bt_agg a;
+        bt_aggregate(o, rs, n, rate, m, &a);
+        if (a.n_ok == 0)
+            continue;
+        char up[24], down[24];
+        out_bytes(a.up_it, up, sizeof(up));
+        out_bytes(a.down_it, down, sizeof(down));
+        printf("%-12s %-8.1f %-8.2f %-9.2f %-8.1f %-11s %-11s %.2f\n", o->methods[m].label,
+               a.ms_it, a.compute_ms, a.compress_ms, a.wait_ms, up, down,
+               a.up_it > 0 ? a.down_it / a.up_it : 0);
+    }
+}
+
 void bt_print_summary(const struct bt_opts *o, const struct bt_result *rs, int n)
 {
     for (int ri = 0; ri < o->n_rates; ri++) {
@@ -465,6 +515,7 @@ void bt_print_summary(const struct bt_opts *o, const struct bt_result *rs, int n
                    a.cf_mean, tl);
         }
         out_also(o, rs, n, rate);
+        out_split(o, rs, n, rate);
         for (int m = 0; m < o->n_methods; m++) {
             if (!bt_method_is_gravac(o, m))
                 continue;

@@ -98,6 +98,14 @@ static void check_run(const cJSON *r, const char *method)
     }
     GV_CHECK(bt_num(r, "up_bytes") > 0 && bt_num(r, "down_bytes") > 0);
     GV_CHECK(bt_num(r, "samples_per_s") > 0);
+    /* worker 0's split of an iteration: every part measured, together within the iteration */
+    const cJSON *sp = cJSON_GetObjectItem(r, "worker0_ms_per_iter");
+    double tot = bt_num(sp, "total"), cpu = bt_num(sp, "compute"),
+           cmp = bt_num(sp, "compress_and_push"), wait = bt_num(sp, "wait_for_updates");
+    GV_CHECK_NEAR(tot, 1e3 * bt_num(r, "train_s") / 30, 1e-9, 1e-9);
+    GV_CHECK(cpu > 0 && cmp > 0 && wait > 0);
+    GV_CHECK_MSG(cpu + cmp + wait <= tot, "%s: split %g + %g + %g ms > %g ms per iteration",
+                 method, cpu, cmp, wait, tot);
     /* --also-targets 0.2,50: 50 (a percentage) is the target itself; 0.2 comes no later */
     const cJSON *at = cJSON_GetObjectItem(r, "also_targets");
     GV_CHECK_EQ(cJSON_GetArraySize(at), 2);
@@ -130,7 +138,7 @@ static void check_outputs(const char *out, bool netns)
     char path[700];
     int rows = 0;
     snprintf(path, sizeof(path), "%s/train.csv", out);
-    GV_CHECK_MSG(bt_test_csv(path, 25, &rows), "%s is not a 25-column CSV", path);
+    GV_CHECK_MSG(bt_test_csv(path, 28, &rows), "%s is not a 28-column CSV", path);
     GV_CHECK_EQ(rows, 3);
     snprintf(path, sizeof(path), "%s/train.json", out);
     char *s = bt_test_slurp(path);
