@@ -42,14 +42,19 @@ struct sc_opts {
     char plot_fmt[8];
 };
 
-enum sc_outcome { SC_REACHED = 0, SC_NOT_REACHED, SC_PRUNED, SC_DIVERGED };
+/* diverged: a non-finite or exploding (> 1e3) training loss, or a non-finite validation loss;
+ * stalled: still at chance after a whole epoch (validation error >= 1 - 1.5 / classes), a
+ * network whose ReLUs died after a blow-up. Both stop at once: they cannot win, and a stalled
+ * trial's tiny weights make its steps several times slower than a healthy one's. */
+enum sc_outcome { SC_REACHED = 0, SC_NOT_REACHED, SC_PRUNED, SC_DIVERGED, SC_STALLED };
 
 static const char *sc_outcome_str(enum sc_outcome o)
 {
     return o == SC_REACHED       ? "reached"
            : o == SC_NOT_REACHED ? "not-reached"
            : o == SC_PRUNED      ? "pruned"
-                                 : "diverged";
+           : o == SC_DIVERGED    ? "diverged"
+                                 : "stalled";
 }
 
 struct sc_trial {
@@ -361,6 +366,9 @@ static gv_status_t sc_turn(const struct sc_data *d, struct sc_run *r, struct sc_
         else
             *err_p = 1.0 - ev.accuracy;
         t->best_err = GV_MIN(t->best_err, *err_p);
+        if (t->outcome != SC_DIVERGED && (size_t)t->steps * (size_t)t->b >= d->train.n &&
+            *err_p >= 1.0 - 1.5 / d->train.n_classes)
+            t->outcome = SC_STALLED;
     }
     status = gv_nn_model_get_params(r->m, st->params);
     memcpy(st->mom, mom, r->numel * sizeof(float));
@@ -410,7 +418,7 @@ static gv_status_t sc_stage(const struct sc_opts *o, const struct sc_data *d, st
                 continue;
             double err;
             status = sc_turn(d, r, &st[i], &t[i], &oc[i], at, &err);
-            if (status != GV_OK || t[i].outcome == SC_DIVERGED) {
+            if (status != GV_OK || t[i].outcome == SC_DIVERGED || t[i].outcome == SC_STALLED) {
                 st[i].alive = false;
                 alive--;
                 continue;

@@ -51,7 +51,7 @@ static void check_json(const char *out)
             const char *oc = cJSON_GetStringValue(cJSON_GetObjectItem(t, "outcome"));
             GV_CHECK(oc != NULL && (strcmp(oc, "reached") == 0 || strcmp(oc, "pruned") == 0 ||
                                     strcmp(oc, "not-reached") == 0 ||
-                                    strcmp(oc, "diverged") == 0));
+                                    strcmp(oc, "diverged") == 0 || strcmp(oc, "stalled") == 0));
             if (bt_num(t, "batch") != bt_num(bb, "batch") || oc == NULL ||
                 strcmp(oc, "reached") != 0)
                 continue;
@@ -61,6 +61,35 @@ static void check_json(const char *out)
         }
         GV_CHECK(reached >= 1);
         GV_CHECK_EQ(fewest, bt_num(bb, "steps"));
+    }
+    cJSON_Delete(j);
+}
+
+/* One trial that blows up and ends at chance (B 512, lr 0.3, momentum 0.897; its error was
+ * 0.53 before): stopped as stalled at the first evaluation after one epoch (115.2 steps), not
+ * run to its 2-epoch budget as a not-reached trial. */
+static void check_stalled(const char *prog, const char *dir)
+{
+    char out[600], log[700], path[700];
+    snprintf(out, sizeof(out), "%s/stalled", dir);
+    snprintf(log, sizeof(log), "%s/stalled.log", dir);
+    char *argv[] = {(char *)prog, "scaling", "--batches", "512", "--trials", "1", "--refine",
+                    "0", "--goal-error", "0.05", "--max-epochs", "2", "--val", "1000",
+                    "--lr-range", "0.3,0.301", "--om-range", "0.1,0.11", "--no-plots", "--out",
+                    out, NULL};
+    int rc = bt_test_run(argv, log, 30);
+    GV_CHECK_EQ(rc, 0);
+    snprintf(path, sizeof(path), "%s/scaling.json", out);
+    char *s = bt_test_slurp(path);
+    cJSON *j = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    const cJSON *t = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "trials"), 0);
+    GV_CHECK_MSG(t != NULL, "%s: no trial", path);
+    if (t != NULL) {
+        GV_CHECK_STREQ(cJSON_GetStringValue(cJSON_GetObjectItem(t, "outcome")), "stalled");
+        double steps = bt_num(t, "steps");
+        GV_CHECK_MSG(steps >= 116 && steps < 231, "stalled after %g steps", steps);
+        GV_CHECK(bt_num(t, "best_val_error") < 0.85);
     }
     cJSON_Delete(j);
 }
@@ -93,6 +122,7 @@ int main(int argc, char **argv)
     GV_CHECK_MSG(bt_test_csv(path, 10, &rows), "%s is not a 10-column CSV", path);
     GV_CHECK_EQ(rows, 7);
     check_json(out);
+    check_stalled(prog, out);
     char *s = bt_test_slurp(log);
     GV_CHECK_MSG(s != NULL && strstr(s, "regimes (rule:") != NULL, "no regime report");
     free(s);
