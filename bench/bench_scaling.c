@@ -43,9 +43,11 @@ struct sc_opts {
 };
 
 /* diverged: a non-finite or exploding (> 1e3) training loss, or a non-finite validation loss;
- * stalled: still at chance after a whole epoch (validation error >= 1 - 1.5 / classes), a
- * network whose ReLUs died after a blow-up. Both stop at once: they cannot win, and a stalled
- * trial's tiny weights make its steps several times slower than a healthy one's. */
+ * stalled: still (or again) at chance after a whole epoch and SC_STALL_STEPS steps (validation
+ * error >= 1 - 1.5 / classes): a network whose ReLUs died after a blow-up, or a learning rate
+ * far too small for that batch size. Both stop at once: they cannot win, and a dead network's
+ * steps run several times slower than a healthy one's. */
+#define SC_STALL_STEPS 100
 enum sc_outcome { SC_REACHED = 0, SC_NOT_REACHED, SC_PRUNED, SC_DIVERGED, SC_STALLED };
 
 static const char *sc_outcome_str(enum sc_outcome o)
@@ -93,7 +95,7 @@ static void sc_usage(FILE *f)
             "  --batches LIST       global batch sizes (default 16,32,...,8192)\n"
             "  --trials N           quasi-random trials per batch size (default 8)\n"
             "  --refine N           then N trials around the best one (default 4)\n"
-            "  --goal-error E       validation error to reach (default 0.12)\n"
+            "  --goal-error E       validation error to reach (default 0.14)\n"
             "  --max-epochs E       step budget per trial, in epochs (default 20)\n"
             "  --val N              validation samples, the end of the training file (5000)\n"
             "  --lr-range A,B       learning rates, log scale (default 0.001,3)\n"
@@ -148,7 +150,7 @@ static int sc_parse(int argc, char **argv, struct sc_opts *o)
         {"out", required_argument, NULL, 'o'},      {"plot-format", required_argument, NULL, 'f'},
         {"no-plots", no_argument, NULL, 'P'},       {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    *o = (struct sc_opts){.model = GV_NN_MLP, .trials = 8, .refine = 4, .goal = 0.12,
+    *o = (struct sc_opts){.model = GV_NN_MLP, .trials = 8, .refine = 4, .goal = 0.14,
                           .max_epochs = 20, .val = 5000, .lr_lo = 0.001, .lr_hi = 3,
                           .om_lo = 0.01, .om_hi = 0.5, .seed = 1, .threads = 1,
                           .eval_samples = 2048, .eval_growth = 0.05, .plots = true};
@@ -367,7 +369,7 @@ static gv_status_t sc_turn(const struct sc_data *d, struct sc_run *r, struct sc_
             *err_p = 1.0 - ev.accuracy;
         t->best_err = GV_MIN(t->best_err, *err_p);
         if (t->outcome != SC_DIVERGED && (size_t)t->steps * (size_t)t->b >= d->train.n &&
-            *err_p >= 1.0 - 1.5 / d->train.n_classes)
+            t->steps >= SC_STALL_STEPS && *err_p >= 1.0 - 1.5 / d->train.n_classes)
             t->outcome = SC_STALLED;
     }
     status = gv_nn_model_get_params(r->m, st->params);
@@ -480,14 +482,19 @@ static gv_status_t sc_batch(const struct sc_opts *o, const struct sc_data *d, in
     double l0 = log10(o->lr_lo), l1 = log10(o->lr_hi), m0 = log10(o->om_lo),
            m1 = log10(o->om_hi);
     *best = (struct sc_best){.b = b, .steps = -1};
-    double t0 = gv_now_s();
+    double t0 = gv_now_s(), c_lr = 0, c_mom = 0, c_err = 1.0;
     for (int stage = 1; stage <= 2 && status == GV_OK; stage++) {
         int n = stage == 1 ? o->trials : o->refine;
         if (stage == 2) {
-            if (best->steps < 0 || n == 0)
+            if (best->steps > 0) {
+                c_lr = best->lr;
+                c_mom = best->momentum;
+            }
+            if (c_lr <= 0 || n == 0)
                 break;
-            /* a box a quarter of the range wide on each axis, around the best, clipped */
-            double cl = log10(best->lr), cm = log10(1 - best->momentum);
+            /* a box a quarter of the range wide on each axis, clipped, around the best trial
+             * (none reached the goal: around the lowest validation error) */
+            double cl = log10(c_lr), cm = log10(1 - c_mom);
             double hl = (l1 - l0) / 8, hm = (m1 - m0) / 8;
             l0 = GV_MAX(log10(o->lr_lo), cl - hl);
             l1 = GV_MIN(log10(o->lr_hi), cl + hl);
@@ -505,8 +512,15 @@ static gv_status_t sc_batch(const struct sc_opts *o, const struct sc_data *d, in
         }
         int win = -1;
         status = sc_stage(o, d, &run, t, n, best->steps, &win);
-        for (int i = 0; i < n && status == GV_OK; i++)
+        for (int i = 0; i < n && status == GV_OK; i++) {
             sc_print_trial(&t[i]);
+            if (t[i].outcome != SC_DIVERGED && t[i].outcome != SC_STALLED &&
+                t[i].best_err < c_err) {
+                c_err = t[i].best_err;
+                c_lr = t[i].lr;
+                c_mom = t[i].momentum;
+            }
+        }
         *n_trials += n;
         best->n_trials += n;
         if (status == GV_OK && win >= 0) {

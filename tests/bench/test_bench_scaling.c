@@ -94,6 +94,37 @@ static void check_stalled(const char *prog, const char *dir)
     cJSON_Delete(j);
 }
 
+/* B 8192 with a learning rate far too small (lr 0.0016, momentum 0.68): an epoch is 7.2 steps,
+ * and the error is still near chance after it; that is slow, not dead: the trial runs to its
+ * 2-epoch budget (15 steps). No trial reaches the goal, so the refining trial is placed around
+ * the lowest validation error, and runs too. */
+static void check_slow_large_batch(const char *prog, const char *dir)
+{
+    char out[600], log[700], path[700];
+    snprintf(out, sizeof(out), "%s/slow", dir);
+    snprintf(log, sizeof(log), "%s/slow.log", dir);
+    char *argv[] = {(char *)prog, "scaling", "--batches", "8192", "--trials", "1", "--refine",
+                    "1", "--goal-error", "0.05", "--max-epochs", "2", "--val", "1000",
+                    "--lr-range", "0.0016,0.00161", "--om-range", "0.32,0.33", "--no-plots",
+                    "--out", out, NULL};
+    int rc = bt_test_run(argv, log, 30);
+    GV_CHECK_EQ(rc, 0);
+    snprintf(path, sizeof(path), "%s/scaling.json", out);
+    char *s = bt_test_slurp(path);
+    cJSON *j = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    const cJSON *ts = cJSON_GetObjectItem(j, "trials");
+    GV_CHECK_EQ(cJSON_GetArraySize(ts), 2);
+    for (int i = 0; i < cJSON_GetArraySize(ts); i++) {
+        const cJSON *t = cJSON_GetArrayItem(ts, i);
+        GV_CHECK_EQ(bt_num(t, "stage"), i + 1);
+        GV_CHECK_STREQ(cJSON_GetStringValue(cJSON_GetObjectItem(t, "outcome")), "not-reached");
+        GV_CHECK_EQ(bt_num(t, "steps"), 15);
+        GV_CHECK(bt_num(t, "lr") >= 0.0016 && bt_num(t, "lr") <= 0.00161);
+    }
+    cJSON_Delete(j);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -123,6 +154,7 @@ int main(int argc, char **argv)
     GV_CHECK_EQ(rows, 7);
     check_json(out);
     check_stalled(prog, out);
+    check_slow_large_batch(prog, out);
     char *s = bt_test_slurp(log);
     GV_CHECK_MSG(s != NULL && strstr(s, "regimes (rule:") != NULL, "no regime report");
     free(s);
