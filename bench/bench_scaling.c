@@ -27,6 +27,7 @@ struct sc_opts {
     int batches[SC_MAX_B];
     int n_b;
     int trials, refine;
+    bool transfer;          /* also try the previous batch size's best (lr, 2 lr) */
     double goal;            /* validation error to get below */
     double max_epochs;
     int val;                /* validation samples (end of the training file) */
@@ -95,7 +96,9 @@ static void sc_usage(FILE *f)
             "  --batches LIST       global batch sizes (default 16,32,...,8192)\n"
             "  --trials N           quasi-random trials per batch size (default 8)\n"
             "  --refine N           then N trials around the best one (default 4)\n"
-            "  --goal-error E       validation error to reach (default 0.14)\n"
+            "  --no-transfer        do not also try the previous B's best lr and momentum\n"
+            "                       (and twice that lr) at the next B\n"
+            "  --goal-error E       validation error to reach (default 0.13)\n"
             "  --max-epochs E       step budget per trial, in epochs (default 20)\n"
             "  --val N              validation samples, the end of the training file (5000)\n"
             "  --lr-range A,B       learning rates, log scale (default 0.001,3)\n"
@@ -149,8 +152,9 @@ static int sc_parse(int argc, char **argv, struct sc_opts *o)
         {"eval-growth", required_argument, NULL, 'G'}, {"data-dir", required_argument, NULL, 'd'},
         {"out", required_argument, NULL, 'o'},      {"plot-format", required_argument, NULL, 'f'},
         {"no-plots", no_argument, NULL, 'P'},       {"help", no_argument, NULL, 'h'},
+        {"no-transfer", no_argument, NULL, 'X'},
         {NULL, 0, NULL, 0}};
-    *o = (struct sc_opts){.model = GV_NN_MLP, .trials = 8, .refine = 4, .goal = 0.14,
+    *o = (struct sc_opts){.model = GV_NN_MLP, .trials = 8, .refine = 4, .transfer = true, .goal = 0.13,
                           .max_epochs = 20, .val = 5000, .lr_lo = 0.001, .lr_hi = 3,
                           .om_lo = 0.01, .om_hi = 0.5, .seed = 1, .threads = 1,
                           .eval_samples = 2048, .eval_growth = 0.05, .plots = true};
@@ -187,6 +191,7 @@ static int sc_parse(int argc, char **argv, struct sc_opts *o)
             snprintf(o->plot_fmt, sizeof(o->plot_fmt), "%s", optarg);
             break;
         case 'P': o->plots = false; break;
+        case 'X': o->transfer = false; break;
         case 'h': sc_usage(stdout); exit(0);
         default: return -1;
         }
@@ -194,7 +199,8 @@ static int sc_parse(int argc, char **argv, struct sc_opts *o)
             bad = true;
     }
     if (bad || optind < argc || o->n_b < 1 || o->trials < 1 || o->trials > SC_MAX_TRIALS ||
-        o->refine < 0 || o->trials + o->refine > SC_MAX_TRIALS || !(o->goal > 0 && o->goal < 1) ||
+        o->refine < 0 || o->trials + o->refine + 2 > SC_MAX_TRIALS ||
+        !(o->goal > 0 && o->goal < 1) ||
         !(o->max_epochs > 0 && o->max_epochs <= 1000) || o->val < 100 || o->threads < 1 ||
         o->threads > 64 || o->eval_samples < 1 || !(o->eval_growth >= 0 && o->eval_growth < 1) ||
         o->model == GV_NN_LSTM)
@@ -473,9 +479,13 @@ static void sc_print_trial(const struct sc_trial *t)
     fflush(stdout);
 }
 
-/* Every trial of batch size b (appended to trials[]) and the best one. */
+/* Every trial of batch size b (appended to trials[]) and the best one. prev: the best of a
+ * smaller batch size (NULL: none): its lr and momentum, and the lr doubled (the linear scaling
+ * heuristic), join the first stage as "stage 0" trials, so that a point that worked at B/2 is
+ * not missed at B by the coarse quasi-random search. */
 static gv_status_t sc_batch(const struct sc_opts *o, const struct sc_data *d, int b,
-                            struct sc_trial *trials, int *n_trials, struct sc_best *best)
+                            const struct sc_best *prev, struct sc_trial *trials, int *n_trials,
+                            struct sc_best *best)
 {
     struct sc_run run;
     gv_status_t status = sc_run_init(o, d, b, &run);
@@ -484,7 +494,8 @@ static gv_status_t sc_batch(const struct sc_opts *o, const struct sc_data *d, in
     *best = (struct sc_best){.b = b, .steps = -1};
     double t0 = gv_now_s(), c_lr = 0, c_mom = 0, c_err = 1.0;
     for (int stage = 1; stage <= 2 && status == GV_OK; stage++) {
-        int n = stage == 1 ? o->trials : o->refine;
+        int n_tr = stage == 1 && prev != NULL && o->transfer ? 2 : 0;
+        int n = stage == 1 ? o->trials + n_tr : o->refine;
         if (stage == 2) {
             if (best->steps > 0) {
                 c_lr = best->lr;
@@ -506,6 +517,12 @@ static gv_status_t sc_batch(const struct sc_opts *o, const struct sc_data *d, in
             memset(&t[i], 0, sizeof(t[i]));
             t[i].b = b;
             t[i].stage = stage;
+            if (i >= n - n_tr) { /* transferred from prev */
+                t[i].stage = 0;
+                t[i].lr = GV_MIN(o->lr_hi, prev->lr * (i == n - 1 ? 2.0 : 1.0));
+                t[i].momentum = prev->momentum;
+                continue;
+            }
             /* stage 2 continues the sequence, so its points differ from stage 1's pattern */
             sc_point(i + (stage == 2 ? o->trials : 0), l0, l1, m0, m1, &t[i].lr,
                      &t[i].momentum);
@@ -649,6 +666,7 @@ static gv_status_t sc_write_json(const struct sc_opts *o, const struct sc_trial 
     cJSON_AddNumberToObject(s, "goal_validation_error", o->goal);
     cJSON_AddNumberToObject(s, "trials", o->trials);
     cJSON_AddNumberToObject(s, "refine", o->refine);
+    cJSON_AddBoolToObject(s, "transfer", o->transfer);
     cJSON_AddNumberToObject(s, "max_epochs", o->max_epochs);
     double lr[2] = {o->lr_lo, o->lr_hi}, om[2] = {o->om_lo, o->om_hi};
     cJSON_AddItemToObject(s, "lr_range", cJSON_CreateDoubleArray(lr, 2));
@@ -782,11 +800,12 @@ int gv_bench_scaling_main(int argc, char **argv)
         fclose(lf);
     }
     printf("# gravac-bench scaling: %s%s%s on Fashion-MNIST (%zu train, %zu validation from the "
-           "end of the training file), goal validation error < %.3f; per B %d quasi-random + %d "
+           "end of the training file), goal validation error < %.3f; per B %d quasi-random%s + %d "
            "refining trials over lr [%g, %g], 1-momentum [%g, %g] (log scales), %s momentum, "
            "constant lr, budget %g epochs; %d OpenBLAS thread(s), load %.2f\n",
            gv_nn_model_kind_str(o.model), o.model == GV_NN_MLP ? " " : "",
-           o.model == GV_NN_MLP ? o.widths : "", d.train.n, d.val.n, o.goal, o.trials, o.refine,
+           o.model == GV_NN_MLP ? o.widths : "", d.train.n, d.val.n, o.goal, o.trials,
+           o.transfer ? " + 2 transferred from the previous B (stage 0)" : "", o.refine,
            o.lr_lo, o.lr_hi, o.om_lo, o.om_hi, o.nesterov ? "Nesterov" : "heavy-ball",
            o.max_epochs, o.threads, load[0]);
     struct sc_trial *trials = gv_calloc((size_t)o.n_b * SC_MAX_TRIALS, sizeof(*trials));
@@ -795,9 +814,12 @@ int gv_bench_scaling_main(int argc, char **argv)
     double t0 = gv_now_s();
     gv_status_t status = trials == NULL ? GV_ERR_NOMEM : GV_OK;
     int nb = 0;
+    const struct sc_best *prev = NULL;
     for (int i = 0; i < o.n_b && status == GV_OK; i++) {
-        status = sc_batch(&o, &d, o.batches[i], trials, &nt, &best[i]);
+        status = sc_batch(&o, &d, o.batches[i], prev, trials, &nt, &best[i]);
         nb = i + 1;
+        if (best[i].steps > 0)
+            prev = &best[i];
     }
     if (status == GV_ERR_CLOSED) {
         fprintf(stderr, "gravac-bench scaling: interrupted\n");

@@ -41,7 +41,7 @@ claim)
     args=(train --rates 100mbit --servers 2 --workers 4 --repeats 3 --steps 1000
           --eval-every 20) ;;
 scaling)
-    args=(scaling) ;;
+    args=(scaling --trials 12 --refine 6 --max-epochs 30) ;;
 *) echo "bench-train: unknown configuration '$name'" >&2; exit 2 ;;
 esac
 mkdir -p "$out"

@@ -1,8 +1,10 @@
 /* test_bench_scaling.c: smoke test of `gravac-bench scaling`: two batch sizes, two trials
- * each plus one refining trial, an easy goal, on Fashion-MNIST. Checks the CSV and JSON are
- * well-formed and consistent: every batch size reached the goal, its steps are the fewest of its
- * reached trials, the larger batch needs fewer steps, the perfect-scaling line is anchored at
- * the smallest batch, and the slope and regime follow the documented rule; and the plot. */
+ * each plus one refining trial (and at the second, the first's best transferred), an easy goal,
+ * on Fashion-MNIST. Checks the CSV and JSON are well-formed and consistent: every batch size
+ * reached the goal, its steps are the fewest of its reached trials, the larger batch needs fewer
+ * steps, the transferred trials, the perfect-scaling line is anchored at the smallest batch,
+ * and the slope and regime follow the documented rule; and the plot. Then the stalled and the
+ * slow-large-batch rules on one trial each. */
 #include "bench_test.h"
 
 #include <math.h>
@@ -25,7 +27,7 @@ static void check_json(const char *out)
         return;
     GV_CHECK_NEAR(bt_num(cJSON_GetObjectItem(j, "setup"), "goal_validation_error"), 0.45, 0, 0);
     const cJSON *trials = cJSON_GetObjectItem(j, "trials"), *b = cJSON_GetObjectItem(j, "batches");
-    GV_CHECK_EQ(cJSON_GetArraySize(trials), 6);
+    GV_CHECK_EQ(cJSON_GetArraySize(trials), 8); /* 2 + 1 at B 256; 2 + 2 transferred + 1 */
     GV_CHECK_EQ(cJSON_GetArraySize(b), 2);
     if (cJSON_GetArraySize(b) != 2) {
         cJSON_Delete(j);
@@ -41,6 +43,20 @@ static void check_json(const char *out)
     GV_CHECK_NEAR(slope, log2(s0 / s1) / 3.0, 1e-9, 1e-9);
     GV_CHECK_STREQ(cJSON_GetStringValue(cJSON_GetObjectItem(b0, "regime_to_next")),
                    regime_of(slope));
+    /* B 2048 also tries B 256's best point and twice its lr (capped at the range's 0.3) */
+    int transferred = 0;
+    const cJSON *t0;
+    cJSON_ArrayForEach(t0, trials)
+    {
+        if (bt_num(t0, "stage") != 0)
+            continue;
+        transferred++;
+        GV_CHECK_EQ(bt_num(t0, "batch"), 2048);
+        GV_CHECK_NEAR(bt_num(t0, "momentum"), bt_num(b0, "momentum"), 1e-12, 0);
+        double want = transferred == 1 ? bt_num(b0, "lr") : fmin(0.3, 2 * bt_num(b0, "lr"));
+        GV_CHECK_NEAR(bt_num(t0, "lr"), want, 0, 1e-9);
+    }
+    GV_CHECK_EQ(transferred, 2);
     /* per batch size: its steps are the fewest among its reached trials */
     for (int k = 0; k < 2; k++) {
         const cJSON *bb = cJSON_GetArrayItem(b, k), *t;
@@ -151,7 +167,7 @@ int main(int argc, char **argv)
     int rows = 0;
     snprintf(path, sizeof(path), "%s/scaling.csv", out);
     GV_CHECK_MSG(bt_test_csv(path, 10, &rows), "%s is not a 10-column CSV", path);
-    GV_CHECK_EQ(rows, 7);
+    GV_CHECK_EQ(rows, 9);
     check_json(out);
     check_stalled(prog, out);
     check_slow_large_batch(prog, out);
