@@ -154,7 +154,8 @@ static int sc_parse(int argc, char **argv, struct sc_opts *o)
         {"no-plots", no_argument, NULL, 'P'},       {"help", no_argument, NULL, 'h'},
         {"no-transfer", no_argument, NULL, 'X'},
         {NULL, 0, NULL, 0}};
-    *o = (struct sc_opts){.model = GV_NN_MLP, .trials = 8, .refine = 4, .transfer = true, .goal = 0.13,
+    *o = (struct sc_opts){.model = GV_NN_MLP, .trials = 8, .refine = 4, .transfer = true,
+                          .goal = 0.13,
                           .max_epochs = 20, .val = 5000, .lr_lo = 0.001, .lr_hi = 3,
                           .om_lo = 0.01, .om_hi = 0.5, .seed = 1, .threads = 1,
                           .eval_samples = 2048, .eval_growth = 0.05, .plots = true};
@@ -582,6 +583,40 @@ static int sc_measured(const struct sc_best *best, int n, const struct sc_best *
     return k;
 }
 
+/* The regimes of the measured batch sizes m[0 .. k-1]: perfect scaling over m[0 ..
+ * end_perfect] (the initial run of perfect segments; none when end_perfect = 0), maximal data
+ * parallelism over m[start_max .. k-1] (the final run of flat segments; none when start_max =
+ * k - 1), diminishing returns between them (none when start_max <= end_perfect). */
+struct sc_regimes {
+    const struct sc_best *m[SC_MAX_B];
+    int k, end_perfect, start_max;
+};
+
+static void sc_regimes_of(const struct sc_best *best, int n, struct sc_regimes *g)
+{
+    g->k = sc_measured(best, n, g->m);
+    g->end_perfect = 0;
+    g->start_max = GV_MAX(g->k - 1, 0);
+    while (g->end_perfect + 1 < g->k &&
+           sc_classify(sc_slope(g->m[g->end_perfect], g->m[g->end_perfect + 1])) == SC_PERFECT)
+        g->end_perfect++;
+    while (g->start_max > 0 &&
+           sc_classify(sc_slope(g->m[g->start_max - 1], g->m[g->start_max])) == SC_MAXIMAL)
+        g->start_max--;
+}
+
+/* The span [*lo, *hi] of batch sizes of regime r; false when the measurements show none. */
+static bool sc_regime_span(const struct sc_regimes *g, enum sc_regime r, int *lo, int *hi)
+{
+    int a = r == SC_PERFECT ? 0 : r == SC_DIMINISHING ? g->end_perfect : g->start_max;
+    int b = r == SC_PERFECT ? g->end_perfect : r == SC_DIMINISHING ? g->start_max : g->k - 1;
+    if (g->k < 2 || b <= a)
+        return false;
+    *lo = g->m[a]->b;
+    *hi = g->m[b]->b;
+    return true;
+}
+
 static void sc_print_regimes(const struct sc_best *best, int n, double goal)
 {
     const struct sc_best *m[SC_MAX_B];
@@ -610,25 +645,21 @@ static void sc_print_regimes(const struct sc_best *best, int n, double goal)
         printf("regimes: fewer than two batch sizes reached the goal; none identified\n");
         return;
     }
-    /* the initial run of perfect segments; the final run of flat segments */
-    int end_perfect = 0, start_max = k - 1;
-    while (end_perfect + 1 < k && sc_classify(sc_slope(m[end_perfect], m[end_perfect + 1])) ==
-                                      SC_PERFECT)
-        end_perfect++;
-    while (start_max > 0 && sc_classify(sc_slope(m[start_max - 1], m[start_max])) == SC_MAXIMAL)
-        start_max--;
+    struct sc_regimes g;
+    sc_regimes_of(best, n, &g);
+    int lo, hi;
     printf("regimes (rule: slope >= 0.8 perfect, 0.2..0.8 diminishing, < 0.2 maximal):\n");
-    if (end_perfect > 0)
-        printf("  perfect scaling: B %d .. %d\n", m[0]->b, m[end_perfect]->b);
+    if (sc_regime_span(&g, SC_PERFECT, &lo, &hi))
+        printf("  perfect scaling: B %d .. %d\n", lo, hi);
     else
         printf("  perfect scaling: not seen (from B %d the first doubling already gains less)\n",
                m[0]->b);
-    if (start_max > end_perfect)
-        printf("  diminishing returns: B %d .. %d\n", m[end_perfect]->b, m[start_max]->b);
+    if (sc_regime_span(&g, SC_DIMINISHING, &lo, &hi))
+        printf("  diminishing returns: B %d .. %d\n", lo, hi);
     else
         printf("  diminishing returns: not seen\n");
-    if (start_max < k - 1)
-        printf("  maximal data parallelism: B %d .. %d\n", m[start_max]->b, m[k - 1]->b);
+    if (sc_regime_span(&g, SC_MAXIMAL, &lo, &hi))
+        printf("  maximal data parallelism: B %d .. %d\n", lo, hi);
     else
         printf("  maximal data parallelism: not reached up to B %d\n", m[k - 1]->b);
     fflush(stdout);
@@ -713,6 +744,17 @@ static gv_status_t sc_write_json(const struct sc_opts *o, const struct sc_trial 
         cJSON_AddNumberToObject(x, "trials", best[i].n_trials);
         cJSON_AddItemToArray(ba, x);
     }
+    struct sc_regimes g;
+    sc_regimes_of(best, nb, &g);
+    cJSON *rg = cJSON_AddObjectToObject(root, "regimes");
+    for (int r = SC_PERFECT; r <= SC_MAXIMAL; r++) {
+        int span[2];
+        if (sc_regime_span(&g, (enum sc_regime)r, &span[0], &span[1]))
+            cJSON_AddItemToObject(rg, sc_regime_str((enum sc_regime)r),
+                                  cJSON_CreateIntArray(span, 2));
+        else
+            cJSON_AddNullToObject(rg, sc_regime_str((enum sc_regime)r));
+    }
     char *str = cJSON_Print(root);
     cJSON_Delete(root);
     if (str == NULL)
@@ -762,9 +804,24 @@ static gv_status_t sc_plot(const struct sc_opts *o, const struct sc_best *best, 
                "set logscale xy 2\nset format x '2^{%%L}'\nset format y '2^{%%L}'\n"
                "set xlabel 'global batch size B'\nset ylabel 'steps (best trial)'\n"
                "set key bottom left\n", o->goal, gv_nn_model_kind_str(o->model));
+    /* the regimes, shaded behind the curves and named at the top */
+    struct sc_regimes g;
+    sc_regimes_of(best, nb, &g);
+    static const char *shade[] = {"#d8f0d8", "#f6efcc", "#f6d8d8"};
+    for (int r = SC_PERFECT; r <= SC_MAXIMAL; r++) {
+        int lo, hi;
+        if (!sc_regime_span(&g, (enum sc_regime)r, &lo, &hi))
+            continue;
+        fprintf(f, "set object %d rect from %d, graph 0 to %d, graph 1 behind fc rgb '%s' "
+                   "fs solid 1.0 noborder\nset label %d '%s' at %g, graph 0.97 center front "
+                   "font ',9'\n", r + 1, lo, hi, shade[r], r + 1, sc_regime_str((enum sc_regime)r),
+                sqrt((double)lo * hi));
+    }
     fprintf(f, "plot '%s' using 1:3 with lines dt 2 lw 2 lc rgb '#808080' title 'perfect "
                "scaling', \\\n     '%s' using 1:2 with linespoints pt 7 ps 1 lw 2 "
                "lc rgb '#1f77b4' title 'measured'\n", dat, dat);
+    fprintf(f, "unset object 1\nunset object 2\nunset object 3\nunset label 1\n"
+               "unset label 2\nunset label 3\n");
     fprintf(f, "set title 'Best trial: effective learning rate lr/(1-momentum)'\n"
                "set format y '10^{%%L}'\nset logscale y 10\nset ylabel 'lr / (1 - momentum)'\n"
                "set key top left\n"

@@ -28,7 +28,10 @@ while [ $# -gt 0 ]; do
     esac
 done
 out=${out:-$root/build/bench-results/$name}
-[ -x "$bin/gravac-bench" ] || { echo "bench-train: no $bin/gravac-bench (build first)" >&2; exit 2; }
+if [ ! -x "$bin/gravac-bench" ]; then
+    echo "bench-train: no $bin/gravac-bench (build first)" >&2
+    exit 2
+fi
 
 case $name in
 short-train)

@@ -43,6 +43,24 @@ static void check_json(const char *out)
     GV_CHECK_NEAR(slope, log2(s0 / s1) / 3.0, 1e-9, 1e-9);
     GV_CHECK_STREQ(cJSON_GetStringValue(cJSON_GetObjectItem(b0, "regime_to_next")),
                    regime_of(slope));
+    /* one segment: its regime spans B 256 .. 2048, the other two are absent */
+    const cJSON *rg = cJSON_GetObjectItem(j, "regimes");
+    static const char *names[] = {"perfect scaling", "diminishing returns",
+                                  "maximal data parallelism"};
+    for (int r = 0; r < 3; r++) {
+        const cJSON *span = cJSON_GetObjectItem(rg, names[r]);
+        if (strcmp(names[r], regime_of(slope)) == 0) {
+            const cJSON *lo = cJSON_GetArrayItem(span, 0), *hi = cJSON_GetArrayItem(span, 1);
+            GV_CHECK_MSG(cJSON_GetArraySize(span) == 2 && cJSON_IsNumber(lo) && cJSON_IsNumber(hi),
+                         "no span for %s", names[r]);
+            if (cJSON_IsNumber(lo) && cJSON_IsNumber(hi)) {
+                GV_CHECK_EQ(lo->valuedouble, 256);
+                GV_CHECK_EQ(hi->valuedouble, 2048);
+            }
+        } else {
+            GV_CHECK_MSG(cJSON_IsNull(span), "%s present", names[r]);
+        }
+    }
     /* B 2048 also tries B 256's best point and twice its lr (capped at the range's 0.3) */
     int transferred = 0;
     const cJSON *t0;
