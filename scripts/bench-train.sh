@@ -37,14 +37,7 @@ case $name in
 short-train)
     args=(train --rates 100mbit --servers 2 --workers 4 --repeats 1 --steps 400
           --eval-every 20 --target 0.86 --also-targets 0.80,0.84,0.85,0.87) ;;
-short-epsilon)
-    g="--method gravac-exp --theta-min 10 --theta-max 1000 --omega 0.01 --window 100"
-    args=(train --rates 100mbit --servers 2 --workers 4 --repeats 1 --steps 1000
-          --eval-every 20 --methods dense,static-10,static-100
-          --add-method "gravac-e0.7=$g --epsilon 0.7" --add-method "gravac-e0.3=$g --epsilon 0.3"
-          --add-method "gravac-e0.1=$g --epsilon 0.1" --add-method "gravac-e0.02=$g --epsilon 0.02")
-    ;;
-scaling)
+short-scaling)
     args=(scaling --batches 64,256,1024,4096 --trials 4 --refine 2 --max-epochs 5
           --goal-error 0.14) ;;
 claim)
