@@ -13,6 +13,10 @@ static const struct gv_bench_cmd cmds[] = {
     {"nn", "model training samples/s per backend (nn/)", gv_bench_nn_main},
     {"proto", "wire header encode/decode cost vs a payload memcpy", gv_bench_proto_main},
     {"compress", "compressor throughput per CF and size vs memcpy", gv_bench_compress_main},
+    {"train", "time to accuracy of every method on a (shaped) cluster: CSV, JSON, plots",
+     gv_bench_train_main},
+    {"scaling", "steps to a validation goal vs global batch size (lr/momentum search per B)",
+     gv_bench_scaling_main},
     {NULL, NULL, NULL},
 };
 

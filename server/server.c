@@ -63,6 +63,7 @@ static gv_status_t srv_buffers(struct gv_server *srv)
     srv->workers = gv_calloc(srv->W, sizeof(*srv->workers));
     srv->servers = gv_calloc(srv->S, sizeof(*srv->servers));
     srv->layer_norms = gv_calloc(srv->n_tensors, sizeof(double));
+    srv->held_norms = gv_calloc(srv->n_tensors, sizeof(double));
     srv->layer_cf = gv_calloc(srv->n_tensors, sizeof(double));
     srv->dec_cur.heavy = gv_calloc(srv->n_tensors, 1);
     srv->dec_next.heavy = gv_calloc(srv->n_tensors, 1);
@@ -75,7 +76,7 @@ static gv_status_t srv_buffers(struct gv_server *srv)
     size_t ab = gv_proto_arena_bound(&srv->caps);
     srv->arena_buf = gv_malloc(ab);
     if (!srv->params || !srv->momentum || !srv->acc || !srv->rbuf || !srv->workers ||
-        !srv->servers || !srv->layer_norms || !srv->layer_cf || !srv->dec_cur.heavy ||
+        !srv->servers || !srv->layer_norms || !srv->held_norms || !srv->layer_cf || !srv->dec_cur.heavy ||
         !srv->dec_next.heavy || !srv->arena_buf || !srv->expected || !srv->arrived ||
         !srv->scratch || !srv->memb || !srv->reports || !srv->got_report) {
         gv_log(GV_LOG_ERROR, "server: cannot allocate the buffers of a %" PRIu64
@@ -227,6 +228,7 @@ void gv_server_destroy(struct gv_server *srv)
     gv_free(srv->workers);
     gv_free(srv->servers);
     gv_free(srv->layer_norms);
+    gv_free(srv->held_norms);
     gv_free(srv->layer_cf);
     gv_free(srv->dec_cur.heavy);
     gv_free(srv->dec_next.heavy);

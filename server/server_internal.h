@@ -49,6 +49,12 @@ struct srv_peer {
                                behind it, so its silence is not held against it meanwhile */
     uint64_t seen_bytes;    /* conn bytes_recv at the last liveness tick */
     uint64_t t_seen_ns;     /* when it was last heard from (a message or bytes) */
+    /* an empty push (every entry of this worker fell in other shards) that arrived before its
+     * turn: the transport delivers a message without payload without asking on_header, so it
+     * cannot be deferred; it is held here and counted in its turn */
+    bool held;
+    uint64_t held_bytes;
+    struct gv_proto_iter_stats held_stats; /* layer_norms -> srv->held_norms (rank 0) or NULL */
     struct srv_peer *next;  /* in srv->peers */
 };
 
@@ -136,6 +142,7 @@ struct gv_server {
     struct srv_decision dec_cur, dec_next;
     struct srv_agg agg;
     double *layer_norms;  /* [n_tensors], worker 0's epoch-end norms (Accordion) */
+    double *held_norms;   /* [n_tensors], the same from worker 0's held empty push */
     uint64_t t_prev_all_ns; /* when the previous round's pushes were all in (server 0) */
     uint64_t round_recv, round_sent; /* bytes of the round so far */
     uint64_t rounds_done;

@@ -16,20 +16,35 @@
  * are visited in order, so the sum is the same float sum everywhere). Resumes its connection;
  * when no rank is left, the server's aggregation of the round is done. */
 static void round_aggregated(struct gv_server *srv);
+static void round_stats(struct gv_server *srv, uint32_t rank,
+                        const struct gv_proto_iter_stats *st);
 
 static void round_next(struct gv_server *srv)
 {
-    while (srv->next_rank < srv->W &&
-           (!srv->expected[srv->next_rank] || srv->workers[srv->next_rank] == NULL ||
-            srv->workers[srv->next_rank]->dead))
+    for (;;) {
+        while (srv->next_rank < srv->W &&
+               (!srv->expected[srv->next_rank] || srv->workers[srv->next_rank] == NULL ||
+                srv->workers[srv->next_rank]->dead))
+            srv->next_rank++;
+        if (srv->next_rank == srv->W) {
+            round_aggregated(srv);
+            return;
+        }
+        struct srv_peer *q = srv->workers[srv->next_rank];
+        if (!q->held) {
+            if (q->link.c != NULL)
+                (void)gv_tp_conn_resume_recv(q->link.c);
+            return;
+        }
+        /* an empty push held for its turn counts now: no entries, only its statistics, summed
+         * in rank order like the others */
+        q->held = false;
+        if (srv->rank == 0)
+            round_stats(srv, q->rank, &q->held_stats);
+        srv->arrived[q->rank] = true;
+        srv->round_recv += q->held_bytes;
         srv->next_rank++;
-    if (srv->next_rank == srv->W) {
-        round_aggregated(srv);
-        return;
     }
-    struct srv_peer *q = srv->workers[srv->next_rank];
-    if (q->link.c != NULL)
-        (void)gv_tp_conn_resume_recv(q->link.c);
 }
 
 void srv_round_try_open(struct gv_server *srv)
@@ -132,10 +147,9 @@ static gv_status_t round_add(struct gv_server *srv, const struct gv_proto_msg *m
     return gv_ps_sparse_add(srv->rbuf, m, (uint32_t)srv->n, srv->acc);
 }
 
-static void round_stats(struct gv_server *srv, const struct srv_peer *p,
-                        const struct gv_proto_msg *m)
+static void round_stats(struct gv_server *srv, uint32_t rank,
+                        const struct gv_proto_iter_stats *st)
 {
-    const struct gv_proto_iter_stats *st = &m->u.push.stats;
     struct srv_agg *a = &srv->agg;
     a->g_ef += st->g_ef_sq;
     a->g_min += st->g_min_sq;
@@ -144,10 +158,54 @@ static void round_stats(struct gv_server *srv, const struct srv_peer *p,
     a->compress_max = GV_MAX(a->compress_max, st->compress_s);
     a->loss_sum += st->loss;
     a->samples += st->samples;
-    if (p->rank == 0 && st->n_layer_norms == srv->n_tensors) {
+    if (rank == 0 && st->n_layer_norms == srv->n_tensors && st->layer_norms != NULL) {
         memcpy(srv->layer_norms, st->layer_norms, srv->n_tensors * sizeof(double));
         a->epoch_end = true;
         a->n_layer_norms = st->n_layer_norms;
+    }
+}
+
+/* The checks on_header makes, for a push without payload (on_header never saw it). */
+static bool round_empty_ok(struct gv_server *srv, const struct srv_peer *p,
+                           const struct gv_proto_msg *m)
+{
+    bool dense;
+    char why[300];
+    if (m->iteration != srv->iter) {
+        gv_log(GV_LOG_WARN, "server %u: %s pushed iteration %" PRIu64 " during round %" PRIu64,
+               srv->rank, p->name, m->iteration, srv->iter);
+        return false;
+    }
+    if (gv_ps_push_check(m, 0, srv->rank, srv->n, &srv->dec_cur.d, srv->rcap, &dense, why,
+                         sizeof(why)) != GV_OK) {
+        gv_log(GV_LOG_WARN, "server %u: %s pushed a malformed gradient: %s", srv->rank, p->name,
+               why);
+        return false;
+    }
+    return true;
+}
+
+/* A push without payload that arrived out of turn (the transport asks on_header only for
+ * messages with a payload, so it could not be deferred): checked and held for its turn. */
+static void round_hold(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m,
+                       uint64_t msg_bytes)
+{
+    if (m->payload_len != 0 || p->held) {
+        srv_abort(srv, GV_ERR_PROTO, "%s pushed twice in round %" PRIu64, p->name, srv->iter);
+        return;
+    }
+    if (!round_empty_ok(srv, p, m)) {
+        srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed gradient at iteration %" PRIu64,
+                  p->name, srv->iter);
+        return;
+    }
+    p->held = true;
+    p->held_bytes = msg_bytes;
+    p->held_stats = m->u.push.stats;
+    p->held_stats.layer_norms = NULL;
+    if (p->rank == 0 && m->u.push.stats.n_layer_norms == srv->n_tensors) {
+        memcpy(srv->held_norms, m->u.push.stats.layer_norms, srv->n_tensors * sizeof(double));
+        p->held_stats.layer_norms = srv->held_norms;
     }
 }
 
@@ -156,8 +214,15 @@ void srv_round_push_done(struct gv_server *srv, struct srv_peer *p, const struct
 {
     if (srv->state != SRV_RUNNING)
         return; /* dropped unread: the job is ending */
-    if (srv->round != SRV_ROUND_OPEN || p->rank != srv->next_rank)
-        return; /* cannot happen: on_header deferred or refused it */
+    if (srv->round != SRV_ROUND_OPEN || p->rank != srv->next_rank) {
+        round_hold(srv, p, m, msg_bytes); /* on_header deferred every push with a payload */
+        return;
+    }
+    if (m->payload_len == 0 && !round_empty_ok(srv, p, m)) {
+        srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed gradient at iteration %" PRIu64,
+                  p->name, srv->iter);
+        return;
+    }
     gv_status_t status = round_add(srv, m);
     if (status != GV_OK) {
         srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed sparse gradient at iteration %" PRIu64,
@@ -165,7 +230,7 @@ void srv_round_push_done(struct gv_server *srv, struct srv_peer *p, const struct
         return;
     }
     if (srv->rank == 0)
-        round_stats(srv, p, m);
+        round_stats(srv, p->rank, &m->u.push.stats);
     srv->arrived[p->rank] = true;
     srv->round_recv += msg_bytes;
     srv->next_rank++;

@@ -2,7 +2,9 @@
  * runtime. Every worker trains on its shard of each epoch and steps through gv_worker_step;
  * worker 0 evaluates, prints progress and may end the job early (--target-accuracy). Every
  * worker can write its own metrics file (JSON lines: progress windows, evaluations, one record
- * per iteration with the CF and the bytes each way, and a summary). */
+ * per iteration with the CF and the bytes each way, and a summary). Iteration and evaluation
+ * records carry train_s, the time since training started less the time spent evaluating, so
+ * that time to accuracy can be read without the evaluations in it. */
 #include "worker_prog.h"
 
 #include <cjson/cJSON.h>
@@ -29,6 +31,7 @@ struct dist {
     struct gv_worker *w;
     FILE *mf;
     double t0, eval_s;
+    double eval_train_s;    /* train_s of the evaluation being recorded */
     double target;
     struct gv_nn_eval last;
     bool have_eval;
@@ -78,6 +81,7 @@ static void dist_iter_record(struct dist *d, const struct gv_worker_step_out *ou
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "type", "iter");
     cJSON_AddNumberToObject(o, "iter", (double)out->iter);
+    cJSON_AddNumberToObject(o, "train_s", gv_now_s() - d->t0 - d->eval_s);
     cJSON_AddStringToObject(o, "level", gv_adapt_level_str(out->level));
     cJSON_AddNumberToObject(o, "cf", out->cf);
     cJSON_AddNumberToObject(o, "theta_min", out->theta_min);
@@ -118,6 +122,8 @@ static void dist_emit(struct dist *d, const struct gv_nn_record *r, uint64_t byt
     cJSON_AddNumberToObject(o, "step", (double)r->step);
     cJSON_AddNumberToObject(o, "epoch", (double)r->epoch);
     cJSON_AddNumberToObject(o, "time_s", r->time_s);
+    if (strcmp(r->type, "eval") == 0)
+        cJSON_AddNumberToObject(o, "train_s", d->eval_train_s);
     cJSON_AddNumberToObject(o, "loss", r->loss);
     cJSON_AddNumberToObject(o, "accuracy", r->accuracy);
     if (r->perplexity >= 0)
@@ -221,6 +227,7 @@ static gv_status_t dist_eval(struct dist *d, int64_t step, int64_t epoch, bool *
 {
     struct gv_nn_eval ev;
     int bs = gv_nn_model_cfg(d->model)->max_batch;
+    d->eval_train_s = gv_now_s() - d->t0 - d->eval_s;
     gv_status_t status = gv_nn_evaluate(d->model, d->test, bs, (size_t)d->o->to.eval_limit,
                                         &d->eval_buf, &ev);
     if (status != GV_OK)

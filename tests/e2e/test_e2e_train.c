@@ -385,6 +385,33 @@ static void run_case(const char *what, const char *jobargs, int steps, bool garb
         changes += i > 0 && e2e_num(a, "cf") != e2e_num(cJSON_GetArrayItem(iters[0], i - 1), "cf");
     }
     GV_CHECK_EQ(diff, 0);
+    /* train_s: the training time without evaluations, non-decreasing; an evaluation after
+     * iteration i-1 (step i) is stamped between iterations i-1 and i, below its wall time */
+    int bad_t = 0;
+    double prev = 0;
+    for (int i = 0; i < cJSON_GetArraySize(iters[0]); i++) {
+        double t = e2e_num(cJSON_GetArrayItem(iters[0], i), "train_s");
+        bad_t += !(t > 0 && t >= prev);
+        prev = t;
+    }
+    GV_CHECK_EQ(bad_t, 0);
+    snprintf(path, sizeof(path), "%s/worker0.jsonl", dir);
+    cJSON *evals = e2e_records(path, "eval");
+    GV_CHECK(cJSON_GetArraySize(evals) >= 1);
+    for (int i = 0; i < cJSON_GetArraySize(evals); i++) {
+        const cJSON *e = cJSON_GetArrayItem(evals, i);
+        GV_CHECK(e2e_num(e, "train_s") > 0 && e2e_num(e, "train_s") < e2e_num(e, "time_s"));
+        int step = (int)e2e_num(e, "step");
+        int n = cJSON_GetArraySize(iters[0]);
+        GV_CHECK(step >= 1 && step <= n);
+        if (step >= 1 && step <= n)
+            GV_CHECK(e2e_num(e, "train_s") >=
+                     e2e_num(cJSON_GetArrayItem(iters[0], step - 1), "train_s"));
+        if (step >= 1 && step < n)
+            GV_CHECK(e2e_num(e, "train_s") <=
+                     e2e_num(cJSON_GetArrayItem(iters[0], step), "train_s"));
+    }
+    cJSON_Delete(evals);
     if (want_cf_changes) {
         GV_CHECK_MSG(changes > 0, "%s: the CF never changed", what);
         snprintf(path, sizeof(path), "%s/decisions.jsonl", dir);

@@ -7,7 +7,8 @@
  * worker 0's initial model reaches everyone; every worker saw the same decision sequence; the
  * bytes of every iteration, both ways, equal the encoder's planned sizes plus the headers, and
  * equal what the transport itself moved. Dense, static top-k, fp16 values, GraVAC with changing
- * levels, random-k, DGC and Redsync (variable counts), and periodic resyncs.
+ * levels, random-k, DGC and Redsync (variable counts), and periodic resyncs; and pushes without
+ * entries (every kept entry in the other shard) that reach a server before their turn.
  * With the argument "cuda" (test_worker_runtime_cuda) the workers' replicas are GPU memory:
  * gradients uploaded, compression and the optimizer step on the GPU, and the same bitwise
  * reference (exact top-k, host-drawn random-k and DGC samples, and an optimizer kernel that
@@ -23,6 +24,7 @@
 #include "gv_worker.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -56,6 +58,8 @@ struct harness {
     struct gv_worker_step_out out[W][ITERS];
     int steps[W];
     struct gv_worker_summary sum[W];
+    int delay_w0_ms;       /* worker 0 sleeps this long before each step: the others push first */
+    int empty_late_pushes; /* reference: pushes of workers 1.. without entries for server 0 */
 };
 
 static uint64_t mix(uint64_t x)
@@ -151,6 +155,8 @@ static void *wk_thread(void *p)
     h->w_status[w] = status;
     for (int i = 0; status == GV_OK && i < ITERS; i++) {
         gen_grad(h->grads[w], h->P, w, i);
+        if (w == 0 && h->delay_w0_ms > 0)
+            usleep((useconds_t)h->delay_w0_ms * 1000u);
         if (mirrored && (status = gv_nn_backend_upload(be, m.grads, h->grads[w], bytes)) != GV_OK)
             break;
         struct gv_worker_step_in in = {.loss = 1.0 + w, .compute_s = 0.001, .samples = 32};
@@ -386,6 +392,7 @@ static void reference(struct harness *h)
                         sidx[b++] -= (uint32_t)map.lo[s];
                     push_payload += plan_bytes(sidx + a, sval + a, (uint32_t)(b - a),
                                                (uint32_t)gv_shard_numel(&map, s), vt);
+                    h->empty_late_pushes += w > 0 && s == 0 && b == a;
                     a = b;
                 }
             }
@@ -467,7 +474,17 @@ static void reference(struct harness *h)
     free(p), free(v), free(acc), free(g), free(sidx), free(sval);
 }
 
-static void run_case(const char *what, int argc, char **argv, int want_levels_changed)
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_worker_runtime: FAILED: the job hung (watchdog, 60 s)\n";
+    if (write(2, msg, sizeof(msg) - 1) < 0)
+        _exit(1);
+    _exit(1);
+}
+
+static void run_case_delayed(const char *what, int argc, char **argv, int want_levels_changed,
+                             int delay_w0_ms, int want_empty_late)
 {
     struct harness *h = calloc(1, sizeof(*h));
     fprintf(stderr, "---- %s\n", what);
@@ -475,7 +492,11 @@ static void run_case(const char *what, int argc, char **argv, int want_levels_ch
         free(h);
         return;
     }
+    h->delay_w0_ms = delay_w0_ms;
+    signal(SIGALRM, on_alarm);
+    alarm(60); /* a lost push hangs every thread: fail instead of waiting for ctest's timeout */
     harness_run(h);
+    alarm(0);
     for (int s = 0; s < S; s++)
         GV_CHECK_MSG(h->srv_status[s] == GV_OK, "%s: server %d: %s", what, s,
                      gv_status_str(h->srv_status[s]));
@@ -492,9 +513,16 @@ static void run_case(const char *what, int argc, char **argv, int want_levels_ch
             changes += h->out[0][i].cf != h->out[0][i - 1].cf;
         if (want_levels_changed)
             GV_CHECK_MSG(changes > 0, "%s: the CF never changed", what);
+        if (want_empty_late)
+            GV_CHECK_MSG(h->empty_late_pushes > 0, "%s: no push without entries", what);
     }
     harness_cleanup(h);
     free(h);
+}
+
+static void run_case(const char *what, int argc, char **argv, int want_levels_changed)
+{
+    run_case_delayed(what, argc, argv, want_levels_changed, 0, 0);
 }
 
 int main(int argc, char **argv)
@@ -536,5 +564,11 @@ int main(int argc, char **argv)
                   "--window", "3", "--epsilon", "0.2", "--compressor", "redsync"};
     if (mode != MODE_CUDA)
         run_case("gravac, Redsync", 13, rs, 0);
+    /* one entry per tensor: server 0's shard lies inside fc1.w, so a worker whose fc1.w entry
+     * falls in server 1's part pushes nothing to server 0; worker 0 is late, so those empty
+     * pushes (which the transport delivers without asking on_header) arrive before their turn */
+    char *empty[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "static",
+                     "--cf", "100000"};
+    run_case_delayed("static CF 100000: empty pushes before their turn", 9, empty, 0, 30, 1);
     return gv_check_summary();
 }

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# bench-train.sh: the configurations of docs/results.md, by name, so that anyone can re-measure
+# them. Each one is a single gravac-bench invocation (printed before it runs); the bench itself
+# stops every process and removes every namespace it made on any exit (Ctrl-C included), and
+# this script removes its output directory's stale runs first.
+#
+#   scripts/bench-train.sh short-train   # every method, 100 Mbit/s, 400 iterations, 1 repeat
+#   scripts/bench-train.sh short-scaling # 4 batch sizes, 4+2 trials each (a few minutes)
+#   scripts/bench-train.sh claim         # every method, 100 Mbit/s, 2 servers, 4 workers
+#   scripts/bench-train.sh epsilon       # GraVAC with epsilon 0.7, 0.3, 0.1, 0.02 (same link)
+#   scripts/bench-train.sh scaling       # the batch-size study, B = 16 .. 8192
+#   options: --out DIR (default build/bench-results/<name>), --bin DIR (default build/bin);
+#   after "--", more gravac-bench options (they override the ones below)
+# Network namespaces need root; without it `train` runs on loopback and says so.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=$root/build/bin
+name=${1:-}
+[ -n "$name" ] || { sed -n '2,14p' "$0" >&2; exit 2; }
+shift
+out=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --out) out=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "bench-train: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+out=${out:-$root/build/bench-results/$name}
+if [ ! -x "$bin/gravac-bench" ]; then
+    echo "bench-train: no $bin/gravac-bench (build first)" >&2
+    exit 2
+fi
+
+case $name in
+short-train)
+    args=(train --rates 100mbit --servers 2 --workers 4 --repeats 1 --steps 400
+          --eval-every 20 --target 0.86 --also-targets 0.80,0.84,0.85,0.87) ;;
+short-scaling)
+    args=(scaling --batches 64,256,1024,4096 --trials 4 --refine 2 --max-epochs 5
+          --goal-error 0.14) ;;
+claim)
+    args=(train --rates 100mbit --servers 2 --workers 4 --repeats 3 --steps 1000
+          --eval-every 20) ;;
+epsilon)
+    g="--method gravac-exp --theta-min 10 --theta-max 1000 --omega 0.01 --window 100"
+    args=(train --rates 100mbit --servers 2 --workers 4 --repeats 1 --steps 1000
+          --eval-every 20 --methods dense,static-10,static-100
+          --add-method "gravac-e0.7=$g --epsilon 0.7" --add-method "gravac-e0.3=$g --epsilon 0.3"
+          --add-method "gravac-e0.1=$g --epsilon 0.1" --add-method "gravac-e0.02=$g --epsilon 0.02")
+    ;;
+scaling)
+    args=(scaling --trials 12 --refine 6 --max-epochs 30) ;;
+*) echo "bench-train: unknown configuration '$name'" >&2; exit 2 ;;
+esac
+mkdir -p "$out"
+rm -rf "$out/runs"
+printf '+ %q' "$bin/gravac-bench"
+printf ' %q' "${args[@]}" --out "$out" "$@"
+echo
+exec "$bin/gravac-bench" "${args[@]}" --out "$out" "$@"
