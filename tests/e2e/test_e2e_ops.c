@@ -280,12 +280,15 @@ static void scenario_worker_continue(bool stop)
         GV_CHECK(file_has(log, "workers left 2 of 3"));
     }
     GV_CHECK_MSG(detected >= 1, "no server declared worker 2 dead");
-    /* the round it died in: without it ("averaging over 2"), or, when its push had reached
-     * one server only, with it as a zero gradient on the other (over 3); the rounds after
-     * that average over the 2 survivors either way (test_membership checks the counts) */
-    GV_CHECK_MSG(file_has(proc(&r, true, 0)->log, "averaging over 2") ||
-                 file_has(proc(&r, true, 0)->log, "worker 2's push reached some servers only"),
-                 "server 0 does not say how the round worker 2 died in was averaged");
+    /* the round it died in has three correct outcomes, depending on when the signal landed:
+     * without it ("averaging over 2"), with it as a zero gradient where its push had reached
+     * one server only ("reached some servers only", over 3), or with it in full when its push
+     * had reached every server before it died (nothing to log). The rounds after that
+     * average over the 2 survivors; test_membership checks the partial case's count
+     * deterministically, and replicas_equal below checks the result here whatever the case. */
+    if (!file_has(proc(&r, true, 0)->log, "averaging over 2") &&
+        !file_has(proc(&r, true, 0)->log, "worker 2's push reached some servers only"))
+        fprintf(stderr, "worker 2's last push had reached every server\n");
     /* the survivors ran every iteration, and their replicas equal the servers' shards */
     GV_CHECK_EQ(last_iter(&r, 0), 2999);
     GV_CHECK_EQ(last_iter(&r, 1), 2999);
