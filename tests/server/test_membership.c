@@ -8,41 +8,12 @@
  * 2 where only worker 1 pushed on shard 1, and worker 0's own / 1 in iteration 1; its
  * parameters equal the servers' shards at the end; the logs say who was dropped. Also: with
  * --min-workers 2 the same death aborts the job, naming the limit. */
-#include "check.h"
-#include "gv_worker.h"
+#include "ps_test.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static char logbuf[1 << 18];
-static size_t loglen;
-
-static void log_cb(enum gv_log_level lvl, const char *line, void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&log_mu);
-    size_t n = strlen(line);
-    if (loglen + n + 2 < sizeof(logbuf)) {
-        memcpy(logbuf + loglen, line, n);
-        loglen += n;
-        logbuf[loglen++] = '\n';
-        logbuf[loglen] = '\0';
-    }
-    pthread_mutex_unlock(&log_mu);
-    if (lvl <= GV_LOG_WARN)
-        fprintf(stderr, "log: %s\n", line);
-}
-
-static bool log_has(const char *s)
-{
-    pthread_mutex_lock(&log_mu);
-    bool r = strstr(logbuf, s) != NULL;
-    pthread_mutex_unlock(&log_mu);
-    return r;
-}
 
 #define W 2
 #define S 2
@@ -83,19 +54,7 @@ static int job_load(struct world *x)
 
 static void cluster_init(struct gv_cluster *cl, const char *dir, int rank, enum gv_role role)
 {
-    memset(cl, 0, sizeof(*cl));
-    cl->num_servers = S;
-    cl->num_workers = W;
-    cl->rank = rank;
-    cl->rendezvous_dir = dir;
-    snprintf(cl->bind.host, sizeof(cl->bind.host), "127.0.0.1");
-    cl->advertise = "";
-    cl->cluster_id = "test";
-    cl->transport = "tcp";
-    cl->connect_timeout = 10000000000ull;
-    cl->io_timeout = 5000000000ull;
-    cl->dump_params = "";
-    GV_CHECK_OK(gv_cluster_resolve(cl, role, NULL));
+    ps_test_cluster_init(cl, dir, rank, role, S, W, 10000000000ull, 5000000000ull);
 }
 
 struct sarg {

@@ -6,8 +6,7 @@
  * configuration is refused with both fingerprints named; the start-up deadline names the worker
  * that never came; a second worker 0 is refused; a worker that disconnects mid-run aborts the job
  * and the other worker fails with the reason within a bounded time. */
-#include "check.h"
-#include "gv_worker.h"
+#include "ps_test.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,43 +15,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-/* ---------------------------------------------------------------- captured log */
-
-static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static char logbuf[1 << 18];
-static size_t loglen;
-
-static void log_cb(enum gv_log_level lvl, const char *line, void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&log_mu);
-    if (loglen + strlen(line) + 2 < sizeof(logbuf)) {
-        memcpy(logbuf + loglen, line, strlen(line));
-        loglen += strlen(line);
-        logbuf[loglen++] = '\n';
-        logbuf[loglen] = '\0';
-    }
-    pthread_mutex_unlock(&log_mu);
-    if (lvl <= GV_LOG_WARN)
-        fprintf(stderr, "log: %s\n", line);
-}
-
-static bool log_has(const char *s)
-{
-    pthread_mutex_lock(&log_mu);
-    bool r = strstr(logbuf, s) != NULL;
-    pthread_mutex_unlock(&log_mu);
-    return r;
-}
-
-static void log_clear(void)
-{
-    pthread_mutex_lock(&log_mu);
-    loglen = 0;
-    logbuf[0] = '\0';
-    pthread_mutex_unlock(&log_mu);
-}
 
 /* ---------------------------------------------------------------- a job, a server */
 
@@ -90,19 +52,8 @@ static int job_load(struct gv_job *job, struct gv_cfg **cfg, const char *lr, uin
 static void cluster_init(struct gv_cluster *cl, const char *dir, int rank, enum gv_role role,
                          uint32_t W, double connect_s)
 {
-    memset(cl, 0, sizeof(*cl));
-    cl->num_servers = 1;
-    cl->num_workers = (int)W;
-    cl->rank = rank;
-    cl->rendezvous_dir = dir;
-    snprintf(cl->bind.host, sizeof(cl->bind.host), "127.0.0.1");
-    cl->advertise = "";
-    cl->cluster_id = "test";
-    cl->transport = "tcp";
-    cl->connect_timeout = (uint64_t)(connect_s * 1e9);
-    cl->io_timeout = 5000000000ull;
-    cl->dump_params = "";
-    GV_CHECK_OK(gv_cluster_resolve(cl, role, NULL));
+    ps_test_cluster_init(cl, dir, rank, role, 1, (int)W, (uint64_t)(connect_s * 1e9),
+                         5000000000ull);
 }
 
 static void *srv_thread(void *p)

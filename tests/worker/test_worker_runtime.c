@@ -20,8 +20,7 @@
  * Every mode also writes the workers' residual checkpoints (every CKPT_EVERY iterations): each
  * file's residual equals the reference's error-feedback residual of that iteration, bit for bit
  * (for a GPU replica the residual is device memory, copied to the host for the file). */
-#include "check.h"
-#include "gv_worker.h"
+#include "ps_test.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -83,19 +82,7 @@ static void gen_grad(float *g, size_t n, int w, int i)
 
 static void cluster_init(struct gv_cluster *cl, const char *dir, int rank, enum gv_role role)
 {
-    memset(cl, 0, sizeof(*cl));
-    cl->num_servers = S;
-    cl->num_workers = W;
-    cl->rank = rank;
-    cl->rendezvous_dir = dir;
-    snprintf(cl->bind.host, sizeof(cl->bind.host), "127.0.0.1");
-    cl->advertise = "";
-    cl->cluster_id = "test";
-    cl->transport = "tcp";
-    cl->connect_timeout = 20000000000ull;
-    cl->io_timeout = 10000000000ull;
-    cl->dump_params = "";
-    GV_CHECK_OK(gv_cluster_resolve(cl, role, NULL));
+    ps_test_cluster_init(cl, dir, rank, role, S, W, 20000000000ull, 10000000000ull);
 }
 
 struct srv_arg {
