@@ -532,11 +532,3 @@ gv_status_t gv_server_state_sections(struct gv_server *srv, struct gv_ckpt_secti
     *n_p = 4;
     return GV_OK;
 }
-
-const struct gv_opt gv_server_options[] = {
-    {.name = "decision-log", .type = GV_OPT_STRING,
-     .offset = offsetof(struct gv_server_opts, decision_log), .def = "",
-     .help = "server 0: write the controller's decisions and windows here (JSON lines)",
-     .group = "output"},
-};
-const size_t gv_server_options_n = GV_ARRAY_LEN(gv_server_options);

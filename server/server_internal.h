@@ -9,10 +9,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-/* job_data.c: image shape, classes and training-set size of the job's data, from the files'
- * headers (the text corpus is read for its vocabulary). */
-gv_status_t job_data_shape(struct gv_job *job);
-
 #define SRV_MAX_TENSORS 64
 #define SRV_HDR_SLOTS 16
 #define SRV_HDR_BYTES 1024

@@ -5,6 +5,7 @@
 #define GV_PS_TEST_H
 
 #include "check.h"
+#include "gv_server.h"
 #include "gv_worker.h"
 
 #include <pthread.h>

@@ -17,7 +17,7 @@
 #ifndef GV_WORKER_H
 #define GV_WORKER_H
 
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -26,7 +26,7 @@
  * Times are bounded: --peer-timeout 1.5 s, heartbeats every 200 ms. */
 #include "e2e.h"
 
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <arpa/inet.h>
 #include <math.h>

@@ -9,7 +9,7 @@
  * the transport moved. One run also has a stranger connect to server 0 and send garbage, which
  * the server logs and drops while training goes on. */
 #include "e2e.h"
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

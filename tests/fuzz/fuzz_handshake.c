@@ -13,7 +13,7 @@
  *  - once refused or failed, a machine stays so.
  * Every run also completes one genuine handshake between the two machines (same secret) as a
  * check that the harness drives them correctly. */
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
  * a check or decoder says GV_OK or GV_ERR_PROTO, never anything else; a sparse add that
  * succeeds touched at most nnz entries (compress/ validates strictly increasing indices); the
  * buffers are exactly as large as server/ and worker/ make them, so ASan sees any overrun. */
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <stdlib.h>
 #include <string.h>

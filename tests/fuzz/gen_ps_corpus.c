@@ -2,7 +2,7 @@
  * by the real encoders, in the layout each target reads) into the two directories named on the
  * command line. The committed corpora hold these seeds plus what libFuzzer found from them:
  *   gen_ps_corpus tests/fuzz/corpus/handshake tests/fuzz/corpus/msg */
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <stdio.h>
 #include <stdlib.h>

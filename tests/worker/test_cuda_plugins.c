@@ -6,7 +6,7 @@
  * or a broken one gives GV_ERR_UNSUPPORTED with one error naming the path tried and why
  * (dlerror); a build without CUDA says so. Runs everywhere: nothing here needs a GPU. */
 #include "check.h"
-#include "gv_worker.h"
+#include "gv_ps.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 /* cluster.c: who is who in a job. Options (servers, ranks, rendezvous, timeouts), resolution
  * from flags / config / GV_* variables and from MPI or Slurm rank variables, and the rendezvous
  * files through which servers on ephemeral ports publish their addresses. */
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <errno.h>
 #include <inttypes.h>

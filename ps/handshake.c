@@ -3,7 +3,7 @@
  * connecting side (a worker, or server s > 0 towards server 0) and the accepting side. Neither
  * touches a connection: they return the message to send, so that the fuzz target runs exactly
  * this code. */
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

@@ -2,7 +2,7 @@
  * any payload byte lands in a buffer, the sparse payload decoder both use, and the round
  * membership segment's check. Pure functions over decoded headers and buffers: the fuzz
  * targets (tests/fuzz/) call exactly these. */
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <inttypes.h>
 #include <stdio.h>

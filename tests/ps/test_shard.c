@@ -3,7 +3,7 @@
  * without parameter memory, fingerprint sensitivity, resolution errors) and the cluster
  * description (ranks from flags, MPI and Slurm variables, rendezvous files). */
 #include "check.h"
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* job_data.c: the shape of the job's data (image size, classes, training-set size) read from
  * the files' headers only, so a server learns the model's layout without loading the data.
  * The text corpus is the exception: its vocabulary needs the bytes (it is small). */
-#include "gv_server.h"
-#include "server_internal.h"
+#include "gv_ps.h"
+#include "ps_internal.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /* job.c: the job every process agrees on: its option table, resolution into the nn/ and adapt/
  * configurations, the tensor layout without parameter memory, and the fingerprint. The data
  * files' headers are read in job_data.c. */
-#include "gv_server.h"
-#include "server_internal.h"
+#include "gv_ps.h"
+#include "ps_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * (the others are stopped, the exit status is non-zero and the failed child is named). At the
  * end it prints a summary from worker 0's metrics file. Options it does not own are validated
  * with the same tables as the children's and routed to the servers, the workers or both. */
-#include "gv_worker.h"
+#include "gv_ps.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* util.c: small helpers both sides of the protocol share: the parameter checksum of the drift
  * check, the averaging rule, peak RSS, and byte accounting per compression factor. */
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -2,7 +2,7 @@
  * with its parents, the path of one iteration, opening exactly one iteration, and retiring the
  * files of an abandoned future after a resume. ops/ckpt.c writes and verifies the files; this
  * only finds and renames them. */
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -1,6 +1,6 @@
 /* shard.c: the sharding map: balanced contiguous ranges of the flattened parameter vector and
  * the tensor pieces each range holds. A pure function of (tensor sizes, number of shards). */
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <inttypes.h>
 #include <stdio.h>

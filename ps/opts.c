@@ -1,6 +1,6 @@
-/* train_opts.c: the option table of the gravac-worker program (the training loop around the
- * runtime). Shared: gravac-server accepts (and ignores) these, gravac-launch routes them. */
-#include "gv_server.h"
+/* opts.c: the option tables of the gravac-worker program (the training loop around the runtime)
+ * and of gravac-server. Every program accepts both; gravac-launch routes them. */
+#include "gv_ps.h"
 
 #include <stddef.h>
 
@@ -45,3 +45,11 @@ const struct gv_opt gv_train_options[] = {
      .max = 256},
 };
 const size_t gv_train_options_n = GV_ARRAY_LEN(gv_train_options);
+
+const struct gv_opt gv_server_options[] = {
+    {.name = "decision-log", .type = GV_OPT_STRING,
+     .offset = offsetof(struct gv_server_opts, decision_log), .def = "",
+     .help = "server 0: write the controller's decisions and windows here (JSON lines)",
+     .group = "output"},
+};
+const size_t gv_server_options_n = GV_ARRAY_LEN(gv_server_options);

@@ -1,6 +1,6 @@
 /* link.c: the sending side of a peer connection (header slots, byte counts), and the small
  * protocol conversions servers and workers share. The handshakes are in handshake.c. */
-#include "gv_server.h"
+#include "gv_ps.h"
 
 #include <inttypes.h>
 #include <stdio.h>
