@@ -267,7 +267,7 @@ static gv_status_t cfg_parse_enum(const struct gv_opt *o, const char *text, cons
 {
     for (int i = 0; o->choices[i] != NULL; i++) {
         if (strcasecmp(text, o->choices[i]) == 0) {
-            v->num.i = i;
+            v->num.i = o->values != NULL ? o->values[i] : i;
             return GV_OK;
         }
     }

@@ -67,6 +67,8 @@ struct gv_opt {
     double min, max;   /* with GV_OPT_RANGE: the number for INT, UINT64, DOUBLE; bytes for SIZE;
                           seconds for DURATION; the number of entries for HOSTLIST */
     const char *const *choices; /* ENUM only: NULL-terminated allowed values */
+    const int *values; /* ENUM only, optional: the value stored for choices[i] (the field is
+                          then an enum of the caller's); NULL stores the index i */
 };
 
 struct gv_hostport {
@@ -178,7 +180,7 @@ extern const size_t gv_ops_common_options_n;
 
 /* Server-only options. */
 struct gv_ops_server_cfg {
-    int dead_worker_policy;       /* enum gv_dead_policy, --dead-worker-policy */
+    enum gv_dead_policy dead_worker_policy; /* --dead-worker-policy */
     int min_workers;              /* --min-workers: under "continue", abort below this */
     const char *checkpoint_dir;   /* --checkpoint-dir: "" disables checkpoints */
     uint64_t checkpoint_every;    /* --checkpoint-every: iterations between checkpoints, 0 = only

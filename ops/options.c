@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 static const char *const dead_policy_choices[] = {"abort", "continue", NULL};
+static const int dead_policy_values[] = {GV_DEAD_ABORT, GV_DEAD_CONTINUE};
 
 const struct gv_opt gv_ops_common_options[] = {
     {.name = "secret-file", .type = GV_OPT_STRING,
@@ -35,7 +36,8 @@ const struct gv_opt gv_ops_server_options[] = {
     {.name = "dead-worker-policy", .type = GV_OPT_ENUM,
      .offset = offsetof(struct gv_ops_server_cfg, dead_worker_policy), .def = "abort",
      .help = "when a worker dies: abort the job, or continue without it",
-     .group = "failure detection", .choices = dead_policy_choices},
+     .group = "failure detection", .choices = dead_policy_choices,
+     .values = dead_policy_values},
     {.name = "min-workers", .type = GV_OPT_INT,
      .offset = offsetof(struct gv_ops_server_cfg, min_workers), .def = "1",
      .help = "under the continue policy, abort when fewer workers are left",

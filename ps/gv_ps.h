@@ -100,11 +100,11 @@ enum gv_job_method {
 
 struct gv_job {
     /* ---- options (filled by gv_cfg from gv_job_options) ---- */
-    int model;              /* enum gv_nn_model_kind */
+    enum gv_nn_model_kind model;
     const char *widths;     /* MLP hidden widths "256,128" */
     const char *cnn;        /* CNN "16,32,128" */
     int embed, hidden, layers, seq_len;
-    int data;               /* enum gv_job_data */
+    enum gv_job_data data;
     const char *data_dir;
     const char *train_images, *train_labels, *test_images, *test_labels;
     int classes;            /* idx: number of classes */
@@ -117,13 +117,13 @@ struct gv_job {
     bool nesterov;
     const char *lr_schedule;
     uint64_t warmup;        /* lr warm-up iterations */
-    int method;             /* enum gv_job_method */
+    enum gv_job_method method;
     double cf;              /* static */
     double theta_min, theta_max, epsilon, omega; /* GraVAC; accordion: light and heavy CF */
     uint64_t window, gravac_warmup;
     double eta;             /* accordion */
     uint64_t switch_epochs; /* accordion */
-    int compressor;         /* enum gv_cmp_kind (topk, randomk, dgc, redsync) */
+    enum gv_cmp_kind compressor; /* topk, randomk, dgc, redsync (dense is a method) */
     bool fp16;              /* fp16 values in sparse pushes */
     uint64_t resync_every;  /* full model resync every N iterations (0: on join and mismatch) */
 
@@ -155,7 +155,7 @@ enum gv_cmp_kind gv_job_cmp_kind(const struct gv_job *job);
 double gv_job_min_cf(const struct gv_job *job);
 /* The smallest candidate CF (level 2); 0 when there is no second level. */
 double gv_job_min_cand_cf(const struct gv_job *job);
-const char *gv_job_method_str(int method);
+const char *gv_job_method_str(enum gv_job_method method);
 
 /* The tensor layout of the job's model (nn/'s names, sizes and order), computed from the
  * configuration without building the model: names and sizes into caller arrays of cap entries.
@@ -243,7 +243,7 @@ struct gv_train_opts {
     uint64_t eval_every;    /* --eval-every: steps between evaluations (0: each epoch) */
     uint64_t eval_limit;    /* --eval-limit: test samples per evaluation (0: all) */
     double target;          /* --target-accuracy: stop at this test accuracy (0: off) */
-    int device;             /* --device: enum gv_nn_device */
+    enum gv_nn_device device; /* --device */
     int threads;            /* --threads: OpenBLAS threads */
     uint64_t progress_every;/* --progress-every: steps per progress line */
     bool quiet;             /* --quiet: no progress lines */
@@ -309,8 +309,21 @@ void gv_ps_fmt_bytes(double bytes, char *out, size_t len);
  * One peer connection's sending side: prefix+header bytes are encoded into one of n_slots
  * fixed slots (a message's header must live until the transport completes it; completions come
  * in order, so a ring suffices), and every byte sent or received is counted. */
+/* Who sends: every message a process sends on a link is stamped with its link's envelope. */
+struct gv_ps_envelope {
+    enum gv_proto_role role;
+    uint32_t rank;
+    uint32_t shard; /* the shard the link is about: a server's own rank; a worker's link to
+                       server s: s */
+};
+/* m = an empty message of `type` stamped with env and iteration (the one place the envelope is
+ * filled). */
+void gv_ps_msg_init(struct gv_proto_msg *m, const struct gv_ps_envelope *env,
+                    enum gv_proto_msg_type type, uint64_t iteration);
+
 struct gv_ps_link {
     struct gv_conn *c;           /* NULL once closed */
+    struct gv_ps_envelope env;   /* this side's identity on the link */
     const struct gv_proto_caps *caps; /* borrowed */
     uint8_t *slots;              /* n_slots x slot_bytes */
     uint32_t n_slots;
@@ -322,9 +335,16 @@ struct gv_ps_link {
     void (*on_idle)(struct gv_ps_link *l, void *arg); /* all sends completed (optional) */
     void *arg;
 };
-/* Allocates the slots. GV_ERR_NOMEM. */
+/* Allocates the slots; env: this side's identity on the link. GV_ERR_NOMEM. */
 gv_status_t gv_ps_link_init(struct gv_ps_link *l, const struct gv_proto_caps *caps,
-                            uint32_t n_slots, size_t slot_bytes);
+                            const struct gv_ps_envelope *env, uint32_t n_slots,
+                            size_t slot_bytes);
+/* gv_ps_msg_init with the link's envelope. */
+static inline void gv_ps_link_msg(const struct gv_ps_link *l, struct gv_proto_msg *m,
+                                  enum gv_proto_msg_type type, uint64_t iteration)
+{
+    gv_ps_msg_init(m, &l->env, type, iteration);
+}
 void gv_ps_link_cleanup(struct gv_ps_link *l);
 static inline bool gv_ps_link_idle(const struct gv_ps_link *l)
 {
@@ -348,12 +368,19 @@ struct gv_ps_hello_info {
     const struct gv_auth_secret *secret; /* empty: --insecure */
     uint64_t iteration; /* a server: its newest checkpoint (0: none); a worker: 0 */
 };
+enum gv_ps_client_state {
+    GV_PS_CLIENT_FAILED = -1,
+    GV_PS_CLIENT_IDLE = 0,
+    GV_PS_CLIENT_HELLO_SENT,
+    GV_PS_CLIENT_AUTH_SENT,
+    GV_PS_CLIENT_WELCOMED,
+};
 struct gv_ps_client_hs {
     struct gv_auth auth;
     enum gv_proto_role role;
     uint32_t rank;
-    int state;  /* 0 idle, 1 hello sent, 2 auth sent, 3 welcomed, -1 failed */
-    struct gv_proto_welcome welcome; /* valid in state 3 */
+    enum gv_ps_client_state state;
+    struct gv_proto_welcome welcome; /* valid once WELCOMED */
     uint64_t iteration;              /* WELCOME's */
     char why[300];                   /* the failure, for the caller's error */
     struct gv_auth_auth proof;       /* the AUTH to send (gv_ps_client_hs_step's *out) */
@@ -366,7 +393,7 @@ gv_status_t gv_ps_client_hs_start(struct gv_ps_client_hs *hs, struct gv_ps_link 
  * info live). GV_ERR_IO when the random generator fails (hs->why). */
 gv_status_t gv_ps_client_hs_begin(struct gv_ps_client_hs *hs, const struct gv_ps_hello_info *info,
                                   struct gv_proto_msg *out);
-/* Feeds one decoded message of the handshake. GV_OK (state advanced; 3 = welcomed),
+/* Feeds one decoded message of the handshake. GV_OK (state advanced; GV_PS_CLIENT_WELCOMED at the end),
  * GV_ERR_AUTH / GV_ERR_VERSION / GV_ERR_PROTO: failed (hs->why says why; a REFUSE was sent when
  * it was our refusal). The caller closes the connection on error. */
 gv_status_t gv_ps_client_hs_on_msg(struct gv_ps_client_hs *hs, struct gv_ps_link *l,

@@ -38,20 +38,18 @@ gv_status_t gv_ps_client_hs_begin(struct gv_ps_client_hs *hs, const struct gv_ps
     gv_status_t status = gv_auth_client_hello(&hs->auth, &h);
     if (status != GV_OK) {
         snprintf(hs->why, sizeof(hs->why), "%s", hs->auth.reason);
-        hs->state = -1;
+        hs->state = GV_PS_CLIENT_FAILED;
         return status;
     }
     memcpy(hs->nonce, h.nonce, GV_AUTH_NONCE_LEN);
-    gv_proto_msg_init(out, GV_PROTO_MSG_HELLO);
-    out->role = info->role;
-    out->rank = info->rank;
-    out->iteration = info->iteration;
+    struct gv_ps_envelope env = {info->role, info->rank, 0};
+    gv_ps_msg_init(out, &env, GV_PROTO_MSG_HELLO, info->iteration);
     out->u.hello.num_workers = info->num_workers;
     out->u.hello.num_servers = info->num_servers;
     out->u.hello.features = info->secret->len > 0 ? GV_PROTO_FEAT_AUTH : 0;
     out->u.hello.nonce = (struct gv_proto_bytes){hs->nonce, GV_AUTH_NONCE_LEN};
     out->u.hello.cluster_id = info->cluster_id;
-    hs->state = 1;
+    hs->state = GV_PS_CLIENT_HELLO_SENT;
     return GV_OK;
 }
 
@@ -65,7 +63,7 @@ gv_status_t gv_ps_client_hs_start(struct gv_ps_client_hs *hs, struct gv_ps_link 
     status = gv_ps_link_send(l, &m, NULL, 0, NULL);
     if (status != GV_OK) {
         snprintf(hs->why, sizeof(hs->why), "cannot send HELLO: %s", gv_status_str(status));
-        hs->state = -1;
+        hs->state = GV_PS_CLIENT_FAILED;
     }
     return status;
 }
@@ -75,12 +73,11 @@ static gv_status_t hs_fail(struct gv_ps_client_hs *hs, gv_status_t status,
                            struct gv_proto_msg *out, bool *have_out)
 {
     snprintf(hs->why, sizeof(hs->why), "%s", hs->auth.reason);
-    hs->state = -1;
+    hs->state = GV_PS_CLIENT_FAILED;
     struct gv_auth_refuse r;
     gv_auth_refuse_msg(&hs->auth, &r);
-    gv_proto_msg_init(out, GV_PROTO_MSG_REFUSE);
-    out->role = hs->role;
-    out->rank = hs->rank;
+    struct gv_ps_envelope env = {hs->role, hs->rank, 0};
+    gv_ps_msg_init(out, &env, GV_PROTO_MSG_REFUSE, 0);
     out->u.refuse.code = hs_refuse_code(r.code);
     snprintf(hs->refuse_text, sizeof(hs->refuse_text), "%s", r.reason);
     out->u.refuse.text = hs->refuse_text;
@@ -101,10 +98,10 @@ gv_status_t gv_ps_client_hs_step(struct gv_ps_client_hs *hs, const struct gv_pro
         status = gv_auth_on_refuse(&hs->auth, &r);
         snprintf(hs->why, sizeof(hs->why), "refused (%s): %s",
                  gv_proto_refuse_str(m->u.refuse.code), r.reason);
-        hs->state = -1;
+        hs->state = GV_PS_CLIENT_FAILED;
         return status;
     }
-    if (hs->state == 1 && m->type == GV_PROTO_MSG_CHALLENGE) {
+    if (hs->state == GV_PS_CLIENT_HELLO_SENT && m->type == GV_PROTO_MSG_CHALLENGE) {
         const struct gv_proto_bytes *b = &m->u.challenge.nonce;
         struct gv_auth_challenge ch = {.version = GV_AUTH_VERSION};
         if (b->len != GV_AUTH_NONCE_LEN && b->len != GV_AUTH_NONCE_LEN + GV_AUTH_MAC_LEN)
@@ -118,22 +115,21 @@ gv_status_t gv_ps_client_hs_step(struct gv_ps_client_hs *hs, const struct gv_pro
         status = gv_auth_client_on_challenge(&hs->auth, &ch, &hs->proof);
         if (status != GV_OK)
             return hs_fail(hs, status, out, have_out);
-        gv_proto_msg_init(out, GV_PROTO_MSG_AUTH);
-        out->role = hs->role;
-        out->rank = hs->rank;
+        struct gv_ps_envelope env = {hs->role, hs->rank, 0};
+        gv_ps_msg_init(out, &env, GV_PROTO_MSG_AUTH, 0);
         out->u.auth.mac = (struct gv_proto_bytes){hs->proof.proof, hs->proof.proof_len};
         *have_out = true;
-        hs->state = 2;
+        hs->state = GV_PS_CLIENT_AUTH_SENT;
         return GV_OK;
     }
-    if (hs->state == 2 && m->type == GV_PROTO_MSG_WELCOME) {
+    if (hs->state == GV_PS_CLIENT_AUTH_SENT && m->type == GV_PROTO_MSG_WELCOME) {
         struct gv_auth_welcome w = {.version = GV_AUTH_VERSION};
         status = gv_auth_client_on_welcome(&hs->auth, &w);
         if (status != GV_OK)
             return hs_fail(hs, status, out, have_out);
         hs->welcome = m->u.welcome;
         hs->iteration = m->iteration;
-        hs->state = 3;
+        hs->state = GV_PS_CLIENT_WELCOMED;
         return GV_OK;
     }
     char what[64];
@@ -152,7 +148,7 @@ gv_status_t gv_ps_client_hs_on_msg(struct gv_ps_client_hs *hs, struct gv_ps_link
     gv_status_t sent = gv_ps_link_send(l, &out, NULL, 0, NULL);
     if (status == GV_OK && sent != GV_OK) {
         snprintf(hs->why, sizeof(hs->why), "cannot send AUTH: %s", gv_status_str(sent));
-        hs->state = -1;
+        hs->state = GV_PS_CLIENT_FAILED;
         return sent;
     }
     return status;
@@ -181,9 +177,8 @@ static enum gv_ps_hs_result hs_refuse(struct gv_ps_server_hs *hs, const struct g
     va_end(ap);
     snprintf(hs->text, sizeof(hs->text), "%s", hs->why);
     hs->code = code;
-    gv_proto_msg_init(out, GV_PROTO_MSG_REFUSE);
-    out->role = GV_PROTO_ROLE_SERVER;
-    out->rank = cfg->rank;
+    struct gv_ps_envelope env = {GV_PROTO_ROLE_SERVER, cfg->rank, 0};
+    gv_ps_msg_init(out, &env, GV_PROTO_MSG_REFUSE, 0);
     out->u.refuse.code = code;
     out->u.refuse.text = hs->text;
     return GV_PS_HS_REFUSED;
@@ -241,9 +236,8 @@ static enum gv_ps_hs_result hs_hello(struct gv_ps_server_hs *hs,
     hs->iteration = as_server ? m->iteration : 0;
     memcpy(hs->chal, ch.nonce, GV_AUTH_NONCE_LEN);
     memcpy(hs->chal + GV_AUTH_NONCE_LEN, ch.proof, ch.proof_len);
-    gv_proto_msg_init(out, GV_PROTO_MSG_CHALLENGE);
-    out->role = GV_PROTO_ROLE_SERVER;
-    out->rank = cfg->rank;
+    struct gv_ps_envelope env = {GV_PROTO_ROLE_SERVER, cfg->rank, 0};
+    gv_ps_msg_init(out, &env, GV_PROTO_MSG_CHALLENGE, 0);
     out->u.challenge.nonce = (struct gv_proto_bytes){hs->chal, GV_AUTH_NONCE_LEN + ch.proof_len};
     return GV_PS_HS_REPLY;
 }

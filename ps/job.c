@@ -14,14 +14,22 @@ static const char *const data_choices[] = {"auto", "fashion-mnist", "mnist",    
                                            "cifar10", "text",         "synthetic", NULL};
 static const char *const method_choices[] = {"dense",      "static",    "gravac-exp",
                                              "gravac-geo", "accordion", NULL};
-/* index = enum gv_cmp_kind - 1 (dense is the method, not a compressor) */
+static const int model_values[] = {GV_NN_SOFTMAX, GV_NN_MLP, GV_NN_CNN, GV_NN_LSTM};
+static const int data_values[] = {GV_JOB_DATA_AUTO, GV_JOB_DATA_FASHION, GV_JOB_DATA_MNIST,
+                                  GV_JOB_DATA_IDX, GV_JOB_DATA_CIFAR10, GV_JOB_DATA_TEXT,
+                                  GV_JOB_DATA_SYNTHETIC};
+static const int method_values[] = {GV_JOB_DENSE, GV_JOB_STATIC, GV_JOB_GRAVAC_EXP,
+                                    GV_JOB_GRAVAC_GEO, GV_JOB_ACCORDION};
+/* dense is a method, not a compressor */
 static const char *const cmp_choices[] = {"topk", "randomk", "dgc", "redsync", NULL};
+static const int cmp_values[] = {GV_CMP_TOPK, GV_CMP_RANDOMK, GV_CMP_DGC, GV_CMP_REDSYNC};
 
 #define J(f) offsetof(struct gv_job, f)
 
 const struct gv_opt gv_job_options[] = {
     {.name = "model", .type = GV_OPT_ENUM, .offset = J(model), .def = "mlp",
-     .help = "model to train", .group = "model", .choices = model_choices},
+     .help = "model to train", .group = "model", .choices = model_choices,
+     .values = model_values},
     {.name = "widths", .type = GV_OPT_STRING, .offset = J(widths), .def = "256,128",
      .help = "MLP hidden widths, comma-separated", .group = "model"},
     {.name = "cnn", .type = GV_OPT_STRING, .offset = J(cnn), .def = "16,32,128",
@@ -39,7 +47,7 @@ const struct gv_opt gv_job_options[] = {
      .max = 4096},
     {.name = "dataset", .type = GV_OPT_ENUM, .offset = J(data), .def = "auto",
      .help = "training data (auto: text for the lstm, fashion-mnist otherwise)", .group = "data",
-     .choices = data_choices},
+     .choices = data_choices, .values = data_values},
     {.name = "data-dir", .type = GV_OPT_STRING, .offset = J(data_dir), .def = "",
      .help = "directory of fashion-mnist (default " GV_NN_FASHION_MNIST_DIR "), mnist, cifar10",
      .group = "data"},
@@ -85,7 +93,8 @@ const struct gv_opt gv_job_options[] = {
     {.name = "warmup", .type = GV_OPT_UINT64, .offset = J(warmup), .def = "0",
      .help = "linear learning-rate warm-up iterations", .group = "optimizer"},
     {.name = "method", .type = GV_OPT_ENUM, .offset = J(method), .def = "gravac-exp",
-     .help = "compression method", .group = "compression", .choices = method_choices},
+     .help = "compression method", .group = "compression", .choices = method_choices,
+     .values = method_values},
     {.name = "cf", .type = GV_OPT_DOUBLE, .offset = J(cf), .def = "10",
      .help = "static: compression factor", .group = "compression", .flags = GV_OPT_RANGE,
      .min = 1, .max = 1e9},
@@ -115,7 +124,7 @@ const struct gv_opt gv_job_options[] = {
      .min = 1, .max = 1e6},
     {.name = "compressor", .type = GV_OPT_ENUM, .offset = J(compressor), .def = "topk",
      .help = "sparsifier of the compressed levels", .group = "compression",
-     .choices = cmp_choices},
+     .choices = cmp_choices, .values = cmp_values},
     {.name = "fp16", .type = GV_OPT_BOOL, .offset = J(fp16), .def = "false",
      .help = "send sparse values as fp16 (dense pushes and updates stay f32)",
      .group = "compression"},
@@ -125,16 +134,17 @@ const struct gv_opt gv_job_options[] = {
 };
 const size_t gv_job_options_n = GV_ARRAY_LEN(gv_job_options);
 
-const char *gv_job_method_str(int method)
+const char *gv_job_method_str(enum gv_job_method method)
 {
-    if (method < 0 || method >= (int)GV_ARRAY_LEN(method_choices) - 1)
-        return "unknown";
-    return method_choices[method];
+    for (size_t i = 0; i < GV_ARRAY_LEN(method_values); i++)
+        if (method_values[i] == (int)method)
+            return method_choices[i];
+    return "unknown";
 }
 
 enum gv_cmp_kind gv_job_cmp_kind(const struct gv_job *job)
 {
-    return (enum gv_cmp_kind)(job->compressor + 1);
+    return job->compressor;
 }
 
 /* "a,b,c" of ints in [1, hi] into out[max]; count or -1. */
@@ -161,7 +171,7 @@ static gv_status_t job_model_cfg(struct gv_job *job)
 {
     struct gv_nn_model_cfg *mc = &job->model_cfg;
     int list[GV_NN_MAX_WIDTHS];
-    gv_nn_model_cfg_default((enum gv_nn_model_kind)job->model, mc);
+    gv_nn_model_cfg_default(job->model, mc);
     int k = job_parse_list(job->widths, list, GV_NN_MAX_WIDTHS, 65536);
     if (k < 1) {
         gv_log(GV_LOG_ERROR, "--widths: '%s' is not a list of 1 to %d widths", job->widths,

@@ -6,11 +6,23 @@
 #include <stdio.h>
 #include <string.h>
 
+void gv_ps_msg_init(struct gv_proto_msg *m, const struct gv_ps_envelope *env,
+                    enum gv_proto_msg_type type, uint64_t iteration)
+{
+    gv_proto_msg_init(m, type);
+    m->role = env->role;
+    m->rank = env->rank;
+    m->shard = env->shard;
+    m->iteration = iteration;
+}
+
 gv_status_t gv_ps_link_init(struct gv_ps_link *l, const struct gv_proto_caps *caps,
-                            uint32_t n_slots, size_t slot_bytes)
+                            const struct gv_ps_envelope *env, uint32_t n_slots,
+                            size_t slot_bytes)
 {
     memset(l, 0, sizeof(*l));
     l->caps = caps;
+    l->env = *env;
     l->n_slots = n_slots;
     l->slot_bytes = slot_bytes;
     l->slots = gv_malloc((size_t)n_slots * slot_bytes);

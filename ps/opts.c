@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 static const char *const device_choices[] = {"cpu", "cuda", NULL};
+static const int device_values[] = {GV_NN_CPU, GV_NN_CUDA};
 
 #define T(f) offsetof(struct gv_train_opts, f)
 
@@ -22,7 +23,8 @@ const struct gv_opt gv_train_options[] = {
      .help = "stop once the test accuracy reaches this (0..1, or a percentage; 0: off)",
      .group = "worker", .flags = GV_OPT_RANGE, .min = 0, .max = 100},
     {.name = "device", .type = GV_OPT_ENUM, .offset = T(device), .def = "cpu",
-     .help = "compute backend", .group = "worker", .choices = device_choices},
+     .help = "compute backend", .group = "worker", .choices = device_choices,
+     .values = device_values},
     {.name = "threads", .type = GV_OPT_INT, .offset = T(threads), .def = "1",
      .help = "OpenBLAS threads", .group = "worker", .flags = GV_OPT_RANGE, .min = 1, .max = 256},
     {.name = "progress-every", .type = GV_OPT_UINT64, .offset = T(progress_every), .def = "100",

@@ -171,6 +171,7 @@ gv_status_t gv_server_create(const struct gv_server_config *cfg, struct gv_serve
     srv->rank = srv->cl->my_rank;
     srv->S = srv->cl->n_servers;
     srv->W = srv->cl->n_workers;
+    srv->env = (struct gv_ps_envelope){GV_PROTO_ROLE_SERVER, srv->rank, srv->rank};
     gv_ps_caps(&srv->caps, &srv->tp_cfg, srv->cl->io_timeout, srv->cl->connect_timeout);
     if (srv->cfg.min_workers == 0)
         srv->cfg.min_workers = 1;
@@ -271,10 +272,7 @@ void srv_abort_now(struct gv_server *srv, gv_status_t status, bool consistent, c
         if (p->closed || p->kind == SRV_PEER_NEW)
             continue;
         struct gv_proto_msg m;
-        gv_proto_msg_init(&m, GV_PROTO_MSG_ERROR);
-        m.role = GV_PROTO_ROLE_SERVER;
-        m.rank = srv->rank;
-        m.iteration = srv->iter;
+        gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_ERROR, srv->iter);
         m.u.error.code = srv->stopped ? GV_OK : status;
         m.u.error.text = msg;
         (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
@@ -284,7 +282,7 @@ void srv_abort_now(struct gv_server *srv, gv_status_t status, bool consistent, c
 static bool srv_coord_alive(const struct gv_server *srv)
 {
     const struct srv_peer *c = srv->coord;
-    return c != NULL && !c->closed && c->link.c != NULL && c->hs.state == 3;
+    return c != NULL && !c->closed && c->link.c != NULL && c->hs.state == GV_PS_CLIENT_WELCOMED;
 }
 
 /* Servers 1..S-1: asks server 0 to end the job (it decides, so that every server stops at the
@@ -303,10 +301,7 @@ static void srv_request_abort(struct gv_server *srv, gv_status_t status, const c
     char msg[400];
     snprintf(msg, sizeof(msg), "server %u: %.300s", srv->rank, text);
     struct gv_proto_msg m;
-    gv_proto_msg_init(&m, GV_PROTO_MSG_ERROR);
-    m.role = GV_PROTO_ROLE_SERVER;
-    m.rank = srv->rank;
-    m.iteration = srv->iter;
+    gv_ps_link_msg(&srv->coord->link, &m, GV_PROTO_MSG_ERROR, srv->iter);
     m.u.error.code = status;
     m.u.error.text = msg;
     if (gv_ps_link_send(&srv->coord->link, &m, NULL, 0, NULL) != GV_OK)
@@ -400,10 +395,7 @@ static void srv_finish(struct gv_server *srv)
     srv->state = SRV_DONE;
     if (srv->coord != NULL && !srv->coord->closed) {
         struct gv_proto_msg m;
-        gv_proto_msg_init(&m, GV_PROTO_MSG_BYE);
-        m.role = GV_PROTO_ROLE_SERVER;
-        m.rank = srv->rank;
-        m.iteration = srv->rounds_done;
+        gv_ps_link_msg(&srv->coord->link, &m, GV_PROTO_MSG_BYE, srv->rounds_done);
         (void)gv_ps_link_send(&srv->coord->link, &m, NULL, 0, NULL);
     }
 }

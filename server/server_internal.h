@@ -93,6 +93,7 @@ struct gv_server {
     const struct gv_job *job;
     const struct gv_cluster *cl;
     uint32_t rank, S, W;
+    struct gv_ps_envelope env; /* this server on every link: role server, its rank and shard */
     struct gv_proto_caps caps;
     struct gv_tp_config tp_cfg;
 

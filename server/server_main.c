@@ -133,7 +133,7 @@ int main(int argc, char **argv)
                                   .decision_log = so.decision_log,
                                   .heartbeat_interval_ns = oc.heartbeat_interval,
                                   .peer_timeout_ns = oc.peer_timeout,
-                                  .dead_policy = (enum gv_dead_policy)os.dead_worker_policy,
+                                  .dead_policy = os.dead_worker_policy,
                                   .min_workers = (uint32_t)os.min_workers,
                                   .checkpoint_dir = os.checkpoint_dir,
                                   .checkpoint_every = os.checkpoint_every,

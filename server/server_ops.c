@@ -48,7 +48,7 @@ void srv_ops_seen(struct gv_server *srv, struct srv_peer *p)
 static bool ops_joined(const struct srv_peer *p)
 {
     return p->kind != SRV_PEER_NEW && !p->closed && p->link.c != NULL && !p->dead &&
-           (p->kind != SRV_PEER_COORD || p->hs.state == 3);
+           (p->kind != SRV_PEER_COORD || p->hs.state == GV_PS_CLIENT_WELCOMED);
 }
 
 static void ops_heartbeat(struct gv_server *srv, struct srv_peer *p, uint64_t now)
@@ -57,10 +57,7 @@ static void ops_heartbeat(struct gv_server *srv, struct srv_peer *p, uint64_t no
         now - p->link.t_sent_ns < srv->cfg.heartbeat_interval_ns)
         return;
     struct gv_proto_msg m;
-    gv_proto_msg_init(&m, GV_PROTO_MSG_HEARTBEAT);
-    m.role = GV_PROTO_ROLE_SERVER;
-    m.rank = srv->rank;
-    m.iteration = srv->iter;
+    gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_HEARTBEAT, srv->iter);
     (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL); /* busy: try again next tick */
 }
 
@@ -156,10 +153,7 @@ static void ops_evict(struct gv_server *srv, struct srv_peer *p, const char *tex
     if (p->link.c == NULL)
         return;
     struct gv_proto_msg m;
-    gv_proto_msg_init(&m, GV_PROTO_MSG_ERROR);
-    m.role = GV_PROTO_ROLE_SERVER;
-    m.rank = srv->rank;
-    m.iteration = srv->iter;
+    gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_ERROR, srv->iter);
     m.u.error.code = GV_ERR_CLOSED;
     m.u.error.text = text;
     (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);

@@ -41,7 +41,7 @@ static struct srv_peer *srv_peer_new(struct gv_server *srv, struct gv_conn *c,
     struct srv_peer *p = gv_calloc(1, sizeof(*p));
     if (p == NULL)
         return NULL;
-    if (gv_ps_link_init(&p->link, &srv->caps, SRV_HDR_SLOTS, SRV_HDR_BYTES) != GV_OK) {
+    if (gv_ps_link_init(&p->link, &srv->caps, &srv->env, SRV_HDR_SLOTS, SRV_HDR_BYTES) != GV_OK) {
         gv_free(p);
         return NULL;
     }
@@ -71,9 +71,7 @@ static void srv_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char
     gv_log(GV_LOG_WARN, "server %u: refused %s: %s", p->srv->rank, p->name, text);
     srv_metrics_refused(p->srv, gv_proto_refuse_str(code));
     struct gv_proto_msg m;
-    gv_proto_msg_init(&m, GV_PROTO_MSG_REFUSE);
-    m.role = GV_PROTO_ROLE_SERVER;
-    m.rank = p->srv->rank;
+    gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_REFUSE, 0);
     m.u.refuse.code = code;
     m.u.refuse.text = text;
     if (gv_ps_link_send(&p->link, &m, NULL, 0, NULL) == GV_OK && !gv_ps_link_idle(&p->link))
@@ -87,11 +85,7 @@ static void srv_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char
 static gv_status_t srv_send_welcome(struct gv_server *srv, struct srv_peer *p)
 {
     struct gv_proto_msg out;
-    gv_proto_msg_init(&out, GV_PROTO_MSG_WELCOME);
-    out.role = GV_PROTO_ROLE_SERVER;
-    out.rank = srv->rank;
-    out.iteration = srv->iter;
-    out.shard = srv->rank;
+    gv_ps_link_msg(&p->link, &out, GV_PROTO_MSG_WELCOME, srv->iter);
     out.u.welcome = (struct gv_proto_welcome){
         .shard_offset = srv->lo, .shard_numel = srv->n, .model_numel = srv->map.total,
         .model_fingerprint = srv->fingerprint, .num_shards = srv->S,
@@ -238,9 +232,7 @@ static void srv_coord_welcomed(struct gv_server *srv, struct srv_peer *p)
                  srv->fingerprint, srv->map.total, srv->S, w->model_fingerprint, w->model_numel,
                  w->num_shards);
         struct gv_proto_msg m;
-        gv_proto_msg_init(&m, GV_PROTO_MSG_REFUSE);
-        m.role = GV_PROTO_ROLE_SERVER;
-        m.rank = srv->rank;
+        gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_REFUSE, 0);
         m.u.refuse.code = GV_PROTO_REFUSE_MODEL;
         m.u.refuse.text = text;
         (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
@@ -314,11 +306,7 @@ gv_status_t srv_send_decision(struct gv_server *srv, struct srv_peer *p,
                               const uint8_t *memb)
 {
     struct gv_proto_msg m;
-    gv_proto_msg_init(&m, type);
-    m.role = GV_PROTO_ROLE_SERVER;
-    m.rank = srv->rank;
-    m.iteration = d->iter;
-    m.shard = srv->rank;
+    gv_ps_link_msg(&p->link, &m, type, d->iter);
     m.u.decision = d->d;
     struct gv_iov pl[2];
     int n = 0;
@@ -339,11 +327,7 @@ static gv_status_t srv_send_chunks(struct gv_server *srv, struct srv_peer *p, co
     for (uint64_t off = 0; off < srv->n; off += SRV_MODEL_CHUNK) {
         uint64_t len = GV_MIN(SRV_MODEL_CHUNK, srv->n - off);
         struct gv_proto_msg m;
-        gv_proto_msg_init(&m, GV_PROTO_MSG_MODEL);
-        m.role = GV_PROTO_ROLE_SERVER;
-        m.rank = srv->rank;
-        m.iteration = srv->iter;
-        m.shard = srv->rank;
+        gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_MODEL, srv->iter);
         m.tensor_id = tensor_id;
         m.dtype = GV_PROTO_DTYPE_F32;
         m.numel = len;
@@ -401,10 +385,7 @@ void srv_send_bye(struct gv_server *srv, struct srv_peer *p)
     if (p == NULL || p->closed || p->bye_sent)
         return;
     struct gv_proto_msg m;
-    gv_proto_msg_init(&m, GV_PROTO_MSG_BYE);
-    m.role = GV_PROTO_ROLE_SERVER;
-    m.rank = srv->rank;
-    m.iteration = srv->rounds_done;
+    gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_BYE, srv->rounds_done);
     (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
     p->bye_sent = true;
 }
@@ -492,12 +473,12 @@ static gv_status_t srv_on_header(struct gv_conn *c, const void *msg, size_t msg_
 static void srv_on_coord_msg(struct gv_server *srv, struct srv_peer *p,
                              const struct gv_proto_msg *m)
 {
-    if (p->hs.state != 3) {
+    if (p->hs.state != GV_PS_CLIENT_WELCOMED) {
         if (gv_ps_client_hs_on_msg(&p->hs, &p->link, m) != GV_OK) {
             srv_abort_now(srv, GV_ERR_AUTH, false, p->hs.why);
             return;
         }
-        if (p->hs.state == 3)
+        if (p->hs.state == GV_PS_CLIENT_WELCOMED)
             srv_coord_welcomed(srv, p);
         return;
     }

@@ -365,11 +365,7 @@ static void round_apply(struct gv_server *srv)
     uint64_t checksum = gv_ps_checksum(srv->params, srv->n);
 
     struct gv_proto_msg m;
-    gv_proto_msg_init(&m, GV_PROTO_MSG_UPDATE);
-    m.role = GV_PROTO_ROLE_SERVER;
-    m.rank = srv->rank;
-    m.iteration = srv->iter;
-    m.shard = srv->rank;
+    gv_ps_msg_init(&m, &srv->env, GV_PROTO_MSG_UPDATE, srv->iter);
     m.dtype = GV_PROTO_DTYPE_F32;
     m.numel = srv->n;
     m.cf = srv->dec_cur.d.cf_send;
@@ -450,11 +446,7 @@ static void round_aggregated(struct gv_server *srv)
         n += srv->arrived[w];
     }
     struct gv_proto_msg m;
-    gv_proto_msg_init(&m, GV_PROTO_MSG_STATS);
-    m.role = GV_PROTO_ROLE_SERVER;
-    m.rank = srv->rank;
-    m.iteration = srv->iter;
-    m.shard = srv->rank;
+    gv_ps_link_msg(&srv->coord->link, &m, GV_PROTO_MSG_STATS, srv->iter);
     m.u.stats.workers = n;
     gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, srv->W, srv->W);
     struct gv_iov pl = {rep, srv->W};
@@ -495,7 +487,7 @@ void srv_round_maybe_decide(struct gv_server *srv)
     memset(srv->got_report, 0, srv->S * sizeof(bool));
     srv->n_reports = 0;
     struct gv_round_decision d;
-    gv_round_decide((enum gv_dead_policy)srv->cfg.dead_policy, srv->cfg.min_workers, W,
+    gv_round_decide(srv->cfg.dead_policy, srv->cfg.min_workers, W,
                     srv->expected, arr, dead, &d);
     if (d.action != GV_ROUND_COMPLETE) {
         srv_abort(srv, GV_ERR_CLOSED, "iteration %" PRIu64 ": %s", srv->iter,

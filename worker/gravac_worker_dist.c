@@ -148,7 +148,7 @@ static gv_status_t dist_model(struct dist *d)
      * GPU (the CUDA plugins are loaded here, and only here) */
     uint64_t rss0 = gv_ps_rss();
     gv_status_t status =
-        gv_nn_backend_create((enum gv_nn_device)o->to.device, o->to.threads, &d->be);
+        gv_nn_backend_create(o->to.device, o->to.threads, &d->be);
     if (status != GV_OK)
         gv_log(GV_LOG_ERROR, "worker %u: cannot compute on --device %s: %s", d->rank,
                o->to.device == GV_NN_CUDA ? "cuda" : "cpu", gv_status_str(status));
@@ -537,7 +537,7 @@ int wp_run_distributed(struct wp_opts *o)
                "tensors), data %s (%zu train in this worker's shard of %zu, %zu test), %u "
                "servers, method %s, %lld iterations of batch %d\n", d.rank, o->cl.n_workers,
                o->cl.rank_source, gv_nn_backend_name(d.be),
-               gv_nn_model_kind_str((enum gv_nn_model_kind)o->job.model),
+               gv_nn_model_kind_str(o->job.model),
                gv_nn_model_numel(d.model), gv_nn_model_tensor_count(d.model), d.train->name,
                d.train->n, d.train->n_total, d.test != NULL ? d.test->n : 0, o->cl.n_servers,
                gv_job_method_str(o->job.method), (long long)o->job.total_steps, o->job.batch);

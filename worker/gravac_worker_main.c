@@ -246,7 +246,7 @@ static void print_summary(const struct run *r, int64_t steps, double secs)
     const struct gv_job *job = &r->o->job;
     printf("summary: model %s, %zu parameters, device %s, %lld steps of %d (%.2f epochs of the "
            "shard) in %.1f s (%.1f s of it evaluating), %.0f samples/s training\n",
-           gv_nn_model_kind_str((enum gv_nn_model_kind)job->model), gv_nn_model_numel(r->model),
+           gv_nn_model_kind_str(job->model), gv_nn_model_numel(r->model),
            gv_nn_backend_name(gv_nn_model_backend(r->model)), (long long)steps, job->batch,
            (double)steps * job->batch / (double)r->train->n, secs, r->eval_s,
            (double)steps * job->batch / (secs - r->eval_s));
@@ -281,7 +281,7 @@ static int run_standalone(struct wp_opts *o)
     if (wp_load_data(&o->job, r.rank, r.world, true, &r.train, &r.test) != GV_OK)
         goto out;
     int64_t total = o->job.total_steps;
-    if (gv_nn_backend_create((enum gv_nn_device)o->to.device, o->to.threads, &be) != GV_OK ||
+    if (gv_nn_backend_create(o->to.device, o->to.threads, &be) != GV_OK ||
         gv_nn_model_create(be, &o->job.model_cfg, &r.model) != GV_OK ||
         gv_nn_model_init(r.model, o->job.seed) != GV_OK ||
         gv_nn_batch_buf_init(&r.eval_buf, r.test, o->job.model_cfg.max_batch) != GV_OK)
@@ -295,7 +295,7 @@ static int run_standalone(struct wp_opts *o)
     printf("gravac-worker standalone: model %s (%zu parameters in %d tensors), data %s "
            "(%zu train in shard %d of %d of %zu, %zu test), device %s, threads %d, batch %d, "
            "%lld steps\n",
-           gv_nn_model_kind_str((enum gv_nn_model_kind)o->job.model), gv_nn_model_numel(r.model),
+           gv_nn_model_kind_str(o->job.model), gv_nn_model_numel(r.model),
            gv_nn_model_tensor_count(r.model), r.train->name, r.train->n, r.rank, r.world,
            r.train->n_total, r.test->n,
            gv_nn_backend_name(be), o->to.threads, o->job.batch, (long long)total);

@@ -147,10 +147,7 @@ static void wk_seed(struct gv_worker *w, struct wk_server *ws)
     for (uint64_t off = 0; off < ws->n; off += WK_MODEL_CHUNK) {
         uint64_t len = GV_MIN(WK_MODEL_CHUNK, ws->n - off);
         struct gv_proto_msg m;
-        gv_proto_msg_init(&m, GV_PROTO_MSG_MODEL);
-        m.role = GV_PROTO_ROLE_WORKER;
-        m.rank = w->rank;
-        m.shard = ws->s;
+        gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_MODEL, 0);
         m.dtype = GV_PROTO_DTYPE_F32;
         m.numel = len;
         m.u.model.offset = off;
@@ -174,9 +171,7 @@ static void wk_welcomed(struct gv_worker *w, struct wk_server *ws)
                  ", server %u has %016" PRIx64 ": the model, optimizer or compression options "
                  "differ", w->rank, w->fingerprint, ws->s, we->model_fingerprint);
         struct gv_proto_msg m;
-        gv_proto_msg_init(&m, GV_PROTO_MSG_REFUSE);
-        m.role = GV_PROTO_ROLE_WORKER;
-        m.rank = w->rank;
+        gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_REFUSE, 0);
         m.u.refuse.code = GV_PROTO_REFUSE_MODEL;
         m.u.refuse.text = text;
         (void)gv_ps_link_send(&ws->link, &m, NULL, 0, NULL);
@@ -224,12 +219,12 @@ static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *
     uint64_t bytes = msg_len + m.payload_len;
     ws->link.bytes_recv += bytes;
     wk_seen(w, ws);
-    if (ws->hs.state != 3) {
+    if (ws->hs.state != GV_PS_CLIENT_WELCOMED) {
         if (gv_ps_client_hs_on_msg(&ws->hs, &ws->link, &m) != GV_OK) {
             wk_fail(w, GV_ERR_AUTH, "handshake with %s failed: %s", ws->name, ws->hs.why);
             return;
         }
-        if (ws->hs.state == 3)
+        if (ws->hs.state == GV_PS_CLIENT_WELCOMED)
             wk_welcomed(w, ws);
         return;
     }
@@ -477,7 +472,8 @@ static gv_status_t wk_shard_buffers(struct gv_worker *w, struct wk_server *ws)
     ws->heavy = wk_alloc(w, w->m.n_tensors, 1);
     if (ws->sidx == NULL || ws->sval == NULL || ws->ubuf == NULL || ws->heavy == NULL)
         return GV_ERR_NOMEM;
-    return gv_ps_link_init(&ws->link, &w->caps, WK_HDR_SLOTS,
+    struct gv_ps_envelope env = {GV_PROTO_ROLE_WORKER, w->rank, ws->s};
+    return gv_ps_link_init(&ws->link, &w->caps, &env, WK_HDR_SLOTS,
                            (size_t)w->caps.max_hdr_len + GV_PROTO_PREFIX_LEN);
 }
 
@@ -680,13 +676,10 @@ static void wk_tell_failure(struct gv_worker *w)
     bool sent = false;
     for (uint32_t s = 0; w->srv != NULL && s < w->S; s++) {
         struct wk_server *ws = &w->srv[s];
-        if (ws->closed || ws->link.c == NULL || ws->got_error || ws->hs.state != 3)
+        if (ws->closed || ws->link.c == NULL || ws->got_error || ws->hs.state != GV_PS_CLIENT_WELCOMED)
             continue;
         struct gv_proto_msg m;
-        gv_proto_msg_init(&m, GV_PROTO_MSG_ERROR);
-        m.role = GV_PROTO_ROLE_WORKER;
-        m.rank = w->rank;
-        m.iteration = w->iter;
+        gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_ERROR, w->iter);
         m.u.error.code = w->fail_status;
         m.u.error.text = text;
         sent |= gv_ps_link_send(&ws->link, &m, NULL, 0, NULL) == GV_OK;
@@ -771,10 +764,7 @@ gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations)
         if (ws->closed)
             continue;
         struct gv_proto_msg m;
-        gv_proto_msg_init(&m, GV_PROTO_MSG_BYE);
-        m.role = GV_PROTO_ROLE_WORKER;
-        m.rank = w->rank;
-        m.iteration = iterations;
+        gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_BYE, iterations);
         (void)gv_ps_link_send(&ws->link, &m, NULL, 0, NULL);
     }
     /* wait for every server's BYE (its answer), so that nothing is left unread when the

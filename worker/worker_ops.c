@@ -24,10 +24,7 @@ static void ops_heartbeat(struct gv_worker *w, struct wk_server *ws, uint64_t no
         now - ws->link.t_sent_ns < w->cfg.heartbeat_interval_ns)
         return;
     struct gv_proto_msg m;
-    gv_proto_msg_init(&m, GV_PROTO_MSG_HEARTBEAT);
-    m.role = GV_PROTO_ROLE_WORKER;
-    m.rank = w->rank;
-    m.iteration = w->iter;
+    gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_HEARTBEAT, w->iter);
     (void)gv_ps_link_send(&ws->link, &m, NULL, 0, NULL); /* busy: next tick */
 }
 
@@ -45,7 +42,7 @@ int wk_tick(struct gv_worker *w, uint64_t now)
     w->t_tick_ns = now;
     for (uint32_t s = 0; s < w->S; s++) {
         struct wk_server *ws = &w->srv[s];
-        if (ws->closed || ws->link.c == NULL || ws->hs.state != 3)
+        if (ws->closed || ws->link.c == NULL || ws->hs.state != GV_PS_CLIENT_WELCOMED)
             continue;
         ops_heartbeat(w, ws, now);
         /* bytes arriving prove life; an update we leave unread hides the server's heartbeats */
@@ -72,7 +69,7 @@ int wk_tick(struct gv_worker *w, uint64_t now)
     /* a server that closed or reported an error: said now, not at the next step */
     for (uint32_t s = 0; s < w->S && w->fail_status == GV_OK; s++) {
         struct wk_server *ws = &w->srv[s];
-        if (ws->hs.state == 3 && !ws->got_bye && (ws->got_error || ws->closed))
+        if (ws->hs.state == GV_PS_CLIENT_WELCOMED && !ws->got_bye && (ws->got_error || ws->closed))
             (void)wk_server_status(w, ws);
     }
     uint64_t wait = 100000000ull;
@@ -308,13 +305,10 @@ void gv_worker_stop(struct gv_worker *w, const char *why)
     bool sent = false;
     for (uint32_t s = 0; s < w->S; s++) {
         struct wk_server *ws = &w->srv[s];
-        if (ws->closed || ws->link.c == NULL || ws->hs.state != 3 || ws->got_error)
+        if (ws->closed || ws->link.c == NULL || ws->hs.state != GV_PS_CLIENT_WELCOMED || ws->got_error)
             continue;
         struct gv_proto_msg m;
-        gv_proto_msg_init(&m, GV_PROTO_MSG_ERROR);
-        m.role = GV_PROTO_ROLE_WORKER;
-        m.rank = w->rank;
-        m.iteration = w->iter;
+        gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_ERROR, w->iter);
         m.u.error.code = GV_OK; /* a stop on request, not a failure */
         m.u.error.text = text;
         sent |= gv_ps_link_send(&ws->link, &m, NULL, 0, NULL) == GV_OK;

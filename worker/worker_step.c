@@ -73,11 +73,7 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
 {
     struct wk_server *ws = &w->srv[s];
     struct gv_proto_msg m;
-    gv_proto_msg_init(&m, GV_PROTO_MSG_PUSH);
-    m.role = GV_PROTO_ROLE_WORKER;
-    m.rank = w->rank;
-    m.iteration = w->iter;
-    m.shard = s;
+    gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_PUSH, w->iter);
     m.dtype = GV_PROTO_DTYPE_F32;
     m.numel = ws->n;
     m.cf = w->dec.cf_send;
@@ -261,11 +257,7 @@ void wk_apply_update(struct gv_worker *w, struct wk_server *ws, const struct gv_
                    " (checksum %016" PRIx64 ", server %016" PRIx64 "): asking for a full model",
                    w->rank, ws->s, ws->name, w->iter, ck, m->u.update.model_checksum);
             struct gv_proto_msg r;
-            gv_proto_msg_init(&r, GV_PROTO_MSG_MODEL);
-            r.role = GV_PROTO_ROLE_WORKER;
-            r.rank = w->rank;
-            r.iteration = w->iter;
-            r.shard = ws->s;
+            gv_ps_link_msg(&ws->link, &r, GV_PROTO_MSG_MODEL, w->iter);
             (void)gv_ps_link_send(&ws->link, &r, NULL, 0, NULL);
         }
     }

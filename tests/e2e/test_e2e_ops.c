@@ -807,10 +807,10 @@ static void hc_msg(struct gv_conn *c, const void *msg, size_t len, void *u)
         out.rank = h->hs.rank;
         out.u.auth.mac = (struct gv_proto_bytes){mac, sizeof(mac)};
         (void)gv_ps_link_send(&h->link, &out, NULL, 0, NULL);
-        h->hs.state = 2;
+        h->hs.state = GV_PS_CLIENT_AUTH_SENT;
         return;
     }
-    if (h->hs.state == 1 || h->hs.state == 2)
+    if (h->hs.state == GV_PS_CLIENT_HELLO_SENT || h->hs.state == GV_PS_CLIENT_AUTH_SENT)
         (void)gv_ps_client_hs_on_msg(&h->hs, &h->link, &m);
 }
 
@@ -836,9 +836,10 @@ static bool handshake_refused(int port, const char *key, uint32_t rank, bool for
     struct gv_conn *c = NULL;
     struct gv_auth_secret sec = {0};
     gv_auth_secret_set(&sec, key, strlen(key));
+    struct gv_ps_envelope hostile_env = {GV_PROTO_ROLE_WORKER, rank, 0};
     bool ok = gv_tp_create("tcp", &tc, &hd, h, &tp) == GV_OK &&
               gv_tp_connect(tp, "127.0.0.1", (uint16_t)port, &c) == GV_OK &&
-              gv_ps_link_init(&h->link, &h->caps, 8, 4096) == GV_OK;
+              gv_ps_link_init(&h->link, &h->caps, &hostile_env, 8, 4096) == GV_OK;
     if (ok) {
         h->link.c = c;
         struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER, .rank = rank,
@@ -848,7 +849,7 @@ static bool handshake_refused(int port, const char *key, uint32_t rank, bool for
         uint64_t end = gv_now_ns() + 5000000000ull;
         while (ok && !h->closed && gv_now_ns() < end)
             gv_tp_progress(tp, 10);
-        ok = h->closed && h->hs.state != 3;
+        ok = h->closed && h->hs.state != GV_PS_CLIENT_WELCOMED;
     }
     snprintf(why, len, "%s | %s", h->refuse, h->hs.why);
     gv_tp_destroy(tp);

@@ -142,11 +142,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             gv_status_t st = gv_ps_client_hs_step(&c, &m, &out, &have);
             if (have)
                 must_encode(&out, &caps);
-            if (c.state == 3 && cli_secret)
+            if (c.state == GV_PS_CLIENT_WELCOMED && cli_secret)
                 abort(); /* the client trusted a server proof the input made up */
-            if ((st != GV_OK) != (c.state == -1))
+            if ((st != GV_OK) != (c.state == GV_PS_CLIENT_FAILED))
                 abort();
-            c_done = c.state == -1 || c.state == 3;
+            c_done = c.state == GV_PS_CLIENT_FAILED || c.state == GV_PS_CLIENT_WELCOMED;
         }
     }
     return 0;

@@ -145,9 +145,9 @@ static void fk_msg(struct gv_conn *c, const void *msg, size_t len, void *u)
     struct gv_proto_msg m;
     if (gv_proto_decode(msg, len, &f->caps, &f->arena, &m) != GV_OK)
         return;
-    if (k->hs.state == 1 || k->hs.state == 2) {
+    if (k->hs.state == GV_PS_CLIENT_HELLO_SENT || k->hs.state == GV_PS_CLIENT_AUTH_SENT) {
         GV_CHECK_OK(gv_ps_client_hs_on_msg(&k->hs, &k->link, &m));
-        if (k->hs.state == 3)
+        if (k->hs.state == GV_PS_CLIENT_WELCOMED)
             k->numel = k->hs.welcome.shard_numel;
         return;
     }
@@ -175,7 +175,8 @@ static void fake_run(struct world *x, struct fake *f)
         struct gv_conn *c;
         GV_CHECK_OK(gv_tp_connect(f->tp, "127.0.0.1", gv_server_port(x->srv[s]), &c));
         c->user = &f->c[s];
-        GV_CHECK_OK(gv_ps_link_init(&f->c[s].link, &f->caps, 8, 4096));
+        struct gv_ps_envelope env = {GV_PROTO_ROLE_WORKER, 1, (uint32_t)s};
+        GV_CHECK_OK(gv_ps_link_init(&f->c[s].link, &f->caps, &env, 8, 4096));
         f->c[s].link.c = c;
         struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER, .rank = 1,
                                         .num_workers = W, .num_servers = S,

@@ -214,7 +214,7 @@ static void rc_msg(struct gv_conn *c, const void *msg, size_t len, void *u)
     r->last = m.type;
     if (m.type == GV_PROTO_MSG_REFUSE)
         snprintf(r->text, sizeof(r->text), "%s", m.u.refuse.text ? m.u.refuse.text : "");
-    if (r->hs.state == 1 || r->hs.state == 2)
+    if (r->hs.state == GV_PS_CLIENT_HELLO_SENT || r->hs.state == GV_PS_CLIENT_AUTH_SENT)
         r->hs_status = gv_ps_client_hs_on_msg(&r->hs, &r->link, &m);
 }
 
@@ -228,6 +228,7 @@ static void rc_close(struct gv_conn *c, gv_status_t reason, void *u)
 
 static int rc_open(struct rc *r, uint16_t port)
 {
+    static const struct gv_ps_envelope test_env = {GV_PROTO_ROLE_WORKER, 0, 0};
     memset(r, 0, sizeof(*r));
     struct gv_tp_config tc;
     gv_ps_caps(&r->caps, &tc, 5000000000ull, 5000000000ull);
@@ -237,7 +238,7 @@ static int rc_open(struct rc *r, uint16_t port)
     struct gv_conn *c;
     if (gv_tp_create("tcp", &tc, &h, r, &r->tp) != GV_OK ||
         gv_tp_connect(r->tp, "127.0.0.1", port, &c) != GV_OK ||
-        gv_ps_link_init(&r->link, &r->caps, 8, 4096) != GV_OK)
+        gv_ps_link_init(&r->link, &r->caps, &test_env, 8, 4096) != GV_OK)
         return -1;
     r->link.c = c;
     return 0;
@@ -257,7 +258,7 @@ static bool rc_closed(struct rc *r)
 
 static bool rc_done(struct rc *r)
 {
-    return r->closed || r->hs.state == 3 || r->hs.state == -1;
+    return r->closed || r->hs.state == GV_PS_CLIENT_WELCOMED || r->hs.state == GV_PS_CLIENT_FAILED;
 }
 
 static void rc_free(struct rc *r)
@@ -281,7 +282,7 @@ static int try_hello(uint16_t port, const char *cluster, uint32_t rank, uint32_t
     rc_run(r, 3000, rc_done);
     rc_run(r, 500, rc_closed); /* the server closes refused connections */
     snprintf(text, len, "%s | %s", r->text, r->hs.why);
-    int st = r->closed ? -1 : r->hs.state;
+    int st = r->closed ? GV_PS_CLIENT_FAILED : (int)r->hs.state;
     rc_free(r);
     free(r);
     return st;
@@ -323,7 +324,7 @@ static void test_refusals_then_job(void)
     struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER, .rank = 0, .num_workers = 2,
                                     .num_servers = 1, .cluster_id = "test", .secret = &sec};
     GV_CHECK_OK(gv_ps_client_hs_start(&r->hs, &r->link, &info));
-    r->hs.state = 9; /* stop answering */
+    r->hs.state = GV_PS_CLIENT_IDLE; /* stop answering */
     uint64_t t0 = gv_now_ns();
     rc_run(r, 3000, rc_closed);
     GV_CHECK(r->closed);
@@ -395,7 +396,7 @@ static void test_duplicate_and_dead_worker(void)
     GV_CHECK(rc_open(a, port) == 0);
     GV_CHECK_OK(gv_ps_client_hs_start(&a->hs, &a->link, &info));
     rc_run(a, 3000, rc_done);
-    GV_CHECK_EQ(a->hs.state, 3); /* welcomed as worker 0 */
+    GV_CHECK_EQ(a->hs.state, GV_PS_CLIENT_WELCOMED); /* welcomed as worker 0 */
     char text[700];
     GV_CHECK_EQ(try_hello(port, "test", 0, 2, NULL, text, sizeof(text)), -1);
     GV_CHECK_MSG(strstr(text, "already joined"), "%s", text);
