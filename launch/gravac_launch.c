@@ -68,8 +68,7 @@ struct child {
 
 struct launch {
     struct launch_opts lo;
-    struct gv_train_opts to;
-    struct gv_cluster cl;
+    struct gv_ps_options ps; /* the job's options, as every gravac program reads them */
     char dir[512];
     struct child ch[L_MAX_CHILDREN];
     int n;
@@ -77,7 +76,6 @@ struct launch {
     int n_server_args, n_worker_args;
     bool user_metrics;
     int lost; /* workers that failed while the job went on (continue policy) */
-    struct gv_ops_server_cfg os; /* the ops options launch looks at (policy, metrics port) */
 };
 
 static int sig_pipe[2] = {-1, -1};
@@ -140,28 +138,26 @@ static int route(const char *arg, bool *takes_value)
 
 static gv_status_t launch_parse(struct launch *L, int argc, char **argv, struct gv_cfg **cfg_p)
 {
-    static struct gv_job job;
-    static struct gv_ops_common_cfg oc;
-    static struct gv_server_opts so;
+    /* launch's own table first, then the shared ones, less the cluster options launch sets
+     * itself for its children */
     static struct gv_opt cl_opts[32];
     size_t ncl = 0;
     for (size_t i = 0; i < gv_cluster_options_n && ncl < GV_ARRAY_LEN(cl_opts); i++)
         if (!in_list(launch_owned, gv_cluster_options[i].name))
             cl_opts[ncl++] = gv_cluster_options[i];
-    static struct gv_opt_table tables[7];
+    static struct gv_opt_table tables[1 + GV_PS_OPTION_TABLES];
     tables[0] = (struct gv_opt_table){launch_options, GV_ARRAY_LEN(launch_options), &L->lo};
-    tables[1] = (struct gv_opt_table){gv_job_options, gv_job_options_n, &job};
-    tables[2] = (struct gv_opt_table){cl_opts, ncl, &L->cl};
-    tables[3] = (struct gv_opt_table){gv_ops_common_options, gv_ops_common_options_n, &oc};
-    tables[4] = (struct gv_opt_table){gv_train_options, gv_train_options_n, &L->to};
-    tables[5] = (struct gv_opt_table){gv_server_options, gv_server_options_n, &so};
-    tables[6] = (struct gv_opt_table){gv_ops_server_options, gv_ops_server_options_n, &L->os};
+    gv_ps_option_tables(&L->ps, tables + 1);
+    for (size_t t = 1; t < GV_ARRAY_LEN(tables); t++)
+        if (tables[t].opts == gv_cluster_options)
+            tables[t] = (struct gv_opt_table){cl_opts, ncl, &L->ps.cl};
     static const char *const others[] = {"server", "worker", NULL};
     static struct gv_cfg_spec spec = {
         .program = "gravac-launch",
         .summary = "start S servers and W workers on this machine and train (options other than "
                    "launch's own go to the servers, the workers or both)",
-        .section = "launch", .other_sections = others, .tables = tables, .n_tables = 7};
+        .section = "launch", .other_sections = others, .tables = tables,
+        .n_tables = GV_ARRAY_LEN(tables)};
     gv_status_t status = gv_cfg_create(&spec, cfg_p);
     if (status == GV_OK)
         status = gv_cfg_load(*cfg_p, argc, argv, environ);
@@ -308,7 +304,7 @@ static gv_status_t start_one(struct launch *L, const char *prog, bool server, in
     argv[n++] = L->dir;
     if (server) {
         argv[n++] = "--bind=127.0.0.1:0";
-        const struct gv_hostport *ma = &L->os.metrics_addr;
+        const struct gv_hostport *ma = &L->ps.os.metrics_addr;
         if (ma->host[0] != '\0' || ma->port != 0) {
             /* one port per server: PORT, PORT+1, ... (0 stays ephemeral) */
             unsigned port = ma->port ? ma->port + (unsigned)rank : 0;
@@ -359,7 +355,7 @@ static void reap(struct launch *L, struct child **failed, uint64_t *failed_ns)
         c->status = st;
         if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
             continue;
-        if (L->os.dead_worker_policy == GV_DEAD_CONTINUE && *failed == NULL &&
+        if (L->ps.os.dead_worker_policy == GV_DEAD_CONTINUE && *failed == NULL &&
             strncmp(c->name, "worker", 6) == 0) {
             char why[96];
             describe_exit(c, why, sizeof(why));

@@ -262,6 +262,33 @@ struct gv_server_opts {
 extern const struct gv_opt gv_server_options[];
 extern const size_t gv_server_options_n;
 
+#define GV_PS_OPTION_TABLES 6
+/* Every option a gravac program accepts: one command line or config file serves every process
+ * of a job (a program ignores the tables that are not its own). */
+struct gv_ps_options {
+    struct gv_job job;
+    struct gv_cluster cl;
+    struct gv_ops_common_cfg oc;
+    struct gv_ops_server_cfg os;
+    struct gv_train_opts to;
+    struct gv_server_opts so;
+    /* private: what the loaded configuration borrows (gv_ps_options_load) */
+    struct gv_opt_table tables_[GV_PS_OPTION_TABLES + 1];
+    struct gv_cfg_spec spec_;
+};
+/* The tables of o, in --help's order, into tables[GV_PS_OPTION_TABLES]. */
+void gv_ps_option_tables(struct gv_ps_options *o, struct gv_opt_table *tables);
+/* The preamble of every program's main(): loads o (and the extra table, may be NULL) from argv,
+ * the GV_* environment and --config FILE ([section] and the common sections; the other
+ * programs' sections are skipped), prints --help, logs every option with --print-config, and
+ * checks what options of different tables must agree on (heartbeats and the peer timeout).
+ * Returns -1 to go on, with *cfg_p the loaded configuration (the caller destroys it after the
+ * run: strings point into it; o must outlive it), or the exit status: 0 after --help, 2 for a refused option (the
+ * reason logged, naming it). */
+int gv_ps_options_load(struct gv_ps_options *o, const struct gv_cfg_spec *spec,
+                       const struct gv_opt_table *extra, int argc, char **argv,
+                       struct gv_cfg **cfg_p);
+
 /* ================================================================ protocol helpers */
 
 /* Checksum of a float range (the drift check in UPDATE): a 64-bit hash of the bit patterns,

@@ -3,6 +3,10 @@
 #include "gv_ps.h"
 
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+extern char **environ;
 
 static const char *const device_choices[] = {"cpu", "cuda", NULL};
 static const int device_values[] = {GV_NN_CPU, GV_NN_CUDA};
@@ -55,3 +59,51 @@ const struct gv_opt gv_server_options[] = {
      .group = "output"},
 };
 const size_t gv_server_options_n = GV_ARRAY_LEN(gv_server_options);
+
+void gv_ps_option_tables(struct gv_ps_options *o, struct gv_opt_table *tables)
+{
+    tables[0] = (struct gv_opt_table){gv_job_options, gv_job_options_n, &o->job};
+    tables[1] = (struct gv_opt_table){gv_cluster_options, gv_cluster_options_n, &o->cl};
+    tables[2] = (struct gv_opt_table){gv_ops_common_options, gv_ops_common_options_n, &o->oc};
+    tables[3] = (struct gv_opt_table){gv_ops_server_options, gv_ops_server_options_n, &o->os};
+    tables[4] = (struct gv_opt_table){gv_train_options, gv_train_options_n, &o->to};
+    tables[5] = (struct gv_opt_table){gv_server_options, gv_server_options_n, &o->so};
+}
+
+int gv_ps_options_load(struct gv_ps_options *o, const struct gv_cfg_spec *spec,
+                       const struct gv_opt_table *extra, int argc, char **argv,
+                       struct gv_cfg **cfg_p)
+{
+    memset(o, 0, sizeof(*o));
+    size_t n = 0;
+    if (extra != NULL)
+        o->tables_[n++] = *extra;
+    gv_ps_option_tables(o, o->tables_ + n);
+    n += GV_PS_OPTION_TABLES;
+    o->spec_ = *spec;
+    o->spec_.tables = o->tables_;
+    o->spec_.n_tables = n;
+    struct gv_cfg *cfg = NULL;
+    *cfg_p = NULL;
+    if (gv_cfg_create(&o->spec_, &cfg) != GV_OK || gv_cfg_load(cfg, argc, argv, environ) != GV_OK) {
+        fprintf(stderr, "%s: see --help\n", spec->program);
+        gv_cfg_destroy(cfg);
+        return 2;
+    }
+    if (gv_cfg_help_requested(cfg)) {
+        gv_cfg_print_help(cfg, stdout);
+        gv_cfg_destroy(cfg);
+        return 0;
+    }
+    if (o->cl.print_config)
+        gv_cfg_log_effective(cfg);
+    if (o->oc.heartbeat_interval * 2 > o->oc.peer_timeout) {
+        gv_log(GV_LOG_ERROR, "--heartbeat-interval (%.3f s) must be at most half of "
+               "--peer-timeout (%.3f s), or live peers would be declared dead",
+               (double)o->oc.heartbeat_interval * 1e-9, (double)o->oc.peer_timeout * 1e-9);
+        gv_cfg_destroy(cfg);
+        return 2;
+    }
+    *cfg_p = cfg;
+    return -1;
+}

@@ -64,85 +64,49 @@ static void print_summary(const struct gv_server *srv, uint64_t rss0)
 int main(int argc, char **argv)
 {
     uint64_t rss0 = gv_ps_rss();
-    struct gv_job job;
-    struct gv_cluster cl;
-    struct gv_ops_common_cfg oc;
-    struct gv_ops_server_cfg os;
-    struct gv_server_opts so;
-    struct gv_train_opts unused; /* the workers' options: accepted, so that one command line or
-                                  * config file serves every process of a job */
-    memset(&unused, 0, sizeof(unused));
-    memset(&job, 0, sizeof(job));
-    memset(&cl, 0, sizeof(cl));
-    memset(&oc, 0, sizeof(oc));
-    memset(&os, 0, sizeof(os));
-    memset(&so, 0, sizeof(so));
+    static struct gv_ps_options o;
     gv_log_set_tag("server");
-    struct gv_opt_table tables[] = {
-        {gv_job_options, gv_job_options_n, &job},
-        {gv_cluster_options, gv_cluster_options_n, &cl},
-        {gv_ops_common_options, gv_ops_common_options_n, &oc},
-        {gv_ops_server_options, gv_ops_server_options_n, &os},
-        {gv_server_options, gv_server_options_n, &so},
-        {gv_train_options, gv_train_options_n, &unused},
-    };
     static const char *const others[] = {"worker", "launch", NULL};
     struct gv_cfg_spec spec = {.program = "gravac-server",
                                .summary = "one shard of the gravac parameter server",
-                               .section = "server", .other_sections = others,
-                               .tables = tables, .n_tables = GV_ARRAY_LEN(tables)};
+                               .section = "server", .other_sections = others};
     struct gv_cfg *cfg = NULL;
-    if (gv_cfg_create(&spec, &cfg) != GV_OK || gv_cfg_load(cfg, argc, argv, environ) != GV_OK) {
-        gv_cfg_destroy(cfg);
-        return 2;
-    }
-    if (gv_cfg_help_requested(cfg)) {
-        gv_cfg_print_help(cfg, stdout);
-        gv_cfg_destroy(cfg);
-        return 0;
-    }
-    int rc = 2;
+    int rc = gv_ps_options_load(&o, &spec, NULL, argc, argv, &cfg);
+    if (rc >= 0)
+        return rc;
+    rc = 2;
     struct gv_server *srv = NULL;
     struct gv_auth_secret *secret = gv_calloc(1, sizeof(*secret));
-    if (secret == NULL || gv_cluster_resolve(&cl, GV_ROLE_SERVER, environ) != GV_OK)
+    if (secret == NULL || gv_cluster_resolve(&o.cl, GV_ROLE_SERVER, environ) != GV_OK)
         goto out;
     char tag[32];
-    snprintf(tag, sizeof(tag), "server%u", cl.my_rank);
+    snprintf(tag, sizeof(tag), "server%u", o.cl.my_rank);
     gv_log_set_tag(tag);
-    if (cl.print_config)
-        gv_cfg_log_effective(cfg);
-    gv_status_t status = gv_job_resolve(&job, cl.n_workers);
+    gv_status_t status = gv_job_resolve(&o.job, o.cl.n_workers);
     if (status != GV_OK) {
         rc = status == GV_ERR_INVAL ? 2 : 1;
         goto out;
     }
-    if (gv_auth_secret_load(oc.secret_file, getenv("GV_SECRET"), oc.insecure, secret) != GV_OK)
+    if (gv_auth_secret_load(o.oc.secret_file, getenv("GV_SECRET"), o.oc.insecure, secret) != GV_OK)
         goto out;
     rc = 1;
-    gv_log(GV_LOG_INFO, "gravac-server %u of %u (rank from %s), %u workers", cl.my_rank,
-           cl.n_servers, cl.rank_source, cl.n_workers);
-    if (oc.heartbeat_interval * 2 > oc.peer_timeout) {
-        gv_log(GV_LOG_ERROR, "--heartbeat-interval (%.3f s) must be at most half of "
-               "--peer-timeout (%.3f s), or live peers would be declared dead",
-               (double)oc.heartbeat_interval * 1e-9, (double)oc.peer_timeout * 1e-9);
-        rc = 2;
-        goto out;
-    }
-    struct gv_server_config sc = {.job = &job, .cluster = &cl, .secret = secret,
-                                  .handshake_timeout_ns = oc.handshake_timeout,
-                                  .decision_log = so.decision_log,
-                                  .heartbeat_interval_ns = oc.heartbeat_interval,
-                                  .peer_timeout_ns = oc.peer_timeout,
-                                  .dead_policy = os.dead_worker_policy,
-                                  .min_workers = (uint32_t)os.min_workers,
-                                  .checkpoint_dir = os.checkpoint_dir,
-                                  .checkpoint_every = os.checkpoint_every,
-                                  .checkpoint_keep = os.checkpoint_keep,
-                                  .checkpoint_fallback = os.checkpoint_fallback,
-                                  .metrics_addr = os.metrics_addr};
-    if ((uint32_t)os.min_workers > cl.n_workers) {
+    gv_log(GV_LOG_INFO, "gravac-server %u of %u (rank from %s), %u workers", o.cl.my_rank,
+           o.cl.n_servers, o.cl.rank_source, o.cl.n_workers);
+    struct gv_server_config sc = {.job = &o.job, .cluster = &o.cl, .secret = secret,
+                                  .handshake_timeout_ns = o.oc.handshake_timeout,
+                                  .decision_log = o.so.decision_log,
+                                  .heartbeat_interval_ns = o.oc.heartbeat_interval,
+                                  .peer_timeout_ns = o.oc.peer_timeout,
+                                  .dead_policy = o.os.dead_worker_policy,
+                                  .min_workers = (uint32_t)o.os.min_workers,
+                                  .checkpoint_dir = o.os.checkpoint_dir,
+                                  .checkpoint_every = o.os.checkpoint_every,
+                                  .checkpoint_keep = o.os.checkpoint_keep,
+                                  .checkpoint_fallback = o.os.checkpoint_fallback,
+                                  .metrics_addr = o.os.metrics_addr};
+    if ((uint32_t)o.os.min_workers > o.cl.n_workers) {
         gv_log(GV_LOG_ERROR, "--min-workers %d is more than the job's %u workers",
-               os.min_workers, cl.n_workers);
+               o.os.min_workers, o.cl.n_workers);
         rc = 2;
         goto out;
     }
@@ -162,11 +126,11 @@ int main(int argc, char **argv)
     struct gv_server_summary sum;
     gv_server_get_summary(srv, &sum);
     print_summary(srv, rss0);
-    if (cl.dump_params[0] != '\0') {
+    if (o.cl.dump_params[0] != '\0') {
         char path[1024];
         struct gv_ckpt_section sec[4];
         size_t n;
-        gv_cluster_expand(cl.dump_params, GV_ROLE_SERVER, cl.my_rank, path, sizeof(path));
+        gv_cluster_expand(o.cl.dump_params, GV_ROLE_SERVER, o.cl.my_rank, path, sizeof(path));
         if (gv_server_state_sections(srv, sec, 4, &n) == GV_OK &&
             gv_ps_dump_floats(path, sec[0].data, sec[0].len / sizeof(float)) != GV_OK)
             status = GV_ERR_IO;
@@ -174,7 +138,7 @@ int main(int argc, char **argv)
     rc = sum.refused ? 2 : sum.stopped ? 3 : status == GV_OK ? 0 : 1;
     if (rc != 0)
         gv_log(rc == 3 ? GV_LOG_WARN : GV_LOG_ERROR, "gravac-server %u: exit status %d (%s)%s",
-               cl.my_rank, rc, rc == 2 ? "refused: fix the configuration or the checkpoints"
+               o.cl.my_rank, rc, rc == 2 ? "refused: fix the configuration or the checkpoints"
                : rc == 3 ? "stopped on request" : "the job failed",
                sum.ckpt_written > 0 ? "; a restart resumes from the last checkpoint" : "");
 out:

@@ -21,7 +21,8 @@ extern char **environ;
 #define DIST_TIMELINE 48
 
 struct dist {
-    struct wp_opts *o;
+    struct gv_ps_options *o;
+    uint64_t rss_start;     /* VmRSS when main() started: the libraries' share */
     uint32_t rank;
     bool lead;              /* evaluates and prints progress */
     struct gv_nn_backend *be;
@@ -143,7 +144,7 @@ static void dist_emit(struct dist *d, const struct gv_nn_record *r, uint64_t byt
 
 static gv_status_t dist_model(struct dist *d)
 {
-    struct wp_opts *o = d->o;
+    struct gv_ps_options *o = d->o;
     /* --device cuda: the replica, the training step, compression and the optimizer step on the
      * GPU (the CUDA plugins are loaded here, and only here) */
     uint64_t rss0 = gv_ps_rss();
@@ -428,7 +429,7 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
     gv_ps_fmt_bytes((double)s.peak_rss, a, sizeof(a));
     gv_ps_fmt_bytes((double)bound, b, sizeof(b));
     gv_ps_fmt_bytes((double)d->data_bytes, e, sizeof(e));
-    gv_ps_fmt_bytes((double)d->o->rss_start, f, sizeof(f));
+    gv_ps_fmt_bytes((double)d->rss_start, f, sizeof(f));
     gv_ps_fmt_bytes((double)d->cuda_rss, g, sizeof(g));
     if (d->cuda_rss == 0)
         printf("summary: peak RSS %s (%s at start); bound 6 x params (%s) + data (%s) + 64 MiB = "
@@ -471,7 +472,7 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
     }
     cJSON_AddNumberToObject(o, "checksum_mismatches", (double)s.checksum_mismatches);
     cJSON_AddNumberToObject(o, "peak_rss", (double)s.peak_rss);
-    cJSON_AddNumberToObject(o, "rss_start", (double)d->o->rss_start);
+    cJSON_AddNumberToObject(o, "rss_start", (double)d->rss_start);
     cJSON_AddNumberToObject(o, "rss_bound", (double)bound);
     cJSON_AddNumberToObject(o, "param_bytes", (double)s.param_bytes);
     cJSON_AddNumberToObject(o, "data_bytes", (double)d->data_bytes);
@@ -481,11 +482,12 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
     dist_write(d, o);
 }
 
-int wp_run_distributed(struct wp_opts *o)
+int wp_run_distributed(struct gv_ps_options *o, uint64_t rss_start)
 {
     struct dist d;
     memset(&d, 0, sizeof(d));
     d.o = o;
+    d.rss_start = rss_start;
     d.steps_to_target = -1;
     if (gv_cluster_resolve(&o->cl, GV_ROLE_WORKER, environ) != GV_OK) {
         fprintf(stderr, "gravac-worker: see --help\n");
@@ -515,13 +517,6 @@ int wp_run_distributed(struct wp_opts *o)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (o->oc.heartbeat_interval * 2 > o->oc.peer_timeout) {
-        gv_log(GV_LOG_ERROR, "--heartbeat-interval (%.3f s) must be at most half of "
-               "--peer-timeout (%.3f s), or live peers would be declared dead",
-               (double)o->oc.heartbeat_interval * 1e-9, (double)o->oc.peer_timeout * 1e-9);
-        rc = 2;
-        goto out;
-    }
     if (dist_data(&d) != GV_OK)
         goto out;
     if ((status = dist_model(&d)) != GV_OK) {

@@ -121,7 +121,7 @@ uint64_t wp_data_bytes(const struct gv_nn_dataset *tr, const struct gv_nn_datase
 /* ---------------------------------------------------------------- standalone */
 
 struct run {
-    const struct wp_opts *o;
+    const struct gv_ps_options *o;
     struct gv_nn_model *model;
     struct gv_nn_dataset *train, *test;
     struct gv_nn_metrics *mf;
@@ -264,7 +264,7 @@ static void print_summary(const struct run *r, int64_t steps, double secs)
     }
 }
 
-static int run_standalone(struct wp_opts *o)
+static int run_standalone(struct gv_ps_options *o)
 {
     struct run r = {.o = o, .steps_to_target = -1, .world = o->to.world};
     struct gv_nn_backend *be = NULL;
@@ -330,37 +330,19 @@ out:
 
 int main(int argc, char **argv)
 {
-    static struct wp_opts o;
-    o.rss_start = gv_ps_rss();
+    static struct gv_ps_options o;
+    uint64_t rss_start = gv_ps_rss();
     gv_log_set_tag("worker");
-    struct gv_opt_table tables[] = {
-        {gv_job_options, gv_job_options_n, &o.job},
-        {gv_cluster_options, gv_cluster_options_n, &o.cl},
-        {gv_ops_common_options, gv_ops_common_options_n, &o.oc},
-        {gv_ops_server_options, gv_ops_server_options_n, &o.os}, /* checkpoints are used */
-        {gv_train_options, gv_train_options_n, &o.to},
-        {gv_server_options, gv_server_options_n, &o.so}, /* accepted, used by the servers */
-    };
     static const char *const others[] = {"server", "launch", NULL};
     struct gv_cfg_spec spec = {.program = "gravac-worker",
                                .summary = "a gravac worker: trains on its data shard with the "
                                           "servers (or alone with --standalone)",
-                               .section = "worker", .other_sections = others,
-                               .tables = tables, .n_tables = GV_ARRAY_LEN(tables)};
+                               .section = "worker", .other_sections = others};
     struct gv_cfg *cfg = NULL;
-    if (gv_cfg_create(&spec, &cfg) != GV_OK || gv_cfg_load(cfg, argc, argv, environ) != GV_OK) {
-        fprintf(stderr, "gravac-worker: see --help\n");
-        gv_cfg_destroy(cfg);
-        return 2;
-    }
-    if (gv_cfg_help_requested(cfg)) {
-        gv_cfg_print_help(cfg, stdout);
-        gv_cfg_destroy(cfg);
-        return 0;
-    }
-    if (o.cl.print_config)
-        gv_cfg_log_effective(cfg);
-    int rc = o.to.standalone ? run_standalone(&o) : wp_run_distributed(&o);
+    int rc = gv_ps_options_load(&o, &spec, NULL, argc, argv, &cfg);
+    if (rc >= 0)
+        return rc;
+    rc = o.to.standalone ? run_standalone(&o) : wp_run_distributed(&o, rss_start);
     gv_cfg_destroy(cfg);
     return rc;
 }

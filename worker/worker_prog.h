@@ -5,16 +5,6 @@
 
 #include "gv_worker.h"
 
-struct wp_opts {
-    struct gv_job job;
-    struct gv_cluster cl;
-    struct gv_ops_common_cfg oc;
-    struct gv_ops_server_cfg os; /* checkpoint-dir/every/keep: the residual's checkpoints */
-    struct gv_train_opts to;
-    struct gv_server_opts so; /* the servers' options: accepted and ignored */
-    uint64_t rss_start; /* VmRSS when main() started: the libraries' share */
-};
-
 /* Loads shard rank of world of the job's training set (the sampler's shard: only those
  * samples are read into memory) and, when want_test, the whole test set (the job is resolved).
  * Logs what failed. */
@@ -24,6 +14,6 @@ gv_status_t wp_load_data(const struct gv_job *job, int rank, int world, bool wan
 uint64_t wp_data_bytes(const struct gv_nn_dataset *tr, const struct gv_nn_dataset *te);
 
 /* Exit status: 0 done, 1 failed, 2 refused (options, a checkpoint), 3 stopped on request. */
-int wp_run_distributed(struct wp_opts *o);
+int wp_run_distributed(struct gv_ps_options *o, uint64_t rss_start);
 
 #endif /* GV_WORKER_PROG_H */
