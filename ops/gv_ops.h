@@ -533,27 +533,6 @@ const char *gv_liveness_why(const struct gv_liveness *lv, uint32_t peer);
  * one already could; UINT64_MAX when every peer is dead): a bound for the caller's poll. */
 uint64_t gv_liveness_next_deadline(const struct gv_liveness *lv, uint64_t now_ns);
 
-enum gv_round_action {
-    GV_ROUND_WAIT = 0,     /* gradients still expected from live workers */
-    GV_ROUND_COMPLETE = 1, /* aggregate now, averaging over n_average workers */
-    GV_ROUND_ABORT = 2,    /* stop the job; reason says why */
-};
-
-struct gv_round_decision {
-    enum gv_round_action action;
-    uint32_t n_average;  /* COMPLETE: how many gradients to average over */
-    uint32_t n_missing;  /* expected workers that are dead and did not arrive */
-    char reason[160];    /* ABORT: for the log; COMPLETE with missing workers: which */
-};
-
-/* Decides an iteration's fate. expected, arrived, dead: bool[n] over workers. Under ABORT any
- * dead expected worker aborts. Under CONTINUE the round completes once every expected worker
- * has either arrived or died, averaging over the arrivals (a worker that sent its gradient and
- * then died still counts), and aborts if fewer than min_workers (>= 1) arrived. Arrivals from
- * workers outside `expected` are not counted. */
-void gv_round_decide(enum gv_dead_policy policy, uint32_t min_workers, uint32_t n,
-                     const bool *expected, const bool *arrived, const bool *dead,
-                     struct gv_round_decision *d);
 const char *gv_dead_policy_str(enum gv_dead_policy policy);
 
 #ifdef __cplusplus

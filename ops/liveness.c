@@ -1,6 +1,6 @@
-/* liveness.c: who is alive, given explicit timestamps, and what a round does about the dead
- * (the dead-worker policy). Pure logic: no clock, no I/O, no threads; the server and worker
- * programs feed it times and act on its answers. */
+/* liveness.c: who is alive, given explicit timestamps. Pure logic: no clock, no I/O, no
+ * threads; the server and worker programs feed it times and act on its answers (what a round
+ * does about the dead is the server's: server/round.c). */
 #include "gv_ops.h"
 
 #include <inttypes.h>
@@ -116,52 +116,4 @@ uint64_t gv_liveness_next_deadline(const struct gv_liveness *lv, uint64_t now_ns
 const char *gv_dead_policy_str(enum gv_dead_policy policy)
 {
     return policy == GV_DEAD_CONTINUE ? "continue" : "abort";
-}
-
-void gv_round_decide(enum gv_dead_policy policy, uint32_t min_workers, uint32_t n,
-                     const bool *expected, const bool *arrived, const bool *dead,
-                     struct gv_round_decision *d)
-{
-    uint32_t n_expected = 0, n_arrived = 0, n_pending = 0, n_dead = 0;
-    uint32_t first_dead = UINT32_MAX, first_missing = UINT32_MAX;
-    memset(d, 0, sizeof(*d));
-    for (uint32_t i = 0; i < n; i++) {
-        if (!expected[i])
-            continue;
-        n_expected++;
-        if (dead[i] && first_dead == UINT32_MAX)
-            first_dead = i;
-        n_dead += dead[i];
-        if (arrived[i])
-            n_arrived++;
-        else if (!dead[i])
-            n_pending++;
-        else if (first_missing == UINT32_MAX)
-            first_missing = i;
-    }
-    d->n_missing = n_expected - n_arrived - n_pending;
-    if (policy == GV_DEAD_ABORT && n_dead > 0) {
-        d->action = GV_ROUND_ABORT;
-        snprintf(d->reason, sizeof(d->reason), "worker %u is dead (%u of %u expected workers "
-                 "dead) and the policy is abort", first_dead, n_dead, n_expected);
-        return;
-    }
-    if (n_pending > 0) {
-        d->action = GV_ROUND_WAIT;
-        return;
-    }
-    if (min_workers < 1)
-        min_workers = 1;
-    if (n_arrived < min_workers) {
-        d->action = GV_ROUND_ABORT;
-        snprintf(d->reason, sizeof(d->reason), "only %u of %u expected workers delivered (%u "
-                 "dead); at least %u needed", n_arrived, n_expected, d->n_missing, min_workers);
-        return;
-    }
-    d->action = GV_ROUND_COMPLETE;
-    d->n_average = n_arrived;
-    if (d->n_missing > 0)
-        snprintf(d->reason, sizeof(d->reason), "continuing without %u dead worker%s (first: "
-                 "worker %u); averaging over %u", d->n_missing, d->n_missing == 1 ? "" : "s",
-                 first_missing, n_arrived);
 }

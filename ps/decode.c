@@ -20,7 +20,7 @@ static void why_set(char *why, size_t len, const char *fmt, ...)
 }
 
 gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len, uint32_t shard,
-                             uint64_t n, const struct gv_proto_decision *d, size_t rcap,
+                             uint64_t n, const struct gv_ps_decision *d, size_t rcap,
                              bool *dense_p, char *why, size_t why_len)
 {
     bool dense = m->n_segs == 1 && m->segs[0].kind == GV_PROTO_SEG_DENSE &&
@@ -30,13 +30,14 @@ gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len,
     bool sparse = m->n_segs == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES &&
                   m->segs[1].kind == GV_PROTO_SEG_VALUES && payload_len <= rcap &&
                   GV_SPARSE_HDR_LEN + payload_len <= rcap && n <= UINT32_MAX;
-    if (m->shard != shard || m->numel != n || m->u.push.level != d->level ||
-        m->cf != d->cf_send || (dense == (d->level != GV_PROTO_LEVEL_DENSE)) ||
+    enum gv_proto_level level = gv_ps_level_to_proto(d->level);
+    if (m->shard != shard || m->numel != n || m->u.push.level != level ||
+        m->cf != d->cf_send || (dense == (d->level != GV_ADAPT_LEVEL_DENSE)) ||
         (!dense && !sparse)) {
         why_set(why, why_len, "shard %u numel %" PRIu64 " level %s CF %g with %u segments (%" PRIu64
                 " bytes), expected shard %u, numel %" PRIu64 ", level %s, CF %g", m->shard,
                 m->numel, gv_proto_level_str(m->u.push.level), m->cf, m->n_segs, payload_len,
-                shard, n, gv_proto_level_str(d->level), d->cf_send);
+                shard, n, gv_proto_level_str(level), d->cf_send);
         return GV_ERR_PROTO;
     }
     *dense_p = dense;
@@ -86,18 +87,10 @@ gv_status_t gv_ps_sparse_add(uint8_t *buf, const struct gv_proto_msg *m, uint32_
         m->segs[1].kind != GV_PROTO_SEG_VALUES || m->nnz > n)
         return GV_ERR_PROTO;
     enum gv_idx_enc ie;
-    switch (m->segs[0].enc) {
-    case GV_PROTO_ENC_U32: ie = GV_IDX_RAW32; break;
-    case GV_PROTO_ENC_DELTA_VARINT: ie = GV_IDX_VARINT; break;
-    case GV_PROTO_ENC_BITMAP: ie = GV_IDX_BITMAP; break;
-    default: return GV_ERR_PROTO;
-    }
     enum gv_val_type vt;
-    switch (m->segs[1].enc) {
-    case GV_PROTO_ENC_F32: vt = GV_VAL_F32; break;
-    case GV_PROTO_ENC_F16: vt = GV_VAL_F16; break;
-    default: return GV_ERR_PROTO;
-    }
+    if (gv_ps_idx_enc_from_proto(m->segs[0].enc, &ie) != GV_OK ||
+        gv_ps_val_type_from_proto(m->segs[1].enc, &vt) != GV_OK)
+        return GV_ERR_PROTO;
     buf[0] = GV_SPARSE_MAGIC;
     buf[1] = GV_SPARSE_VERSION;
     buf[2] = (uint8_t)ie;

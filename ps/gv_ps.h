@@ -291,6 +291,34 @@ int gv_ps_options_load(struct gv_ps_options *o, const struct gv_cfg_spec *spec,
 
 /* ================================================================ protocol helpers */
 
+/* ---------------------------------------------------------------- the wire's enums (wire.c)
+ * The one place where proto/'s enums meet adapt/'s and compress/'s: servers and workers hold
+ * decisions and encodings in adapt/'s and compress/'s terms and convert only where a message is
+ * encoded or decoded. */
+
+/* A decision as servers and workers hold it (adapt/'s level). */
+struct gv_ps_decision {
+    enum gv_adapt_level level;
+    double theta_min;    /* floor compression factor */
+    double cf_candidate; /* candidate compression factor being explored */
+    double cf_send;      /* compression factor to send with (1: dense) */
+    double lr;           /* UPDATE: the learning rate of the step */
+    bool resync;         /* UPDATE: a full model follows */
+};
+void gv_ps_decision_to_proto(const struct gv_ps_decision *d, struct gv_proto_decision *out);
+void gv_ps_decision_from_proto(const struct gv_proto_decision *in, struct gv_ps_decision *d);
+/* Equal in what every worker must apply alike (level, CFs, learning rate). */
+bool gv_ps_decision_equal(const struct gv_ps_decision *a, const struct gv_ps_decision *b);
+enum gv_proto_level gv_ps_level_to_proto(enum gv_adapt_level level);
+enum gv_adapt_level gv_ps_level_from_proto(enum gv_proto_level level);
+/* Index and value encodings of a sparse payload's segments: to the wire, and back (GV_ERR_PROTO
+ * for an encoding that is not one of the index encodings, or of the value types). */
+enum gv_proto_enc gv_ps_idx_enc_to_proto(enum gv_idx_enc enc);
+gv_status_t gv_ps_idx_enc_from_proto(enum gv_proto_enc enc, enum gv_idx_enc *out);
+enum gv_proto_enc gv_ps_val_type_to_proto(enum gv_val_type vt);
+gv_status_t gv_ps_val_type_from_proto(enum gv_proto_enc enc, enum gv_val_type *out);
+
+
 /* Checksum of a float range (the drift check in UPDATE): a 64-bit hash of the bit patterns,
  * four independent lanes, so it runs near memory speed. Identical inputs give identical
  * checksums on every host. */
@@ -384,6 +412,31 @@ static inline bool gv_ps_link_idle(const struct gv_ps_link *l)
 gv_status_t gv_ps_link_send(struct gv_ps_link *l, const struct gv_proto_msg *m,
                             const struct gv_iov *payload, int n, uint64_t *bytes_p);
 
+/* ---------------------------------------------------------------- receiving (link.c)
+ * A peer connection's receiving side: every frame's header is decoded once. The transport asks
+ * where a payload goes (on_header) before it delivers the message (on_msg): the header decoded
+ * for on_header is kept here for on_msg, with what lives in the decode arena (a PUSH's layer
+ * norms) copied out, since the arena is shared by every connection. A deferred message's
+ * on_header, asked again, gets the kept header. A message without payload is decoded in on_msg
+ * alone. */
+struct gv_ps_rx {
+    struct gv_proto_msg m; /* while `kept` */
+    bool kept;
+    double *norms;         /* m's layer norms, copied */
+    uint32_t norms_cap;
+};
+/* on_header: decodes msg (prefix + header, len bytes) into rx, or returns the header kept by an
+ * earlier on_header of the same (deferred) message. *m_p points into rx. The errors of
+ * gv_proto_decode; GV_ERR_NOMEM. */
+gv_status_t gv_ps_rx_header(struct gv_ps_rx *rx, const void *msg, size_t len,
+                            const struct gv_proto_caps *caps, struct gv_proto_arena *arena,
+                            const struct gv_proto_msg **m_p);
+/* on_msg: the header kept by on_header (released now; valid until the next rx call), or msg
+ * decoded now when nothing was kept (a message without payload). */
+gv_status_t gv_ps_rx_msg(struct gv_ps_rx *rx, const void *msg, size_t len,
+                         const struct gv_proto_caps *caps, struct gv_proto_arena *arena,
+                         const struct gv_proto_msg **m_p);
+void gv_ps_rx_cleanup(struct gv_ps_rx *rx);
 /* ---------------------------------------------------------------- client handshake
  * The connecting side (a worker, or server s > 0 towards server 0): HELLO, CHALLENGE (whose
  * nonce field carries the server nonce followed by the server's proof), AUTH, then WELCOME or
@@ -478,7 +531,7 @@ enum gv_ps_hs_result gv_ps_server_hs_on_msg(struct gv_ps_server_hs *hs,
  * value segment that fit. *dense_p tells which. GV_ERR_PROTO otherwise, with why (may be NULL)
  * saying what differs. */
 gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len, uint32_t shard,
-                             uint64_t n, const struct gv_proto_decision *d, size_t rcap,
+                             uint64_t n, const struct gv_ps_decision *d, size_t rcap,
                              bool *dense_p, char *why, size_t why_len);
 /* An UPDATE of iteration iter for shard `shard` of n parameters into a buffer of ucap bytes:
  * one dense f32 segment or an index and an f32 value segment that fit, then (Accordion) one RAW
@@ -521,9 +574,6 @@ gv_status_t gv_ps_ckpt_open_iter(const char *dir, const struct gv_ckpt_ident *id
  * each at WARN. GV_ERR_IO when dir cannot be read. */
 gv_status_t gv_ps_ckpt_retire_newer(const char *dir, uint32_t index, uint64_t iter);
 
-/* proto <-> adapt levels, and the number of compression levels a worker computes. */
-enum gv_proto_level gv_ps_level_to_proto(enum gv_adapt_level level);
-enum gv_adapt_level gv_ps_level_from_proto(enum gv_proto_level level);
 /* The caps every gravac process uses; transport max_hdr_len = caps.max_hdr_len + prefix. */
 void gv_ps_caps(struct gv_proto_caps *caps, struct gv_tp_config *tp_cfg, uint64_t io_timeout_ns,
                 uint64_t connect_timeout_ns);

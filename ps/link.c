@@ -1,5 +1,6 @@
-/* link.c: the sending side of a peer connection (header slots, byte counts), and the small
- * protocol conversions servers and workers share. The handshakes are in handshake.c. */
+/* link.c: a peer connection's two sides as servers and workers use them: sending (the envelope,
+ * header slots, byte counts) and receiving (each header decoded once), and the caps every
+ * process uses. The handshakes are in handshake.c, the wire's enums in wire.c. */
 #include "gv_ps.h"
 
 #include <inttypes.h>
@@ -86,24 +87,63 @@ gv_status_t gv_ps_link_send(struct gv_ps_link *l, const struct gv_proto_msg *m,
     return GV_OK;
 }
 
-/* ---------------------------------------------------------------- conversions */
+/* ---------------------------------------------------------------- receiving */
 
-enum gv_proto_level gv_ps_level_to_proto(enum gv_adapt_level level)
+/* A decoded header keeps pointers into the arena, which the next decode of any connection
+ * reuses: copy out what a kept message needs (only a PUSH's statistics point into it). */
+static gv_status_t rx_keep(struct gv_ps_rx *rx)
 {
-    switch (level) {
-    case GV_ADAPT_LEVEL_CANDIDATE: return GV_PROTO_LEVEL_CANDIDATE;
-    case GV_ADAPT_LEVEL_FLOOR: return GV_PROTO_LEVEL_FLOOR;
-    default: return GV_PROTO_LEVEL_DENSE;
+    struct gv_proto_iter_stats *st = &rx->m.u.push.stats;
+    if (rx->m.type != GV_PROTO_MSG_PUSH || st->n_layer_norms == 0 || st->layer_norms == NULL)
+        return GV_OK;
+    if (st->n_layer_norms > rx->norms_cap) {
+        double *v = gv_realloc(rx->norms, st->n_layer_norms * sizeof(double));
+        if (v == NULL)
+            return GV_ERR_NOMEM;
+        rx->norms = v;
+        rx->norms_cap = st->n_layer_norms;
     }
+    memcpy(rx->norms, st->layer_norms, st->n_layer_norms * sizeof(double));
+    st->layer_norms = rx->norms;
+    return GV_OK;
 }
 
-enum gv_adapt_level gv_ps_level_from_proto(enum gv_proto_level level)
+gv_status_t gv_ps_rx_header(struct gv_ps_rx *rx, const void *msg, size_t len,
+                            const struct gv_proto_caps *caps, struct gv_proto_arena *arena,
+                            const struct gv_proto_msg **m_p)
 {
-    switch (level) {
-    case GV_PROTO_LEVEL_CANDIDATE: return GV_ADAPT_LEVEL_CANDIDATE;
-    case GV_PROTO_LEVEL_FLOOR: return GV_ADAPT_LEVEL_FLOOR;
-    default: return GV_ADAPT_LEVEL_DENSE;
+    if (!rx->kept) {
+        gv_status_t status = gv_proto_decode(msg, len, caps, arena, &rx->m);
+        if (status == GV_OK)
+            status = rx_keep(rx);
+        if (status != GV_OK)
+            return status;
+        rx->kept = true;
     }
+    *m_p = &rx->m;
+    return GV_OK;
+}
+
+gv_status_t gv_ps_rx_msg(struct gv_ps_rx *rx, const void *msg, size_t len,
+                         const struct gv_proto_caps *caps, struct gv_proto_arena *arena,
+                         const struct gv_proto_msg **m_p)
+{
+    if (!rx->kept) {
+        gv_status_t status = gv_proto_decode(msg, len, caps, arena, &rx->m);
+        if (status != GV_OK)
+            return status;
+    }
+    rx->kept = false;
+    *m_p = &rx->m;
+    return GV_OK;
+}
+
+void gv_ps_rx_cleanup(struct gv_ps_rx *rx)
+{
+    gv_free(rx->norms);
+    rx->norms = NULL;
+    rx->norms_cap = 0;
+    rx->kept = false;
 }
 
 void gv_ps_caps(struct gv_proto_caps *caps, struct gv_tp_config *tp_cfg, uint64_t io_timeout_ns,

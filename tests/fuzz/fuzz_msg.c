@@ -51,9 +51,9 @@ static size_t count_nonzero(const float *v, size_t n)
 static void on_push(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t pl_len)
 {
     uint64_t n = m->numel;
-    /* server.c's receive buffer: the largest sparse push (bitmap) or a dense one */
+    /* round.c's receive buffer: the largest sparse push (bitmap) or a dense one */
     size_t rcap = GV_SPARSE_HDR_LEN + (n + 7) / 8 + 4 * n + 64;
-    struct gv_proto_decision d = {.level = m->u.push.level, .cf_send = m->cf};
+    struct gv_ps_decision d = {.level = gv_ps_level_from_proto(m->u.push.level), .cf_send = m->cf};
     bool dense;
     gv_status_t st = gv_ps_push_check(m, pl_len, m->shard, n, &d, rcap, &dense, NULL, 0);
     must_proto(st);

@@ -1,9 +1,9 @@
-/* server_metrics.c: what a server exposes in the Prometheus text format (ops/'s registry) and,
+/* metrics.c: what a server exposes in the Prometheus text format (ops/'s registry) and,
  * with --metrics-addr, serves on http://HOST:PORT/metrics: the iteration, samples and their
  * rate, bytes in and out, the compression factor and (server 0) GraVAC's gains, the workers'
  * liveness, the round time's quantiles, checkpoints and refused connections. Updated after
  * each round and, for the clocks, at most every 200 ms from the loop. */
-#include "server_internal.h"
+#include "srv.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -19,6 +19,7 @@ struct srv_metrics {
     uint64_t in_prev, out_prev;   /* bytes already counted */
     uint32_t dead_prev;
     uint64_t t_tick;
+    uint64_t t_prev_round; /* the previous round's end, for the round time */
 };
 
 static double mx_unix_now(void)
@@ -119,8 +120,8 @@ gv_status_t srv_metrics_init(struct gv_server *srv)
         status = mx_register(srv, x);
     if (status != GV_OK)
         return status;
-    gv_metric_set(x->iteration, (double)srv->iter);
-    gv_metric_set(x->ckpt_iter, (double)srv->ckpt_last_iter);
+    gv_metric_set(x->iteration, (double)srv->round.iter);
+    gv_metric_set(x->ckpt_iter, (double)srv->ckpt.last_iter);
     gv_metric_set(x->workers, (double)srv->W);
     const struct gv_hostport *a = &srv->cfg.metrics_addr;
     if (a->host[0] == '\0' && a->port == 0)
@@ -152,7 +153,7 @@ uint16_t gv_server_metrics_port(const struct gv_server *srv)
 static void mx_bytes(struct gv_server *srv, struct srv_metrics *x)
 {
     uint64_t in = 0, out = 0;
-    for (const struct srv_peer *p = srv->peers; p != NULL; p = p->next) {
+    for (const struct srv_peer *p = srv->net.peers; p != NULL; p = p->next) {
         in += p->link.bytes_recv;
         out += p->link.bytes_sent;
     }
@@ -165,12 +166,14 @@ static void mx_bytes(struct gv_server *srv, struct srv_metrics *x)
 void srv_metrics_round(struct gv_server *srv, uint64_t now)
 {
     struct srv_metrics *x = srv->mx;
+    const struct srv_round *r = &srv->round;
     if (x == NULL)
         return;
-    double period = (double)(now - srv->t_prev_round_ns) * 1e-9;
-    srv->t_prev_round_ns = now;
-    double samples = (double)srv->job->batch * srv->n_avg;
-    gv_metric_set(x->iteration, (double)srv->iter + 1);
+    uint64_t prev = x->t_prev_round != 0 ? x->t_prev_round : r->t_first_ns;
+    double period = (double)(now - prev) * 1e-9;
+    x->t_prev_round = now;
+    double samples = (double)srv->job->batch * r->n_avg;
+    gv_metric_set(x->iteration, (double)r->iter); /* the round completed: iter is the next */
     gv_metric_inc(x->rounds, 1);
     mx_bytes(srv, x);
     gv_metric_inc(x->samples, samples);
@@ -178,19 +181,19 @@ void srv_metrics_round(struct gv_server *srv, uint64_t now)
         gv_metric_set(x->rate, samples / period);
         gv_metric_observe(x->round_s, period);
     }
-    const struct gv_proto_decision *d = &srv->dec_next.d;
+    const struct gv_ps_decision *d = &r->cur.d; /* the next round's */
     gv_metric_set(x->cf, d->cf_send);
     gv_metric_set(x->cf_floor, d->theta_min);
     gv_metric_set(x->cf_cand, d->cf_candidate);
     if (srv->rank == 0) {
         struct gv_adapt_info info;
-        gv_adapt_get_info(srv->ctl, &info);
+        gv_adapt_get_info(r->ctl, &info);
         if (info.gain_min_known && x->gain_floor != NULL)
             gv_metric_set(x->gain_floor, info.gain_min);
         if (info.gain_cand_known && x->gain_cand != NULL)
             gv_metric_set(x->gain_cand, info.gain_cand);
-        if (srv->n_stats > 0)
-            gv_metric_set(x->loss, srv->agg.loss_sum / srv->n_stats);
+        if (r->n_stats > 0)
+            gv_metric_set(x->loss, r->agg.loss_sum / r->n_stats);
     }
 }
 
@@ -204,16 +207,16 @@ void srv_metrics_tick(struct gv_server *srv, uint64_t now)
     double unix_now = mx_unix_now();
     uint32_t alive = 0;
     for (uint32_t w = 0; w < srv->W; w++) {
-        const struct srv_peer *p = srv->workers[w];
+        const struct srv_peer *p = srv->net.workers[w];
         if (p == NULL)
             continue;
-        alive += srv->expected[w] && !p->dead;
+        alive += srv_round_member(srv, w);
         if (p->t_seen_ns > 0 && p->t_seen_ns <= now)
             gv_metric_set(x->last_seen[w], unix_now - (double)(now - p->t_seen_ns) * 1e-9);
     }
     gv_metric_set(x->workers, alive);
-    gv_metric_inc(x->dead, (double)(srv->n_dead - x->dead_prev));
-    x->dead_prev = srv->n_dead;
+    gv_metric_inc(x->dead, (double)(srv->round.n_dead - x->dead_prev));
+    x->dead_prev = srv->round.n_dead;
 }
 
 void srv_metrics_refused(struct gv_server *srv, const char *reason)

@@ -1,0 +1,100 @@
+/* end.c: how a server's job ends when it does not finish: an abort (a failure, logged once and
+ * told to every peer), a stop on request (a signal, a peer's request), and on servers 1..S-1
+ * the request to server 0 that decides where every server stops, with its deadline. */
+#include "srv.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+bool srv_end_at_cut(const struct gv_server *srv)
+{
+    return srv->rank == 0 || srv->round.phase != SRV_ROUND_WAIT_DECISION;
+}
+
+void srv_abort_now(struct gv_server *srv, gv_status_t status, bool consistent, const char *text)
+{
+    struct srv_end *e = &srv->end;
+    if (e->state == SRV_ABORTED)
+        return;
+    snprintf(e->fail, sizeof(e->fail), "%s", text);
+    e->stopped = status == GV_OK;
+    e->final_ok = consistent && srv->start.settled && !e->refused;
+    uint64_t iter = srv->round.iter;
+    gv_log(e->stopped ? GV_LOG_WARN : GV_LOG_ERROR, "server %u: %s the job at iteration %" PRIu64
+           ": %s", srv->rank, e->stopped ? "stopping" : "aborting", iter, e->fail);
+    e->state = SRV_ABORTED;
+    e->result = e->stopped ? GV_ERR_CLOSED : status;
+    char msg[400];
+    if (e->stopped && srv->rank == 0)
+        snprintf(msg, sizeof(msg), "server 0 stopped the job at iteration %" PRIu64 ": %.200s",
+                 iter, e->fail);
+    else
+        snprintf(msg, sizeof(msg), "server %u %s the job: %.200s", srv->rank,
+                 e->stopped ? "stopped" : "aborted", e->fail);
+    srv_send_error_all(srv, iter, e->stopped ? GV_OK : status, msg);
+}
+
+/* Servers 1..S-1: asks server 0 to end the job (it decides, so that every server stops at the
+ * same iteration) and goes on meanwhile; srv_end_tick aborts here if no answer comes. */
+static void end_request(struct gv_server *srv, gv_status_t status, const char *text)
+{
+    struct srv_end *e = &srv->end;
+    if (e->abort_requested)
+        return;
+    e->abort_requested = true;
+    e->abort_status = status;
+    e->abort_deadline = gv_now_ns() + (srv->cfg.peer_timeout_ns ? srv->cfg.peer_timeout_ns
+                                                                 : 5000000000ull);
+    snprintf(e->fail, sizeof(e->fail), "%s", text);
+    gv_log(status == GV_OK ? GV_LOG_WARN : GV_LOG_ERROR, "server %u: %s; asking server 0 to %s "
+           "the job", srv->rank, text, status == GV_OK ? "stop" : "end");
+    char msg[400];
+    snprintf(msg, sizeof(msg), "server %u: %.300s", srv->rank, text);
+    struct srv_peer *c = srv->net.coord;
+    struct gv_proto_msg m;
+    gv_ps_link_msg(&c->link, &m, GV_PROTO_MSG_ERROR, srv->round.iter);
+    m.u.error.code = status;
+    m.u.error.text = msg;
+    if (gv_ps_link_send(&c->link, &m, NULL, 0, NULL) != GV_OK)
+        srv_abort_now(srv, status, srv_end_at_cut(srv), text);
+}
+
+void srv_abort(struct gv_server *srv, gv_status_t status, const char *fmt, ...)
+{
+    if (srv->end.state == SRV_ABORTED)
+        return;
+    char text[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (srv->rank > 0 && srv_net_coord_alive(srv)) {
+        end_request(srv, status, text);
+        return;
+    }
+    srv_abort_now(srv, status, srv_end_at_cut(srv), text);
+}
+
+void srv_stop(struct gv_server *srv, const char *why)
+{
+    if (srv->end.state == SRV_ABORTED)
+        return;
+    if (srv->rank > 0 && srv_net_coord_alive(srv)) {
+        end_request(srv, GV_OK, why);
+        return;
+    }
+    srv_abort_now(srv, GV_OK, srv_end_at_cut(srv), why);
+}
+
+void srv_end_tick(struct gv_server *srv, uint64_t now)
+{
+    struct srv_end *e = &srv->end;
+    if (!e->abort_requested || e->state == SRV_ABORTED || now <= e->abort_deadline)
+        return;
+    char text[400];
+    snprintf(text, sizeof(text), "%.300s (server 0 did not answer the request to end the job)",
+             e->fail);
+    srv_abort_now(srv, e->abort_status, srv_end_at_cut(srv), text);
+}

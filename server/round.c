@@ -1,0 +1,642 @@
+/* round.c: one bulk-synchronous round of a server, and who is in it. Pushes are aggregated in
+ * worker-rank order (a push that arrives before its turn is deferred by the transport); every
+ * server tells server 0 which pushes it added and which workers it found dead, server 0 fixes
+ * the round's members and the next round's workers (the dead-worker policy and --min-workers
+ * are applied here and nowhere else) and feeds the controller, whose decision (with the
+ * membership) every server applies: the average over the members, the optimizer step on the
+ * shard, and the update (the averaged gradient, sparse when that is smaller) to every worker
+ * still in the job, which applies the same step: replicas stay bitwise equal.
+ * Entered only from conn.c; a call that completes the round returns SRV_ROUND_DONE and conn.c
+ * finishes it (metrics, checkpoint, the next round). */
+#include "srv.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- set-up */
+
+gv_status_t srv_round_init(struct gv_server *srv)
+{
+    struct srv_round *r = &srv->round;
+    uint64_t n = srv->shard.n;
+    uint32_t nt = srv->shard.n_tensors, W = srv->W;
+    r->acc = gv_calloc(n, sizeof(float)); /* untouched pages cost no memory until written */
+    /* the largest sparse push: 12-byte header + a bitmap index segment + n values (the
+     * encoder never picks a larger index encoding); a dense push needs 4n */
+    r->rcap = GV_SPARSE_HDR_LEN + (n + 7) / 8 + 4 * n + 64;
+    r->rbuf = gv_malloc(r->rcap);
+    r->layer_norms = gv_calloc(nt, sizeof(double));
+    r->held_norms = gv_calloc(nt, sizeof(double));
+    r->layer_cf = gv_calloc(nt, sizeof(double));
+    r->cur.heavy = gv_calloc(nt, 1);
+    r->next.heavy = gv_calloc(nt, 1);
+    r->held = gv_calloc(W, sizeof(*r->held));
+    r->resync_req = gv_calloc(W, sizeof(bool));
+    r->expected = gv_calloc(W, sizeof(bool));
+    r->arrived = gv_calloc(W, sizeof(bool));
+    r->dead = gv_calloc(W, sizeof(bool));
+    r->scratch = gv_calloc(2 * (size_t)W, sizeof(bool));
+    r->memb = gv_calloc(W, 1);
+    r->reports = gv_calloc((size_t)srv->S * W, 1);
+    r->got_report = gv_calloc(srv->S, sizeof(bool));
+    if (!r->acc || !r->rbuf || !r->layer_norms || !r->held_norms || !r->layer_cf ||
+        !r->cur.heavy || !r->next.heavy || !r->held || !r->resync_req || !r->expected ||
+        !r->arrived || !r->dead || !r->scratch || !r->memb || !r->reports || !r->got_report) {
+        gv_log(GV_LOG_ERROR, "server: cannot allocate the buffers of a %" PRIu64
+               "-parameter shard", n);
+        return GV_ERR_NOMEM;
+    }
+    r->cur.iter = r->next.iter = UINT64_MAX;
+    for (uint32_t w = 0; w < W; w++)
+        r->expected[w] = true; /* every worker, until one is found dead */
+    return srv->rank == 0 ? srv_decide_init(srv) : GV_OK;
+}
+
+void srv_round_cleanup(struct gv_server *srv)
+{
+    struct srv_round *r = &srv->round;
+    srv_decide_cleanup(srv);
+    gv_free(r->acc);
+    gv_free(r->rbuf);
+    gv_free(r->layer_norms);
+    gv_free(r->held_norms);
+    gv_free(r->layer_cf);
+    gv_free(r->cur.heavy);
+    gv_free(r->next.heavy);
+    gv_free(r->held);
+    gv_free(r->resync_req);
+    gv_free(r->expected);
+    gv_free(r->arrived);
+    gv_free(r->dead);
+    gv_free(r->scratch);
+    gv_free(r->memb);
+    gv_free(r->reports);
+    gv_free(r->got_report);
+    memset(r, 0, sizeof(*r));
+}
+
+/* Servers 1..S-1: the decision and membership server 0 starts the job with. */
+static void round_start_with(struct gv_server *srv, uint64_t iter, const struct gv_ps_decision *d)
+{
+    struct srv_round *r = &srv->round;
+    r->cur.iter = iter;
+    r->cur.d = *d;
+    for (uint32_t w = 0; w < srv->W; w++)
+        r->expected[w] = (r->memb[w] & GV_PS_MEMB_NEXT) != 0;
+}
+
+/* ---------------------------------------------------------------- membership */
+
+void srv_memb_decide(enum gv_dead_policy policy, uint32_t min_workers, uint64_t iter,
+                     uint32_t n, const bool *expected, const bool *arrived, const bool *dead,
+                     struct srv_memb_decision *d)
+{
+    uint32_t n_expected = 0, n_arrived = 0, n_pending = 0, n_dead = 0;
+    uint32_t first_dead = UINT32_MAX, first_missing = UINT32_MAX;
+    memset(d, 0, sizeof(*d));
+    for (uint32_t i = 0; i < n; i++) {
+        if (!expected[i])
+            continue;
+        n_expected++;
+        if (dead[i] && first_dead == UINT32_MAX)
+            first_dead = i;
+        n_dead += dead[i];
+        if (arrived[i])
+            n_arrived++;
+        else if (!dead[i])
+            n_pending++;
+        else if (first_missing == UINT32_MAX)
+            first_missing = i;
+    }
+    d->n_missing = n_expected - n_arrived - n_pending;
+    if (policy == GV_DEAD_ABORT && n_dead > 0) {
+        d->action = SRV_MEMB_ABORT;
+        snprintf(d->reason, sizeof(d->reason), "worker %u is dead (%u of %u expected workers "
+                 "dead) and the policy is abort", first_dead, n_dead, n_expected);
+        return;
+    }
+    if (n_pending > 0) {
+        d->action = SRV_MEMB_WAIT;
+        return;
+    }
+    if (min_workers < 1)
+        min_workers = 1;
+    if (n_arrived < min_workers) {
+        d->action = SRV_MEMB_ABORT;
+        snprintf(d->reason, sizeof(d->reason), "only %u of %u expected workers delivered (%u "
+                 "dead); at least %u needed", n_arrived, n_expected, d->n_missing, min_workers);
+        return;
+    }
+    d->n_next = n_expected - n_dead;
+    if (d->n_next < min_workers) {
+        d->action = SRV_MEMB_TOO_FEW;
+        snprintf(d->reason, sizeof(d->reason), "only %u of %u workers are left after iteration %"
+                 PRIu64 " and at least %u are needed (--min-workers)", d->n_next, n, iter,
+                 min_workers);
+        return;
+    }
+    d->action = SRV_MEMB_COMPLETE;
+    d->n_average = n_arrived;
+    if (d->n_missing > 0)
+        snprintf(d->reason, sizeof(d->reason), "continuing without %u dead worker%s (first: "
+                 "worker %u); averaging over %u", d->n_missing, d->n_missing == 1 ? "" : "s",
+                 first_missing, n_arrived);
+}
+
+/* Worker p is out of the job from the next round on. */
+static void round_drop(struct gv_server *srv, struct srv_peer *p, const char *why)
+{
+    struct srv_round *r = &srv->round;
+    r->dead[p->rank] = true;
+    r->n_dead++;
+    srv_ops_forget(srv, p, why);
+}
+
+/* Server s > 0: server 0 dropped worker p (another server found it dead). */
+static void round_dropped(struct gv_server *srv, struct srv_peer *p)
+{
+    round_drop(srv, p, "dropped by server 0");
+    gv_log(GV_LOG_WARN, "server %u: %s is out of the job from iteration %" PRIu64 " on (another "
+           "server found it dead)", srv->rank, p->name, srv->round.iter + 1);
+    srv_send_evict(srv, p, srv->round.iter,
+                   "another server found this worker dead: the job goes on without it");
+}
+
+/* ---------------------------------------------------------------- aggregation */
+
+static enum srv_round_event round_aggregated(struct gv_server *srv);
+
+static void round_stats(struct gv_server *srv, uint32_t rank, const struct gv_proto_iter_stats *st)
+{
+    struct srv_round *r = &srv->round;
+    struct srv_agg *a = &r->agg;
+    a->g_ef += st->g_ef_sq;
+    a->g_min += st->g_min_sq;
+    a->g_c += st->g_c_sq;
+    a->compute_max = GV_MAX(a->compute_max, st->compute_s);
+    a->compress_max = GV_MAX(a->compress_max, st->compress_s);
+    a->loss_sum += st->loss;
+    a->samples += st->samples;
+    uint32_t nt = srv->shard.n_tensors;
+    if (rank == 0 && st->n_layer_norms == nt && st->layer_norms != NULL) {
+        memcpy(r->layer_norms, st->layer_norms, nt * sizeof(double));
+        a->epoch_end = true;
+        a->n_layer_norms = st->n_layer_norms;
+    }
+}
+
+/* The next push to aggregate: the lowest rank not yet added that is expected and alive (ranks
+ * are visited in order, so the sum is the same float sum everywhere). Resumes its connection;
+ * when no rank is left, the server's aggregation of the round is done. */
+static enum srv_round_event round_next(struct gv_server *srv)
+{
+    struct srv_round *r = &srv->round;
+    for (;;) {
+        while (r->next_rank < srv->W &&
+               (!srv_round_member(srv, r->next_rank) || srv->net.workers[r->next_rank] == NULL))
+            r->next_rank++;
+        if (r->next_rank == srv->W)
+            return round_aggregated(srv);
+        struct srv_peer *q = srv->net.workers[r->next_rank];
+        struct srv_held *h = &r->held[q->rank];
+        if (!h->on) {
+            if (q->link.c != NULL)
+                (void)gv_tp_conn_resume_recv(q->link.c);
+            return SRV_ROUND_BUSY;
+        }
+        /* an empty push held for its turn counts now: no entries, only its statistics, summed
+         * in rank order like the others */
+        h->on = false;
+        if (srv->rank == 0)
+            round_stats(srv, q->rank, &h->stats);
+        r->arrived[q->rank] = true;
+        r->recv += h->bytes;
+        r->next_rank++;
+    }
+}
+
+enum srv_round_event srv_round_try_open(struct gv_server *srv, bool hold)
+{
+    struct srv_round *r = &srv->round;
+    if (srv->end.state != SRV_RUNNING || r->phase != SRV_ROUND_WAIT_OPEN ||
+        !srv->start.settled || hold)
+        return SRV_ROUND_BUSY;
+    for (uint32_t w = 0; w < srv->W; w++) {
+        const struct srv_peer *p = srv->net.workers[w];
+        if (!srv_round_member(srv, w))
+            continue;
+        if (p == NULL || !p->synced || p->closed || !gv_ps_link_idle(&p->link))
+            return SRV_ROUND_BUSY;
+    }
+    /* the previous update's payload (acc, rbuf) has left: reuse the buffers */
+    memset(r->acc, 0, srv->shard.n * sizeof(float));
+    memset(&r->agg, 0, sizeof(r->agg));
+    memset(r->arrived, 0, srv->W * sizeof(bool));
+    r->next_rank = 0;
+    r->recv = r->sent = 0;
+    r->phase = SRV_ROUND_OPEN;
+    uint64_t now = gv_now_ns();
+    if (r->done == 0) {
+        r->t_first_ns = now;
+        r->t_prev_all_ns = now;
+        gv_log(GV_LOG_INFO, "server %u: every worker is in; training starts at iteration %" PRIu64,
+               srv->rank, r->iter);
+    }
+    return round_next(srv);
+}
+
+gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
+                                  const struct gv_proto_msg *m, uint64_t payload_len,
+                                  struct gv_iov *dst, int *cnt)
+{
+    struct srv_round *r = &srv->round;
+    if (srv->end.state != SRV_RUNNING) { /* the job is ending: nobody waits for it any more */
+        dst[0] = (struct gv_iov){NULL, (size_t)payload_len};
+        *cnt = 1;
+        return GV_OK;
+    }
+    if (m->iteration != r->iter) {
+        gv_log(GV_LOG_WARN, "server %u: %s pushed iteration %" PRIu64 " during round %" PRIu64,
+               srv->rank, p->name, m->iteration, r->iter);
+        return GV_ERR_PROTO;
+    }
+    if (r->phase != SRV_ROUND_OPEN || p->rank != r->next_rank) {
+        p->deferred = true;
+        return GV_ERR_AGAIN; /* not its turn: it waits in the kernel */
+    }
+    p->deferred = false;
+    bool dense;
+    char why[300];
+    if (gv_ps_push_check(m, payload_len, srv->rank, srv->shard.n, &r->cur.d, r->rcap, &dense,
+                         why, sizeof(why)) != GV_OK) {
+        gv_log(GV_LOG_WARN, "server %u: %s pushed a malformed gradient: %s", srv->rank, p->name,
+               why);
+        return GV_ERR_PROTO;
+    }
+    if (dense) {
+        dst[0] = (struct gv_iov){r->rbuf, (size_t)payload_len};
+        *cnt = 1;
+    } else {
+        dst[0] = (struct gv_iov){r->rbuf + GV_SPARSE_HDR_LEN, (size_t)m->segs[0].bytes};
+        dst[1] = (struct gv_iov){r->rbuf + GV_SPARSE_HDR_LEN + m->segs[0].bytes,
+                                 (size_t)m->segs[1].bytes};
+        *cnt = 2;
+    }
+    return GV_OK;
+}
+
+/* Adds the push sitting in rbuf to the accumulator. */
+static gv_status_t round_add(struct gv_server *srv, const struct gv_proto_msg *m)
+{
+    struct srv_round *r = &srv->round;
+    if (m->n_segs == 1) {
+        const float *x = (const float *)(void *)r->rbuf;
+        float *acc = r->acc;
+        for (uint64_t i = 0; i < srv->shard.n; i++)
+            acc[i] += x[i];
+        return GV_OK;
+    }
+    /* the index segment arrived after a 12-byte gap for compress/'s header */
+    return gv_ps_sparse_add(r->rbuf, m, (uint32_t)srv->shard.n, r->acc);
+}
+
+/* The checks on_header makes, for a push without payload (on_header never saw it). */
+static bool round_empty_ok(struct gv_server *srv, const struct srv_peer *p,
+                           const struct gv_proto_msg *m)
+{
+    struct srv_round *r = &srv->round;
+    bool dense;
+    char why[300];
+    if (m->iteration != r->iter) {
+        gv_log(GV_LOG_WARN, "server %u: %s pushed iteration %" PRIu64 " during round %" PRIu64,
+               srv->rank, p->name, m->iteration, r->iter);
+        return false;
+    }
+    if (gv_ps_push_check(m, 0, srv->rank, srv->shard.n, &r->cur.d, r->rcap, &dense, why,
+                         sizeof(why)) != GV_OK) {
+        gv_log(GV_LOG_WARN, "server %u: %s pushed a malformed gradient: %s", srv->rank, p->name,
+               why);
+        return false;
+    }
+    return true;
+}
+
+/* A push without payload that arrived out of turn (the transport asks on_header only for
+ * messages with a payload, so it could not be deferred): checked and held for its turn. */
+static void round_hold(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m,
+                       uint64_t msg_bytes)
+{
+    struct srv_round *r = &srv->round;
+    struct srv_held *h = &r->held[p->rank];
+    if (m->payload_len != 0 || h->on) {
+        srv_abort(srv, GV_ERR_PROTO, "%s pushed twice in round %" PRIu64, p->name, r->iter);
+        return;
+    }
+    if (!round_empty_ok(srv, p, m)) {
+        srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed gradient at iteration %" PRIu64,
+                  p->name, r->iter);
+        return;
+    }
+    uint32_t nt = srv->shard.n_tensors;
+    h->on = true;
+    h->bytes = msg_bytes;
+    h->stats = m->u.push.stats;
+    h->stats.layer_norms = NULL;
+    if (p->rank == 0 && m->u.push.stats.n_layer_norms == nt) {
+        memcpy(r->held_norms, m->u.push.stats.layer_norms, nt * sizeof(double));
+        h->stats.layer_norms = r->held_norms;
+    }
+}
+
+enum srv_round_event srv_round_push_done(struct gv_server *srv, struct srv_peer *p,
+                                         const struct gv_proto_msg *m, uint64_t msg_bytes)
+{
+    struct srv_round *r = &srv->round;
+    if (srv->end.state != SRV_RUNNING)
+        return SRV_ROUND_BUSY; /* dropped unread: the job is ending */
+    if (r->phase != SRV_ROUND_OPEN || p->rank != r->next_rank) {
+        round_hold(srv, p, m, msg_bytes); /* on_header deferred every push with a payload */
+        return SRV_ROUND_BUSY;
+    }
+    if (m->payload_len == 0 && !round_empty_ok(srv, p, m)) {
+        srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed gradient at iteration %" PRIu64,
+                  p->name, r->iter);
+        return SRV_ROUND_BUSY;
+    }
+    if (round_add(srv, m) != GV_OK) {
+        srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed sparse gradient at iteration %" PRIu64,
+                  p->name, r->iter);
+        return SRV_ROUND_BUSY;
+    }
+    if (srv->rank == 0)
+        round_stats(srv, p->rank, &m->u.push.stats);
+    r->arrived[p->rank] = true;
+    r->recv += msg_bytes;
+    r->next_rank++;
+    return round_next(srv);
+}
+
+/* Averages over the round's members, decides (server 0) and applies. */
+static enum srv_round_event round_finish(struct gv_server *srv)
+{
+    gv_ps_average(srv->round.acc, srv->shard.n, srv->round.n_avg);
+    if (srv->rank == 0 && srv_decide(srv) != GV_OK)
+        return SRV_ROUND_BUSY;
+    return srv_update_apply(srv);
+}
+
+/* Server 0, once its own aggregation and every other server's STATS are in: the round's
+ * members are the workers whose push reached any server (a push that reached only some
+ * servers counts as zero on the others), the next round's are the expected workers nobody
+ * found dead. The policy decides between that and an abort. */
+static enum srv_round_event round_maybe_decide(struct gv_server *srv)
+{
+    struct srv_round *r = &srv->round;
+    if (srv->end.state != SRV_RUNNING || r->phase != SRV_ROUND_WAIT_DECISION ||
+        r->n_reports < srv->S - 1)
+        return SRV_ROUND_BUSY;
+    uint32_t W = srv->W;
+    bool *arr = r->scratch, *dead = r->scratch + W;
+    r->n_stats = 0;
+    for (uint32_t w = 0; w < W; w++) {
+        arr[w] = r->arrived[w];
+        dead[w] = srv->net.workers[w] == NULL || r->dead[w];
+        r->n_stats += r->arrived[w];
+        for (uint32_t s = 1; s < srv->S; s++) {
+            uint8_t b = r->reports[(size_t)s * W + w];
+            arr[w] |= (b & GV_PS_MEMB_ARRIVED) != 0;
+            dead[w] |= (b & GV_PS_MEMB_DEAD) != 0;
+        }
+    }
+    memset(r->got_report, 0, srv->S * sizeof(bool));
+    r->n_reports = 0;
+    struct srv_memb_decision d;
+    srv_memb_decide(srv->cfg.dead_policy, srv->cfg.min_workers, r->iter, W, r->expected, arr,
+                    dead, &d);
+    if (d.action == SRV_MEMB_TOO_FEW) {
+        srv_abort(srv, GV_ERR_CLOSED, "%s", d.reason);
+        return SRV_ROUND_BUSY;
+    }
+    if (d.action != SRV_MEMB_COMPLETE) {
+        srv_abort(srv, GV_ERR_CLOSED, "iteration %" PRIu64 ": %s", r->iter,
+                  d.action == SRV_MEMB_ABORT ? d.reason : "a worker is neither in nor dead");
+        return SRV_ROUND_BUSY;
+    }
+    if (d.n_missing > 0)
+        gv_log(GV_LOG_WARN, "server 0: iteration %" PRIu64 ": %s", r->iter, d.reason);
+    for (uint32_t w = 0; w < W; w++)
+        if (arr[w] && !r->arrived[w])
+            gv_log(GV_LOG_WARN, "server 0: iteration %" PRIu64 ": worker %u's push reached some "
+                   "servers only: it counts in the average (over %u), as a zero gradient where "
+                   "it is missing", r->iter, w, d.n_average);
+    for (uint32_t w = 0; w < W; w++) {
+        bool next = r->expected[w] && !dead[w];
+        if (r->expected[w] && !next) {
+            struct srv_peer *p = srv->net.workers[w];
+            if (p != NULL && !r->dead[w])
+                round_dropped(srv, p); /* another server found it dead */
+        }
+        r->memb[w] = (uint8_t)((arr[w] ? GV_PS_MEMB_ARRIVED : 0u) | (next ? GV_PS_MEMB_NEXT : 0u));
+        r->expected[w] = next;
+    }
+    r->n_avg = d.n_average;
+    return round_finish(srv);
+}
+
+/* This server has every expected push of the round, or knows its worker dead. Servers 1..S-1
+ * tell server 0 which pushes they added and which workers they found dead (STATS), then wait
+ * for its DECISION; server 0 waits for every server's STATS. */
+static enum srv_round_event round_aggregated(struct gv_server *srv)
+{
+    struct srv_round *r = &srv->round;
+    r->phase = SRV_ROUND_WAIT_DECISION;
+    if (srv->rank == 0)
+        return round_maybe_decide(srv);
+    uint8_t *rep = r->reports; /* s > 0: the first W bytes are this server's report */
+    uint32_t n = 0;
+    for (uint32_t w = 0; w < srv->W; w++) {
+        rep[w] = (uint8_t)((r->arrived[w] ? GV_PS_MEMB_ARRIVED : 0u) |
+                           (srv->net.workers[w] != NULL && r->dead[w] ? GV_PS_MEMB_DEAD : 0u));
+        n += r->arrived[w];
+    }
+    struct srv_peer *c = srv->net.coord;
+    struct gv_proto_msg m;
+    gv_ps_msg_init(&m, &srv->env, GV_PROTO_MSG_STATS, r->iter);
+    m.u.stats.workers = n;
+    gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, srv->W, srv->W);
+    struct gv_iov pl = {rep, srv->W};
+    if (c == NULL || gv_ps_link_send(&c->link, &m, &pl, 1, NULL) != GV_OK)
+        srv_abort_now(srv, GV_ERR_CLOSED, true, "cannot send the round's membership to server 0");
+    return SRV_ROUND_BUSY;
+}
+
+gv_status_t srv_round_decision_header(struct gv_server *srv, const struct gv_proto_msg *m,
+                                      struct gv_iov *dst, int *cnt)
+{
+    struct srv_round *r = &srv->round;
+    bool acc = srv->job->method == GV_JOB_ACCORDION;
+    uint32_t nt = srv->shard.n_tensors;
+    if (m->n_segs != 1u + acc || m->segs[0].kind != GV_PROTO_SEG_RAW ||
+        m->segs[0].bytes != srv->W ||
+        (acc && (m->segs[1].kind != GV_PROTO_SEG_RAW || m->segs[1].bytes != nt)))
+        return GV_ERR_PROTO;
+    struct srv_decision *d = r->cur.iter == UINT64_MAX ? &r->cur : &r->next;
+    dst[0] = (struct gv_iov){r->memb, srv->W};
+    if (acc)
+        dst[1] = (struct gv_iov){d->heavy, nt};
+    *cnt = 1 + acc;
+    return GV_OK;
+}
+
+gv_status_t srv_round_stats_header(struct gv_server *srv, const struct srv_peer *p,
+                                   const struct gv_proto_msg *m, struct gv_iov *dst, int *cnt)
+{
+    struct srv_round *r = &srv->round;
+    if (m->n_segs != 1 || m->segs[0].kind != GV_PROTO_SEG_RAW || m->segs[0].bytes != srv->W ||
+        r->got_report[p->rank])
+        return GV_ERR_PROTO;
+    dst[0] = (struct gv_iov){r->reports + (size_t)p->rank * srv->W, srv->W};
+    *cnt = 1;
+    return GV_OK;
+}
+
+enum srv_round_event srv_round_on_report(struct gv_server *srv, const struct srv_peer *p,
+                                         const struct gv_proto_msg *m)
+{
+    struct srv_round *r = &srv->round;
+    if (m->n_segs != 1 || m->iteration != r->iter || r->got_report[p->rank] ||
+        gv_ps_memb_check(r->reports + (size_t)p->rank * srv->W, srv->W,
+                         GV_PS_MEMB_ARRIVED | GV_PS_MEMB_DEAD) != GV_OK) {
+        srv_abort(srv, GV_ERR_PROTO, "%s sent a malformed membership for iteration %" PRIu64
+                  " during round %" PRIu64, p->name, m->iteration, r->iter);
+        return SRV_ROUND_BUSY;
+    }
+    r->got_report[p->rank] = true;
+    r->n_reports++;
+    return round_maybe_decide(srv);
+}
+
+enum srv_round_event srv_round_on_decision(struct gv_server *srv, const struct gv_proto_msg *m)
+{
+    struct srv_round *r = &srv->round;
+    /* srv_round_decision_header put the membership in memb (a DECISION without it is malformed) */
+    if (m->n_segs == 0 ||
+        gv_ps_memb_check(r->memb, srv->W, GV_PS_MEMB_ARRIVED | GV_PS_MEMB_NEXT) != GV_OK) {
+        srv_abort_now(srv, GV_ERR_PROTO, false, "server 0 sent a malformed decision");
+        return SRV_ROUND_BUSY;
+    }
+    if (r->cur.iter == UINT64_MAX && m->iteration == r->iter) { /* the first: start-up */
+        struct gv_ps_decision d;
+        gv_ps_decision_from_proto(&m->u.decision, &d);
+        round_start_with(srv, m->iteration, &d);
+        return SRV_ROUND_BUSY;
+    }
+    if (m->iteration != r->iter + 1 || r->next.iter == m->iteration) {
+        char text[200];
+        snprintf(text, sizeof(text), "server 0 sent a decision for iteration %" PRIu64
+                 " during round %" PRIu64, m->iteration, r->iter);
+        srv_abort_now(srv, GV_ERR_PROTO, false, text);
+        return SRV_ROUND_BUSY;
+    }
+    r->next.iter = m->iteration;
+    gv_ps_decision_from_proto(&m->u.decision, &r->next.d);
+    if (r->phase != SRV_ROUND_WAIT_DECISION) {
+        srv_abort_now(srv, GV_ERR_PROTO, false, "server 0 sent the decision of an iteration this "
+                      "server has not aggregated");
+        return SRV_ROUND_BUSY;
+    }
+    uint32_t n_avg = 0, n_next = 0;
+    for (uint32_t w = 0; w < srv->W; w++) {
+        uint8_t b = r->memb[w];
+        bool next = (b & GV_PS_MEMB_NEXT) != 0;
+        if ((r->arrived[w] && !(b & GV_PS_MEMB_ARRIVED)) || (next && !r->expected[w])) {
+            srv_abort_now(srv, GV_ERR_PROTO, false, "server 0's membership of the round "
+                          "contradicts this server's (worker pushed here, or rejoined)");
+            return SRV_ROUND_BUSY;
+        }
+        n_avg += (b & GV_PS_MEMB_ARRIVED) != 0;
+        n_next += next;
+        if (r->expected[w] && !next) {
+            struct srv_peer *p = srv->net.workers[w];
+            if (p != NULL && !r->dead[w])
+                round_dropped(srv, p);
+        }
+        r->expected[w] = next;
+    }
+    if (n_avg == 0 || n_next == 0) {
+        srv_abort_now(srv, GV_ERR_PROTO, false, "server 0's decision counts no worker");
+        return SRV_ROUND_BUSY;
+    }
+    r->n_avg = n_avg;
+    return round_finish(srv);
+}
+
+/* ---------------------------------------------------------------- workers leaving */
+
+enum srv_round_event srv_round_worker_dead(struct gv_server *srv, struct srv_peer *p,
+                                           const char *why, bool hold)
+{
+    struct srv_round *r = &srv->round;
+    if (r->dead[p->rank])
+        return SRV_ROUND_BUSY;
+    srv_ops_forget(srv, p, why);
+    /* the job has started once every worker has the model: before, it starts with all */
+    bool started = r->done > 0;
+    for (uint32_t w = 0; !started && w < srv->W; w++)
+        started = w + 1 == srv->W && srv->net.workers[w] != NULL && srv->net.workers[w]->synced;
+    for (uint32_t w = 0; started && r->done == 0 && w < srv->W; w++)
+        started = srv->net.workers[w] != NULL && srv->net.workers[w]->synced;
+    if (srv->end.state != SRV_RUNNING || srv->cfg.dead_policy != GV_DEAD_CONTINUE || !started) {
+        /* the abort policy, or start-up: a job starts with every one of its workers */
+        srv_abort(srv, GV_ERR_CLOSED, "%s is dead: %s; the dead-worker policy is %s", p->name,
+                  why, srv->cfg.dead_policy != GV_DEAD_CONTINUE
+                           ? "abort"
+                           : "continue, but training had not started");
+        return SRV_ROUND_BUSY;
+    }
+    round_drop(srv, p, why);
+    uint32_t left = 0;
+    for (uint32_t w = 0; w < srv->W; w++)
+        left += srv_round_member(srv, w) && srv->net.workers[w] != NULL;
+    gv_log(GV_LOG_WARN, "server %u: %s is dead at iteration %" PRIu64 ": %s; continuing without it "
+           "(dead-worker policy continue, %u of %u workers left)", srv->rank, p->name, r->iter,
+           why, left, srv->W);
+    char text[300];
+    snprintf(text, sizeof(text), "server %u declared worker %u dead (%.200s): the job goes on "
+             "without it", srv->rank, p->rank, why);
+    srv_send_evict(srv, p, r->iter, text);
+    if (r->phase == SRV_ROUND_OPEN && p->rank == r->next_rank)
+        return round_next(srv);
+    if (r->phase == SRV_ROUND_WAIT_OPEN)
+        return srv_round_try_open(srv, hold);
+    return SRV_ROUND_BUSY;
+}
+
+void srv_round_resync(struct gv_server *srv, struct srv_peer *p)
+{
+    srv->round.resync_req[p->rank] = true;
+}
+
+void srv_round_on_bye(struct gv_server *srv, struct srv_peer *p, uint64_t iteration)
+{
+    p->bye = true;
+    gv_log(GV_LOG_INFO, "server %u: %s ends after %" PRIu64 " iterations", srv->rank, p->name,
+           iteration);
+    if (srv_live(srv)) {
+        /* every worker runs the same number of iterations, and worker 0 may stop early (target
+         * reached): the first BYE ends the job for everyone */
+        srv->end.state = SRV_ENDING;
+        srv_send_bye_all(srv, srv->round.done);
+        /* pushes deferred for this round are read (and dropped) now, and the BYEs behind them */
+        for (uint32_t w = 0; w < srv->W; w++) {
+            struct srv_peer *q = srv->net.workers[w];
+            if (q != NULL && q->link.c != NULL) {
+                q->deferred = false;
+                (void)gv_tp_conn_resume_recv(q->link.c);
+            }
+        }
+    }
+    srv_send_bye(srv, p, srv->round.done); /* the answer: the worker closes once it has it */
+}

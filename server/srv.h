@@ -1,0 +1,483 @@
+/* srv.h: what server/'s files share privately. The server object is a set of parts,
+ * each owned by one file, which alone writes it (the others may read it):
+ *   shard   server.c   the model's layout, the shard map, the shard's parameters and momentum
+ *   net     net.c      the transport, the peers and their links, every message sent
+ *   end     end.c      how the job ends: aborts, stops, the result
+ *   live    ops.c      heartbeats and the peers' liveness
+ *   start   start.c    joining: the seed model, the agreed starting iteration, the first sync
+ *   round   round.c    the round: aggregation and membership; on server 0 the decision
+ *                      (decide.c) and on every server the update (update.c)
+ *   ckpt    ckpt.c     checkpoints and resuming
+ *   mx      metrics.c  the Prometheus registry and endpoint
+ * Calls go one way, down these layers (docs/architecture.md draws them):
+ *   server.c (create, the run loop) -> conn.c (the connection dispatch: the only entry into
+ *   the round) -> start.c -> ckpt.c -> round.c -> decide.c, update.c -> ops.c -> end.c ->
+ *   net.c -> metrics.c.
+ * What comes back up does so through callback tables: the transport's handler and the links'
+ * on_idle (conn.c installs both). Tests may include this header. */
+#ifndef GV_SRV_H
+#define GV_SRV_H
+
+#include "gv_server.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define SRV_MAX_TENSORS 64
+#define SRV_HDR_SLOTS 16
+#define SRV_HDR_BYTES 1024
+/* MODEL chunks: at most this many elements per message (1 GiB of floats). */
+#define SRV_MODEL_CHUNK (256ull << 20)
+
+/* ================================================================ peers (net.c) */
+
+enum srv_peer_kind {
+    SRV_PEER_NEW = 0,  /* accepted, handshake running */
+    SRV_PEER_WORKER,   /* a welcomed worker */
+    SRV_PEER_SERVER,   /* server 0: a welcomed server 1..S-1 */
+    SRV_PEER_COORD,    /* servers 1..S-1: our connection to server 0 */
+};
+
+struct srv_peer {
+    struct gv_server *srv;
+    struct gv_ps_link link;
+    enum srv_peer_kind kind;
+    enum gv_proto_role hello_role; /* NEW peers: the role their HELLO claimed */
+    uint32_t rank;
+    char name[96];          /* "worker 2 (127.0.0.1:40312)" */
+    struct gv_ps_server_hs shs; /* server side of the handshake (NEW peers) */
+    struct gv_ps_client_hs hs;  /* COORD: our client side */
+    struct gv_ps_rx rx;     /* the header of the message being received (decoded once) */
+    uint64_t t_accept_ns;
+    uint64_t hello_iter;    /* SERVER peers: the newest checkpoint iteration its HELLO named */
+    bool synced;            /* worker: initial model and decision sent (start.c) */
+    bool bye;               /* said BYE */
+    bool bye_sent;          /* we said BYE to it */
+    bool close_after_send;  /* a REFUSE or an eviction is in flight: close when it has left */
+    bool closed;            /* on_close ran */
+    bool deferred;          /* WORKER: its push waits for its turn, unread; its heartbeats wait
+                               behind it, so its silence is not held against it meanwhile */
+    uint64_t seen_bytes;    /* conn bytes_recv at the last liveness tick (ops.c) */
+    uint64_t t_seen_ns;     /* when it was last heard from (a message or bytes) */
+    struct srv_peer *next;  /* in net.peers */
+};
+
+struct srv_net {
+    struct gv_tp *tp;
+    struct gv_listener *listener;
+    uint16_t port;
+    char bind_str[300], advertise_str[300];
+    struct gv_proto_arena arena;
+    void *arena_buf;
+    struct srv_peer *peers;    /* every connection */
+    struct srv_peer **workers; /* [W], welcomed workers */
+    struct srv_peer **servers; /* [S] on server 0 */
+    struct srv_peer *coord;    /* servers 1..S-1 */
+    uint32_t n_workers_in, n_servers_in;
+};
+
+/* The shard this server holds (server.c builds it; round.c steps it; ckpt.c saves and loads). */
+struct srv_shard {
+    char (*names)[24];
+    size_t *numel;
+    uint32_t n_tensors;
+    struct gv_shard_map map;
+    uint64_t lo, n;       /* shard [lo, lo + n) of the flat vector */
+    uint64_t fingerprint;
+    float *params;        /* float[n] */
+    float *momentum;      /* float[n] */
+};
+
+/* ================================================================ how the job ends (end.c) */
+
+enum srv_state {
+    SRV_STARTING = 0, /* peers joining, model not seeded yet */
+    SRV_RUNNING,
+    SRV_ENDING,       /* BYE sent to the workers, waiting for them to leave */
+    SRV_DONE,
+    SRV_ABORTED,
+};
+
+struct srv_end {
+    enum srv_state state;
+    gv_status_t result;
+    char fail[320];
+    bool abort_requested; /* s > 0: asked server 0 to end the job, waiting for its ERROR */
+    uint64_t abort_deadline;
+    gv_status_t abort_status;
+    bool stopped;         /* ended on request (signal or a peer's stop request) */
+    bool refused;         /* a checkpoint was refused: the job cannot start */
+    bool final_ok;        /* the state at the end is a consistent cut with server 0's */
+};
+
+/* ================================================================ liveness (ops.c) */
+
+struct srv_live {
+    struct gv_liveness tracker; /* workers 0..W-1, servers W..W+S-1; when peer_timeout > 0 */
+    bool on;
+    uint64_t t_tick_ns;   /* the last tick (a long gap: this process stalled) */
+};
+
+/* ================================================================ joining (start.c) */
+
+struct srv_start {
+    uint64_t t_start_ns;
+    bool seeded;          /* the shard holds a model (worker 0's seed, or a checkpoint) */
+    uint64_t seed_got;    /* elements of the seed model received */
+    bool settled;         /* the starting iteration is agreed by every server */
+};
+
+/* ================================================================ the round (round.c) */
+
+enum srv_round_phase {
+    SRV_ROUND_WAIT_OPEN = 0, /* waiting for every worker to be synced and the update sends of the
+                                previous round to complete (the buffers are borrowed by them) */
+    SRV_ROUND_OPEN,          /* aggregating pushes, in worker-rank order */
+    SRV_ROUND_WAIT_DECISION, /* every expected push is in or its worker dead: servers 1..S-1
+                                have sent their STATS and wait for server 0's DECISION; server 0
+                                waits for every other server's STATS */
+};
+
+/* What a round call did: the caller (conn.c) finishes a completed round (metrics, checkpoint,
+ * the next round). */
+enum srv_round_event {
+    SRV_ROUND_BUSY = 0, /* nothing more to do now */
+    SRV_ROUND_DONE,     /* the round completed: iter is the next one */
+};
+
+/* A decision and, for Accordion, the per-tensor level (0 light, 1 heavy). The level is
+ * adapt/'s: the wire's enum appears only where a message is encoded or decoded. */
+struct srv_decision {
+    uint64_t iter;      /* the iteration it applies to; UINT64_MAX: none */
+    struct gv_ps_decision d;
+    uint8_t *heavy;     /* uint8[n_tensors] (Accordion), else NULL */
+};
+
+/* Per-round aggregates of the workers' statistics (server 0). */
+struct srv_agg {
+    double g_ef, g_min, g_c;
+    double compute_max, compress_max;
+    double loss_sum;
+    uint64_t samples;
+    bool epoch_end;        /* worker 0's push carried layer norms */
+    uint32_t n_layer_norms;
+};
+
+/* An empty push (every entry of this worker fell in other shards) that arrived before its turn:
+ * the transport delivers a message without payload without asking on_header, so it cannot be
+ * deferred; it is held and counted in its turn. */
+struct srv_held {
+    bool on;
+    uint64_t bytes;
+    struct gv_proto_iter_stats stats; /* layer_norms -> round.held_norms (rank 0) or NULL */
+};
+
+struct srv_round {
+    uint64_t iter;        /* the round in progress */
+    enum srv_round_phase phase;
+    uint32_t next_rank;   /* the next push to aggregate */
+    struct srv_decision cur, next;
+    struct srv_agg agg;
+    float *acc;           /* float[n]: the round's sum, then average, then the update values */
+    uint8_t *rbuf;        /* receive buffer (one push at a time), then the update's indices */
+    size_t rcap;
+    double *layer_norms;  /* [n_tensors], worker 0's epoch-end norms (Accordion) */
+    double *held_norms;   /* [n_tensors], the same from worker 0's held empty push */
+    struct srv_held *held; /* [W] */
+    bool *resync_req;     /* [W] the worker asked for a full model (checksum mismatch) */
+    uint64_t recv, sent;  /* bytes of the round so far */
+    uint64_t done;        /* rounds completed */
+    uint64_t cf_changes;
+    struct gv_ps_bytes bytes;
+    uint64_t t_first_ns, t_last_ns; /* the first round's start, the last one's end */
+    uint64_t t_prev_all_ns; /* server 0: when the previous round's pushes were all in */
+
+    /* membership (docs/operations.md "dead workers"): the round alone decides it */
+    bool *expected;       /* [W] workers expected in this round (agreed: server 0 decides) */
+    bool *arrived;        /* [W] their push was added here this round */
+    bool *dead;           /* [W] declared dead, or dropped by server 0: out of the job */
+    uint32_t n_dead;
+    uint8_t *memb;        /* [W] server 0: the DECISION's membership bytes (borrowed by the
+                             sends until the next round); s > 0: the STATS payload, then the
+                             DECISION's received membership */
+    uint8_t *reports;     /* server 0: [S x W] the STATS membership of each server */
+    bool *got_report;     /* server 0: [S] STATS of this round received */
+    uint32_t n_reports;
+    uint32_t n_avg;       /* the round's divisor: workers counted in the average */
+    uint32_t n_stats;     /* server 0: pushes whose statistics reached the controller */
+    bool *scratch;        /* [2W] server 0: the round's merged arrivals and deaths */
+
+    /* server 0: the controller */
+    struct gv_adapt *ctl;
+    FILE *declog;
+    double *layer_cf;     /* [n_tensors] scratch for Accordion decisions */
+};
+
+/* ================================================================ checkpoints (ckpt.c) */
+
+struct srv_ckpt {
+    bool on;
+    uint64_t resumed_from;   /* iteration resumed from (0: fresh) */
+    uint64_t own;            /* the newest checkpoint found at start (0: none) */
+    uint64_t last_iter;      /* last written (or resumed from) */
+    uint64_t written;
+    pthread_t th;
+    atomic_int busy;         /* 1 while the writer thread runs, 2 when it finished */
+    bool joinable;
+    gv_status_t status;
+    uint64_t iter, t0;
+    uint64_t state_iter;     /* gv_server_state_sections' "iteration" */
+    struct gv_ckpt_section sec[4];
+    size_t n_sec;
+    void *ctl_blob;          /* the controller's saved state */
+    size_t ctl_blob_len;
+};
+
+/* ================================================================ the server */
+
+struct gv_server {
+    struct gv_server_config cfg;
+    const struct gv_job *job;
+    const struct gv_cluster *cl;
+    uint32_t rank, S, W;
+    struct gv_ps_envelope env; /* this server on every link: role server, its rank and shard */
+    struct gv_proto_caps caps;
+    struct gv_tp_config tp_cfg;
+    struct srv_shard shard;
+    struct srv_net net;
+    struct srv_end end;
+    struct srv_live live;
+    struct srv_start start;
+    struct srv_round round;
+    struct srv_ckpt ckpt;
+    struct gv_metrics *reg;
+    struct gv_metrics_http *http;
+    struct srv_metrics *mx;
+};
+
+/* ================================================================ conn.c: the dispatch */
+
+struct gv_tp_handler srv_conn_handler(void);
+/* Servers 1..S-1: connects to server 0 and waits for its welcome and decision. */
+gv_status_t srv_conn_coord(struct gv_server *srv, uint64_t deadline_ns);
+/* Liveness found worker p silent past the timeout (why: for the log). */
+void srv_conn_worker_silent(struct gv_server *srv, struct srv_peer *p, const char *why);
+/* The loop's turn: a round waiting to open (a checkpoint that just finished) may open. */
+void srv_conn_poll_round(struct gv_server *srv);
+
+/* ================================================================ start.c: joining */
+
+/* Server 0: once every server joined, agrees the starting iteration (checkpoints) and tells
+ * the servers; then the workers are synced. */
+void srv_start_settle(struct gv_server *srv);
+/* Servers 1..S-1: server 0's first DECISION arrived (the round holds it): the starting point is
+ * agreed; the workers are synced. */
+void srv_start_coord_decided(struct gv_server *srv);
+/* Servers 1..S-1: server 0 welcomed this server (its fingerprint is checked, the starting
+ * iteration loaded). */
+void srv_start_coord_welcomed(struct gv_server *srv, struct srv_peer *p);
+/* A worker or server authenticated: its slot, then WELCOME (workers) or, on server 0, the wait
+ * for every server before the starting iteration is agreed. */
+void srv_start_joined(struct gv_server *srv, struct srv_peer *p);
+/* Worker 0's seed: where a MODEL chunk's payload goes (on_header), and its arrival (on_msg). */
+gv_status_t srv_start_seed_header(struct gv_server *srv, struct srv_peer *p,
+                                  const struct gv_proto_msg *m, uint64_t payload_len,
+                                  struct gv_iov *dst, int *cnt);
+void srv_start_seed_done(struct gv_server *srv, const struct gv_proto_msg *m);
+/* Sends the model and the decision in force to every joined worker not synced yet, once the
+ * shard holds a model and the starting iteration is agreed. */
+void srv_start_sync_workers(struct gv_server *srv);
+/* The start-up deadline: names whoever is missing. */
+void srv_start_check_deadline(struct gv_server *srv, uint64_t now);
+
+/* ================================================================ ckpt.c: checkpoints */
+
+/* At create: finds and loads the newest valid checkpoint (GV_OK with none: fresh start). */
+gv_status_t srv_ckpt_init(struct gv_server *srv);
+/* Loads exactly iteration iter (the agreed starting point) and retires newer files. */
+gv_status_t srv_ckpt_resume_at(struct gv_server *srv, uint64_t iter);
+/* After a round: starts a periodic checkpoint when one is due. */
+void srv_ckpt_after_round(struct gv_server *srv);
+/* Polls the writer thread; true while one runs (the next round waits). */
+bool srv_ckpt_busy(struct gv_server *srv);
+/* At the end of the run: waits for the writer, then writes the final checkpoint if due. */
+void srv_ckpt_final(struct gv_server *srv);
+void srv_ckpt_cleanup(struct gv_server *srv);
+
+/* ================================================================ round.c: the round */
+
+gv_status_t srv_round_init(struct gv_server *srv);
+void srv_round_cleanup(struct gv_server *srv);
+/* Opens the next round when every expected worker is synced and the previous update has left;
+ * `hold` (a checkpoint being written) keeps it closed. */
+enum srv_round_event srv_round_try_open(struct gv_server *srv, bool hold);
+/* on_header of a PUSH: GV_OK with the destination, GV_ERR_AGAIN (not its turn yet) or an error
+ * (protocol violation: the connection is closed). */
+gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
+                                  const struct gv_proto_msg *m, uint64_t payload_len,
+                                  struct gv_iov *dst, int *cnt);
+enum srv_round_event srv_round_push_done(struct gv_server *srv, struct srv_peer *p,
+                                         const struct gv_proto_msg *m, uint64_t msg_bytes);
+/* Servers 1..S-1: where a DECISION's payload goes (the membership, Accordion's levels). */
+gv_status_t srv_round_decision_header(struct gv_server *srv, const struct gv_proto_msg *m,
+                                      struct gv_iov *dst, int *cnt);
+/* Server 0: where server p's STATS payload (its membership bytes) goes. */
+gv_status_t srv_round_stats_header(struct gv_server *srv, const struct srv_peer *p,
+                                   const struct gv_proto_msg *m, struct gv_iov *dst, int *cnt);
+/* Server 0: STATS(iter) from server p, its membership bytes received. */
+enum srv_round_event srv_round_on_report(struct gv_server *srv, const struct srv_peer *p,
+                                         const struct gv_proto_msg *m);
+/* Servers 1..S-1: DECISION from server 0, its membership and Accordion bytes received: the
+ * first one starts the job (the decision and the workers of the starting iteration), then
+ * DECISION(iter + 1) completes the round. */
+enum srv_round_event srv_round_on_decision(struct gv_server *srv, const struct gv_proto_msg *m);
+/* Worker p is dead (why: for the log): the dead-worker policy decides between an abort and the
+ * job going on without it. */
+enum srv_round_event srv_round_worker_dead(struct gv_server *srv, struct srv_peer *p,
+                                           const char *why, bool hold);
+/* A worker asked for a full model (its checksum differed): it comes with the next update. */
+void srv_round_resync(struct gv_server *srv, struct srv_peer *p);
+/* A worker said BYE. */
+void srv_round_on_bye(struct gv_server *srv, struct srv_peer *p, uint64_t iteration);
+/* Whether worker w is in the job (expected and not dead). */
+static inline bool srv_round_member(const struct gv_server *srv, uint32_t w)
+{
+    return srv->round.expected[w] && !srv->round.dead[w];
+}
+/* The membership decision of a round (pure; tests/server/test_round_policy.c). expected,
+ * arrived, dead: bool[n] over workers. Under ABORT any dead expected worker aborts. Under
+ * CONTINUE the round completes once every expected worker has either arrived or died,
+ * averaging over the arrivals (a worker that sent its gradient and then died still counts),
+ * and aborts if fewer than min_workers (>= 1) arrived (ABORT) or would be left for the next
+ * round (TOO_FEW; iter names the round in its reason). */
+enum srv_memb_action {
+    SRV_MEMB_WAIT = 0,     /* gradients still expected from live workers */
+    SRV_MEMB_COMPLETE = 1, /* aggregate now, averaging over n_average workers */
+    SRV_MEMB_ABORT = 2,    /* stop the job; reason says why */
+    SRV_MEMB_TOO_FEW = 3,  /* stop the job: fewer than min_workers left for the next round */
+};
+struct srv_memb_decision {
+    enum srv_memb_action action;
+    uint32_t n_average;  /* COMPLETE: how many gradients to average over */
+    uint32_t n_missing;  /* expected workers that are dead and did not arrive */
+    uint32_t n_next;     /* COMPLETE: workers expected in the next round */
+    char reason[160];    /* ABORT: for the log; COMPLETE with missing workers: which */
+};
+void srv_memb_decide(enum gv_dead_policy policy, uint32_t min_workers, uint64_t iter,
+                     uint32_t n, const bool *expected, const bool *arrived, const bool *dead,
+                     struct srv_memb_decision *d);
+
+/* ================================================================ decide.c: server 0's decision */
+
+/* The controller of the job's method and its first decision (and the decision log). */
+gv_status_t srv_decide_init(struct gv_server *srv);
+void srv_decide_cleanup(struct gv_server *srv);
+/* The controller's decision in force into round.cur (at create, after loading a checkpoint). */
+gv_status_t srv_decide_load(struct gv_server *srv);
+/* The round's statistics to the controller; its decision into round.next, sent to the other
+ * servers with the round's membership. An error aborts the job (logged). */
+gv_status_t srv_decide(struct gv_server *srv);
+
+/* ================================================================ update.c: the downlink */
+
+/* The optimizer step on the shard with round.acc (averaged) and the update to every worker in
+ * the job; the round is then complete (SRV_ROUND_DONE) unless the job had to abort. */
+enum srv_round_event srv_update_apply(struct gv_server *srv);
+
+/* ================================================================ ops.c: liveness */
+
+gv_status_t srv_ops_init(struct gv_server *srv);
+void srv_ops_cleanup(struct gv_server *srv);
+/* Liveness index of a peer: workers 0..W-1, servers W + rank. */
+static inline uint32_t srv_live_idx(const struct gv_server *srv, const struct srv_peer *p)
+{
+    if (p->kind == SRV_PEER_WORKER)
+        return p->rank;
+    return srv->W + (p->kind == SRV_PEER_COORD ? 0 : p->rank);
+}
+/* A peer joined (its clock starts) / said something (it is alive) / is gone (no timeout). */
+void srv_ops_joined(struct gv_server *srv, struct srv_peer *p);
+void srv_ops_seen(struct gv_server *srv, struct srv_peer *p);
+void srv_ops_forget(struct gv_server *srv, struct srv_peer *p, const char *why);
+/* Heartbeats and liveness; a silent server ends the job here, silent workers come back in
+ * silent[cap] (*n_p of them) for the round's policy. Returns the poll timeout in ms. */
+int srv_ops_tick(struct gv_server *srv, uint64_t now, struct srv_peer **silent, size_t cap,
+                 size_t *n_p);
+
+/* ================================================================ end.c: how the job ends */
+
+/* Ends the job with an error. Server 0 (or a server whose connection to server 0 is gone):
+ * logs it once, tells every peer (ERROR), state ABORTED. Servers 1..S-1 ask server 0 to end
+ * the job instead (server 0 decides, so every server stops at the same iteration) and abort by
+ * themselves only if its answer does not come within the peer timeout (srv_end_tick). */
+void srv_abort(struct gv_server *srv, gv_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Aborts at once. consistent: this server's state is the cut server 0 stops at (its final
+ * checkpoint may be written). status GV_OK: stopped on request (ERROR code 0). */
+void srv_abort_now(struct gv_server *srv, gv_status_t status, bool consistent, const char *text);
+/* A stop on request (signal, a peer's stop): server 0 stops the job; others ask it to. */
+void srv_stop(struct gv_server *srv, const char *why);
+/* Whether this server is at a consistent cut with server 0 (not waiting for its decision). */
+bool srv_end_at_cut(const struct gv_server *srv);
+/* The deadline of an abort request to server 0. */
+void srv_end_tick(struct gv_server *srv, uint64_t now);
+static inline bool srv_live(const struct gv_server *srv)
+{
+    return srv->end.state == SRV_STARTING || srv->end.state == SRV_RUNNING;
+}
+static inline bool srv_over(const struct gv_server *srv)
+{
+    return srv->end.state == SRV_ABORTED || srv->end.state == SRV_DONE;
+}
+
+/* ================================================================ net.c: peers and sending */
+
+gv_status_t srv_net_init(struct gv_server *srv);
+/* Creates the transport (handler: conn.c's) and listens; publishes the advertised address. */
+gv_status_t srv_net_listen(struct gv_server *srv, const struct gv_tp_handler *h);
+/* Closes the transport (on_close marks the peers) and frees every peer. */
+void srv_net_cleanup(struct gv_server *srv);
+/* A record for connection c (on_idle: the link's callback, conn.c's). NULL: out of memory. */
+struct srv_peer *srv_peer_new(struct gv_server *srv, struct gv_conn *c, enum srv_peer_kind kind,
+                              void (*on_idle)(struct gv_ps_link *l, void *arg));
+void srv_peer_close(struct srv_peer *p);
+/* Refuses a connection that has not joined: REFUSE, then close once it is sent. */
+void srv_peer_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Sends out (a REFUSE) and closes p once it has left. */
+void srv_peer_send_close(struct srv_peer *p, const struct gv_proto_msg *out);
+gv_status_t srv_send_welcome(struct gv_server *srv, struct srv_peer *p, uint64_t iter);
+/* DECISION d; to a server (memb != NULL) the round membership goes first: W bytes, borrowed
+ * until sent. */
+gv_status_t srv_send_decision(struct gv_server *srv, struct srv_peer *p,
+                              const struct srv_decision *d, const uint8_t *memb);
+/* The shard's parameters (with their checksum) and momentum at iteration iter, in chunks; the
+ * bytes sent are added to *bytes_p. */
+gv_status_t srv_send_model(struct gv_server *srv, struct srv_peer *p, uint64_t iter,
+                           uint64_t *bytes_p);
+void srv_send_bye(struct gv_server *srv, struct srv_peer *p, uint64_t iteration);
+/* Every welcomed worker is told the job is over (those that said BYE get it as the answer). */
+void srv_send_bye_all(struct gv_server *srv, uint64_t iteration);
+/* ERROR(code, text) at iteration iter to every joined peer. */
+void srv_send_error_all(struct gv_server *srv, uint64_t iter, gv_status_t code, const char *text);
+/* Tells worker p why it is out of the job (it may be alive: hung, or cut off from this server
+ * only), then closes its connection once that has left. */
+void srv_send_evict(struct gv_server *srv, struct srv_peer *p, uint64_t iter, const char *text);
+/* A HEARTBEAT when the link has been idle for the interval. */
+void srv_send_heartbeat(struct gv_server *srv, struct srv_peer *p, uint64_t iter, uint64_t now);
+/* Whether every connection's sends have completed (or it is closed). */
+bool srv_net_idle(const struct gv_server *srv);
+/* The connection to server 0 is up and welcomed. */
+bool srv_net_coord_alive(const struct gv_server *srv);
+
+/* ================================================================ metrics.c */
+
+gv_status_t srv_metrics_init(struct gv_server *srv);
+void srv_metrics_cleanup(struct gv_server *srv);
+/* After a round completed (now: its end). */
+void srv_metrics_round(struct gv_server *srv, uint64_t now);
+void srv_metrics_tick(struct gv_server *srv, uint64_t now);
+void srv_metrics_refused(struct gv_server *srv, const char *reason);
+void srv_metrics_ckpt(struct gv_server *srv, uint64_t iter, double secs, bool ok);
+
+#endif /* GV_SRV_H */
