@@ -1,305 +1,14 @@
-/* worker.c: the worker runtime's set-up and connection layer: buffers sized once from the
- * model and the job, the connections to every server (handshake, fingerprint check), seeding
- * the servers (worker 0), the initial model and decision, and the transport callbacks that put
- * updates and models straight into the replica. One iteration is in worker_step.c. */
-#include "worker_internal.h"
+/* worker.c: the worker runtime's set-up: buffers sized once from the model and the job, the
+ * connections to every server and the start-up sync (every server's model and decision), the
+ * end (finish, failure told to the servers), and the summary. One iteration is in step.c, what
+ * arrives in rx.c. */
+#include "wk.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-void wk_fail(struct gv_worker *w, gv_status_t status, const char *fmt, ...)
-{
-    if (w->fail_status != GV_OK)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(w->fail, sizeof(w->fail), fmt, ap);
-    va_end(ap);
-    w->fail_status = status;
-    gv_log(w->stopped ? GV_LOG_WARN : GV_LOG_ERROR, "worker %u: %s", w->rank, w->fail);
-}
-
-gv_status_t wk_server_status(struct gv_worker *w, struct wk_server *ws)
-{
-    if (ws->got_error) {
-        if (ws->error_code == GV_OK) { /* stopped on request: not a failure of this worker */
-            w->stopped = true;
-            wk_fail(w, GV_ERR_CLOSED, "the job was stopped on request (said %s): %s", ws->name,
-                    ws->error_text);
-        } else {
-            wk_fail(w, GV_ERR_CLOSED, "%s ended the job with an error: %s", ws->name,
-                    ws->error_text);
-        }
-        return GV_ERR_CLOSED;
-    }
-    if (ws->closed) {
-        wk_fail(w, GV_ERR_CLOSED, "%s closed the connection at iteration %" PRIu64 " (%s)",
-                ws->name, w->iter, gv_status_str(ws->close_reason));
-        return GV_ERR_CLOSED;
-    }
-    return w->fail_status;
-}
-
-uint32_t wk_levels(const struct gv_worker *w, const struct gv_proto_decision *d)
-{
-    switch (w->job->method) {
-    case GV_JOB_DENSE: return 0;
-    case GV_JOB_STATIC:
-    case GV_JOB_ACCORDION: return 1;
-    default: return d->cf_candidate > d->theta_min ? 2 : 1;
-    }
-}
-
-bool wk_decision_equal(const struct gv_worker *w, const struct gv_proto_decision *a,
-                       const struct gv_proto_decision *b)
-{
-    (void)w;
-    return a->level == b->level && a->theta_min == b->theta_min &&
-           a->cf_candidate == b->cf_candidate && a->cf_send == b->cf_send && a->lr == b->lr;
-}
-
-/* ---------------------------------------------------------------- transport callbacks */
-
-static gv_status_t wk_parse_prefix(const void *prefix, uint32_t *hdr_len_p,
-                                   uint64_t *payload_len_p, void *user)
-{
-    struct gv_worker *w = user;
-    return gv_proto_parse_prefix(prefix, &w->caps, hdr_len_p, payload_len_p);
-}
-
-static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
-                                    const struct gv_proto_msg *m, struct gv_iov *dst, int *cnt)
-{
-    bool accordion = w->job->method == GV_JOB_ACCORDION;
-    bool dense;
-    if (!ws->synced || !w->in_step ||
-        gv_ps_update_check(m, w->iter, ws->s, ws->n, ws->ucap, accordion, w->m.n_tensors,
-                           &dense) != GV_OK) {
-        gv_log(GV_LOG_ERROR, "worker %u: %s sent a malformed update (iteration %" PRIu64
-               ", shard %u, numel %" PRIu64 ", %u segments) during iteration %" PRIu64 "%s",
-               w->rank, ws->name, m->iteration, m->shard, m->numel, m->n_segs, w->iter,
-               w->in_step ? "" : " (between iterations)");
-        return GV_ERR_PROTO;
-    }
-    if (!gv_ps_link_idle(&ws->link)) {
-        ws->deferred = true;
-        return GV_ERR_AGAIN; /* our push to this server is still leaving ubuf: wait */
-    }
-    ws->deferred = false;
-    int k = 0;
-    if (dense) {
-        dst[k++] = (struct gv_iov){w->hg + ws->lo, 4 * ws->n};
-    } else {
-        dst[k++] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN, (size_t)m->segs[0].bytes};
-        dst[k++] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN + m->segs[0].bytes,
-                                   (size_t)m->segs[1].bytes};
-    }
-    if (accordion)
-        dst[k++] = (struct gv_iov){ws->heavy, w->m.n_tensors};
-    *cnt = k;
-    return GV_OK;
-}
-
-static gv_status_t wk_on_header(struct gv_conn *c, const void *msg, size_t msg_len,
-                                uint64_t payload_len, struct gv_iov *dst, int *dst_cnt,
-                                void *user)
-{
-    struct gv_worker *w = user;
-    struct wk_server *ws = c->user;
-    struct gv_proto_msg m;
-    gv_status_t status = gv_proto_decode(msg, msg_len, &w->caps, &w->arena, &m);
-    if (status != GV_OK)
-        return status;
-    switch (m.type) {
-    case GV_PROTO_MSG_UPDATE:
-        return wk_update_header(w, ws, &m, dst, dst_cnt);
-    case GV_PROTO_MSG_MODEL:
-        /* a model arrives at start-up or right after an update: never between iterations,
-         * when the caller owns the parameters */
-        if (!w->busy || m.tensor_id > 1 || m.n_segs != 1 || m.segs[0].kind != GV_PROTO_SEG_DENSE ||
-            m.segs[0].enc != GV_PROTO_ENC_F32 || m.u.model.offset > ws->n ||
-            m.numel > ws->n - m.u.model.offset || m.numel > ws->model_left)
-            break;
-        dst[0] = (struct gv_iov){(m.tensor_id == 0 ? w->hp : w->hv) + ws->lo + m.u.model.offset,
-                                 (size_t)payload_len};
-        *dst_cnt = 1;
-        return GV_OK;
-    case GV_PROTO_MSG_DECISION:
-        if (!w->busy || w->job->method != GV_JOB_ACCORDION || m.n_segs != 1 ||
-            m.segs[0].kind != GV_PROTO_SEG_RAW || payload_len != w->m.n_tensors)
-            break;
-        dst[0] = (struct gv_iov){ws->heavy, w->m.n_tensors};
-        *dst_cnt = 1;
-        return GV_OK;
-    default:
-        break;
-    }
-    gv_log(GV_LOG_ERROR, "worker %u: %s sent an unexpected %s with a %" PRIu64 "-byte payload",
-           w->rank, ws->name, gv_proto_msg_type_str(m.type), payload_len);
-    return GV_ERR_PROTO;
-}
-
-static void wk_seed(struct gv_worker *w, struct wk_server *ws)
-{
-    for (uint64_t off = 0; off < ws->n; off += WK_MODEL_CHUNK) {
-        uint64_t len = GV_MIN(WK_MODEL_CHUNK, ws->n - off);
-        struct gv_proto_msg m;
-        gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_MODEL, 0);
-        m.dtype = GV_PROTO_DTYPE_F32;
-        m.numel = len;
-        m.u.model.offset = off;
-        gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, GV_PROTO_ENC_F32, len, 4 * len);
-        struct gv_iov pl = {w->hp + ws->lo + off, 4 * len};
-        gv_status_t status = gv_ps_link_send(&ws->link, &m, &pl, 1, NULL);
-        if (status != GV_OK) {
-            wk_fail(w, status, "cannot send the initial model to %s", ws->name);
-            return;
-        }
-    }
-    gv_log(GV_LOG_INFO, "worker %u: seeded %s with the initial model", w->rank, ws->name);
-}
-
-static void wk_welcomed(struct gv_worker *w, struct wk_server *ws)
-{
-    const struct gv_proto_welcome *we = &ws->hs.welcome;
-    if (we->model_fingerprint != w->fingerprint) {
-        char text[240];
-        snprintf(text, sizeof(text), "model fingerprint mismatch: worker %u has %016" PRIx64
-                 ", server %u has %016" PRIx64 ": the model, optimizer or compression options "
-                 "differ", w->rank, w->fingerprint, ws->s, we->model_fingerprint);
-        struct gv_proto_msg m;
-        gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_REFUSE, 0);
-        m.u.refuse.code = GV_PROTO_REFUSE_MODEL;
-        m.u.refuse.text = text;
-        (void)gv_ps_link_send(&ws->link, &m, NULL, 0, NULL);
-        wk_fail(w, GV_ERR_PROTO, "%s: %s", ws->name, text);
-        return;
-    }
-    if (we->shard_offset != ws->lo || we->shard_numel != ws->n ||
-        we->model_numel != w->map.total || we->num_shards != w->S) {
-        wk_fail(w, GV_ERR_PROTO, "%s holds shard [%" PRIu64 ", +%" PRIu64 ") of %" PRIu64
-                " over %u, this worker expects [%" PRIu64 ", +%" PRIu64 ") of %" PRIu64 " over %u",
-                ws->name, we->shard_offset, we->shard_numel, we->model_numel, we->num_shards,
-                ws->lo, ws->n, w->map.total, w->S);
-        return;
-    }
-    gv_log(GV_LOG_INFO, "worker %u: joined %s at iteration %" PRIu64, w->rank, ws->name,
-           ws->hs.iteration);
-    ws->model_left = 2 * ws->n;
-    if (w->rank == 0 && ws->hs.iteration == 0)
-        wk_seed(w, ws);
-}
-
-/* A server's whole shard (params and momentum) has arrived in the host view: check it, and
- * put it on the GPU for a device replica. */
-static void wk_model_received(struct gv_worker *w, struct wk_server *ws)
-{
-    if (ws->model_checksum != 0 && gv_ps_checksum(w->hp + ws->lo, ws->n) != ws->model_checksum) {
-        wk_fail(w, GV_ERR_PROTO, "the model from %s does not match its checksum", ws->name);
-        return;
-    }
-    if (w->mirrored &&
-        wk_upload(w, w->m.params + ws->lo, w->hp + ws->lo, ws->n, "the model") == GV_OK)
-        wk_upload(w, w->m.momentum + ws->lo, w->hv + ws->lo, ws->n, "the momentum");
-}
-
-static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *user)
-{
-    struct gv_worker *w = user;
-    struct wk_server *ws = c->user;
-    struct gv_proto_msg m;
-    if (gv_proto_decode(msg, msg_len, &w->caps, &w->arena, &m) != GV_OK) {
-        wk_fail(w, GV_ERR_PROTO, "%s sent an undecodable header", ws->name);
-        gv_tp_conn_close(c);
-        return;
-    }
-    uint64_t bytes = msg_len + m.payload_len;
-    ws->link.bytes_recv += bytes;
-    wk_seen(w, ws);
-    if (ws->hs.state != GV_PS_CLIENT_WELCOMED) {
-        if (gv_ps_client_hs_on_msg(&ws->hs, &ws->link, &m) != GV_OK) {
-            wk_fail(w, GV_ERR_AUTH, "handshake with %s failed: %s", ws->name, ws->hs.why);
-            return;
-        }
-        if (ws->hs.state == GV_PS_CLIENT_WELCOMED)
-            wk_welcomed(w, ws);
-        return;
-    }
-    switch (m.type) {
-    case GV_PROTO_MSG_UPDATE:
-        if (w->in_step) {
-            w->it_recv += bytes;
-            w->it_payload_recv += m.payload_len;
-        }
-        wk_apply_update(w, ws, &m);
-        return;
-    case GV_PROTO_MSG_MODEL:
-        ws->model_left -= m.numel;
-        if (m.tensor_id == 0)
-            ws->model_checksum = m.u.model.checksum;
-        if (w->in_step) {
-            w->it_recv += bytes;
-            w->it_payload_recv += m.payload_len;
-        }
-        if (ws->model_left == 0)
-            wk_model_received(w, ws);
-        return;
-    case GV_PROTO_MSG_DECISION:
-        if (ws->synced || ws->model_left != 0) {
-            wk_fail(w, GV_ERR_PROTO, "%s sent a decision out of turn", ws->name);
-            return;
-        }
-        ws->dec = m.u.decision;
-        ws->dec_iter = m.iteration;
-        ws->got_decision = true;
-        ws->synced = true;
-        return;
-    case GV_PROTO_MSG_BYE:
-        ws->got_bye = true;
-        return;
-    case GV_PROTO_MSG_ERROR:
-        ws->got_error = true;
-        ws->error_code = m.u.error.code;
-        ws->error_iter = m.iteration;
-        snprintf(ws->error_text, sizeof(ws->error_text), "%s",
-                 m.u.error.text ? m.u.error.text : "(no text)");
-        return;
-    case GV_PROTO_MSG_HEARTBEAT:
-        return;
-    default:
-        wk_fail(w, GV_ERR_PROTO, "%s sent an unexpected %s", ws->name,
-                gv_proto_msg_type_str(m.type));
-    }
-}
-
-static void wk_on_close(struct gv_conn *c, gv_status_t reason, void *user)
-{
-    (void)user;
-    struct wk_server *ws = c->user;
-    ws->closed = true;
-    ws->close_reason = reason == GV_OK ? GV_ERR_CLOSED : reason;
-    ws->link.c = NULL;
-}
-
-static void wk_link_idle(struct gv_ps_link *l, void *arg)
-{
-    (void)arg;
-    /* an update deferred while our push was leaving may be read now */
-    if (l->c != NULL)
-        (void)gv_tp_conn_resume_recv(l->c);
-}
-
-struct gv_tp_handler wk_handler(void)
-{
-    return (struct gv_tp_handler){.prefix_len = GV_PROTO_PREFIX_LEN,
-                                  .parse_prefix = wk_parse_prefix,
-                                  .on_header = wk_on_header,
-                                  .on_msg = wk_on_msg,
-                                  .on_close = wk_on_close};
-}
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -309,24 +18,6 @@ static void *wk_alloc(struct gv_worker *w, size_t n, size_t size)
     if (p != NULL)
         w->buffer_bytes += n * size;
     return p;
-}
-
-gv_status_t wk_download(struct gv_worker *w, float *host, const float *dev, size_t n,
-                        const char *what)
-{
-    gv_status_t status = gv_nn_backend_download(w->m.be, host, dev, n * sizeof(float));
-    if (status != GV_OK)
-        wk_fail(w, status, "cannot copy %s from the GPU (%s)", what, gv_status_str(status));
-    return status;
-}
-
-gv_status_t wk_upload(struct gv_worker *w, float *dev, const float *host, size_t n,
-                      const char *what)
-{
-    gv_status_t status = gv_nn_backend_upload(w->m.be, dev, host, n * sizeof(float));
-    if (status != GV_OK)
-        wk_fail(w, status, "cannot copy %s to the GPU (%s)", what, gv_status_str(status));
-    return status;
 }
 
 /* Host memory the GPU copies to and from: pinned (page-locked, copied by DMA at full speed)
@@ -571,7 +262,7 @@ static gv_status_t wk_sync(struct gv_worker *w, uint64_t deadline)
     const struct wk_server *s0 = &w->srv[0];
     for (uint32_t s = 1; s < w->S; s++) {
         const struct wk_server *ws = &w->srv[s];
-        if (ws->dec_iter != s0->dec_iter || !wk_decision_equal(w, &ws->dec, &s0->dec) ||
+        if (ws->dec_iter != s0->dec_iter || !gv_ps_decision_equal(&ws->dec, &s0->dec) ||
             memcmp(ws->heavy, s0->heavy, w->m.n_tensors) != 0) {
             wk_fail(w, GV_ERR_PROTO, "servers 0 and %u disagree on the starting iteration or "
                     "decision (%" PRIu64 " vs %" PRIu64 ")", s, s0->dec_iter, ws->dec_iter);
@@ -660,7 +351,7 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
     }
     gv_log(GV_LOG_INFO, "worker %u of %u: in sync with %u servers at iteration %" PRIu64
            " after %.2f s (first decision: %s, CF %g)", w->rank, w->W, w->S, w->iter,
-           (double)(gv_now_ns() - t0) * 1e-9, gv_proto_level_str(w->dec.level), w->dec.cf_send);
+           (double)(gv_now_ns() - t0) * 1e-9, gv_adapt_level_str(w->dec.level), w->dec.cf_send);
     *w_p = w;
     return GV_OK;
 }
@@ -705,6 +396,7 @@ void gv_worker_destroy(struct gv_worker *w)
     for (uint32_t s = 0; w->srv != NULL && s < w->S; s++) {
         struct wk_server *ws = &w->srv[s];
         gv_ps_link_cleanup(&ws->link);
+        gv_ps_rx_cleanup(&ws->rx);
         gv_free(ws->sidx);
         gv_free(ws->sval);
         gv_free(ws->ubuf);
@@ -749,7 +441,7 @@ uint64_t gv_worker_iteration(const struct gv_worker *w)
 
 void gv_worker_decision(const struct gv_worker *w, struct gv_worker_decision *d)
 {
-    d->level = gv_ps_level_from_proto(w->dec.level);
+    d->level = w->dec.level;
     d->cf_send = w->dec.cf_send;
     d->theta_min = w->dec.theta_min;
     d->cf_candidate = w->dec.cf_candidate;

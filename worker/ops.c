@@ -2,7 +2,7 @@
  * servers' liveness (a helper thread runs the event loop while the caller computes between
  * steps, under the worker's lock), the error-feedback residual's checkpoints (written at the
  * servers' checkpoint iterations, loaded when the job resumes), and a stop on request. */
-#include "worker_internal.h"
+#include "wk.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,7 +1,10 @@
-/* worker_internal.h: the worker runtime's private state, shared by worker.c (create, connect,
- * handshake, model sync, transport callbacks) and worker_step.c (one iteration). */
-#ifndef GV_WORKER_INTERNAL_H
-#define GV_WORKER_INTERNAL_H
+/* wk.h: the worker runtime's private state, shared by its files, whose calls go
+ * one way: worker.c (create, connect, the start-up sync, finish, summary) -> step.c (one
+ * iteration) -> rx.c (what arrives: the transport's callbacks, updates applied) -> ops.c
+ * (heartbeats, liveness, the helper thread, residual checkpoints, a stop) -> util.c (failures,
+ * levels, GPU copies). The transport calls back into rx.c through its handler table. */
+#ifndef GV_WK_H
+#define GV_WK_H
 
 #include "gv_worker.h"
 
@@ -16,6 +19,7 @@ struct wk_server {
     uint32_t s;
     struct gv_ps_link link;
     struct gv_ps_client_hs hs;
+    struct gv_ps_rx rx;     /* the header of the message being received (decoded once) */
     char name[96];          /* "server 1 (10.0.0.2:7000)" */
     bool closed;
     gv_status_t close_reason;
@@ -35,7 +39,7 @@ struct wk_server {
     char error_text[260];
     bool deferred;          /* its update waits for our push to leave: not held against it */
     uint64_t seen_bytes;    /* conn bytes_recv at the last liveness tick */
-    struct gv_proto_decision dec; /* from the last UPDATE or DECISION */
+    struct gv_ps_decision dec; /* from the last UPDATE or DECISION */
     uint64_t dec_iter;
     uint8_t *heavy;         /* [n_tensors]: Accordion's per-tensor level from this server */
 
@@ -83,7 +87,7 @@ struct gv_worker {
 
     /* the decision in force */
     uint64_t iter;
-    struct gv_proto_decision dec;
+    struct gv_ps_decision dec;
     uint8_t *heavy;         /* [n_tensors] */
 
     /* Accordion (worker 0): the averaged gradient accumulated over the epoch */
@@ -119,24 +123,27 @@ struct gv_worker {
     uint64_t ckpt_written;
 };
 
-/* worker.c */
+/* rx.c */
 struct gv_tp_handler wk_handler(void);
+/* A link's on_idle: an update deferred while our push was leaving may be read now. */
+void wk_link_idle(struct gv_ps_link *l, void *arg);
+/* Processes an UPDATE's payload (in place) and steps the shard. */
+void wk_apply_update(struct gv_worker *w, struct wk_server *ws, const struct gv_proto_msg *m);
+
+/* util.c */
 void wk_fail(struct gv_worker *w, gv_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Checks a server's connection state; GV_OK while it is usable. */
 gv_status_t wk_server_status(struct gv_worker *w, struct wk_server *ws);
-/* Processes an UPDATE's payload (in place) and steps the shard. */
-void wk_apply_update(struct gv_worker *w, struct wk_server *ws, const struct gv_proto_msg *m);
 /* GPU replica: copies between the device vectors and the host mirrors (wk_fail on error). */
 gv_status_t wk_download(struct gv_worker *w, float *host, const float *dev, size_t n,
                         const char *what);
 gv_status_t wk_upload(struct gv_worker *w, float *dev, const float *host, size_t n,
                       const char *what);
-uint32_t wk_levels(const struct gv_worker *w, const struct gv_proto_decision *d);
-bool wk_decision_equal(const struct gv_worker *w, const struct gv_proto_decision *a,
-                       const struct gv_proto_decision *b);
+/* Compression levels a worker computes under decision d: 0, 1 or 2. */
+uint32_t wk_levels(const struct gv_worker *w, const struct gv_ps_decision *d);
 
-/* worker_ops.c */
+/* ops.c */
 /* Heartbeats on idle links, the servers' liveness, and failures found between calls; called
  * from every wait loop and from the helper. Returns the poll timeout in ms. */
 int wk_tick(struct gv_worker *w, uint64_t now);
@@ -151,4 +158,4 @@ void wk_ops_stop(struct gv_worker *w);
 bool wk_ckpt_due(const struct gv_worker *w);
 void wk_ckpt_write(struct gv_worker *w);
 
-#endif /* GV_WORKER_INTERNAL_H */
+#endif /* GV_WK_H */

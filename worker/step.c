@@ -1,20 +1,13 @@
-/* worker_step.c: one iteration of the worker runtime. Tensors are compressed from the last to
+/* step.c: one iteration of the worker runtime. Tensors are compressed from the last to
  * the first, so the shards complete from the last server to server 0; each server's push leaves
  * as soon as its shard is complete, while the next tensors are compressed (server 0's push, the
  * last one, carries the iteration's statistics for the controller). Then every server's update
  * is applied as it arrives: the same optimizer step the server applied to its shard. */
-#include "worker_internal.h"
+#include "wk.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
-
-static enum gv_proto_enc step_proto_enc(enum gv_idx_enc e)
-{
-    return e == GV_IDX_RAW32    ? GV_PROTO_ENC_U32
-           : e == GV_IDX_VARINT ? GV_PROTO_ENC_DELTA_VARINT
-                                : GV_PROTO_ENC_BITMAP;
-}
 
 /* What one step needs to remember between its phases. */
 struct step_ctx {
@@ -77,7 +70,7 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
     m.dtype = GV_PROTO_DTYPE_F32;
     m.numel = ws->n;
     m.cf = w->dec.cf_send;
-    m.u.push.level = w->dec.level;
+    m.u.push.level = gv_ps_level_to_proto(w->dec.level);
     if (s == 0)
         step_stats(w, x, &m.u.push.stats);
     struct gv_iov pl[2];
@@ -108,11 +101,10 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
             return status;
         }
         m.nnz = sp.count;
-        m.u.push.index_enc = step_proto_enc(info.enc);
+        m.u.push.index_enc = gv_ps_idx_enc_to_proto(info.enc);
         gv_proto_seg_add(&m, GV_PROTO_SEG_INDICES, m.u.push.index_enc, sp.count,
                          info.idx_len - GV_SPARSE_HDR_LEN);
-        gv_proto_seg_add(&m, GV_PROTO_SEG_VALUES,
-                         vt == GV_VAL_F16 ? GV_PROTO_ENC_F16 : GV_PROTO_ENC_F32, sp.count,
+        gv_proto_seg_add(&m, GV_PROTO_SEG_VALUES, gv_ps_val_type_to_proto(vt), sp.count,
                          info.val_len);
         pl[0] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN, info.idx_len - GV_SPARSE_HDR_LEN};
         pl[1] = (struct gv_iov){ws->ubuf + ib, info.val_len};
@@ -146,7 +138,7 @@ static gv_status_t step_push_ready(struct gv_worker *w, struct step_ctx *x, uint
 
 static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
 {
-    const struct gv_proto_decision *d = &w->dec;
+    const struct gv_ps_decision *d = &w->dec;
     bool accordion = w->job->method == GV_JOB_ACCORDION;
     for (uint32_t t = w->m.n_tensors; t-- > 0;) {
         if (x->levels > 0) {
@@ -171,7 +163,7 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
             gv_norms_add(&x->norms, &nm);
             if (!x->dense) {
                 const struct gv_sparse *sent =
-                    d->level == GV_PROTO_LEVEL_CANDIDATE ? &w->lcand[t] : &w->lmin[t];
+                    d->level == GV_ADAPT_LEVEL_CANDIDATE ? &w->lcand[t] : &w->lmin[t];
                 if (w->mirrored) { /* the entries sent, to the host for staging and encoding */
                     if ((status = gv_cmp_sparse_to_host(w->cmp, sent, &w->hsent)) != GV_OK) {
                         wk_fail(w, status, "cannot copy tensor %s's entries from the GPU",
@@ -194,73 +186,6 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
             return w->fail_status;
     }
     return GV_OK;
-}
-
-/* The optimizer step on the shard, with the averaged gradient g (host): on the host replica,
- * or uploaded to the GPU and stepped there (the same bits). */
-static gv_status_t step_optim(struct gv_worker *w, struct wk_server *ws, float lr, const float *g)
-{
-    const struct gv_optim_cfg *oc = &w->job->optim;
-    if (!w->mirrored) {
-        gv_optim_apply_host(oc, lr, w->hp + ws->lo, w->hv + ws->lo, g, ws->n);
-        return GV_OK;
-    }
-    float *dg = w->m.grads + ws->lo;
-    gv_status_t status = wk_upload(w, dg, g, ws->n, "the update");
-    if (status == GV_OK)
-        status = gv_optim_apply(w->m.be, oc, lr, w->m.params + ws->lo, w->m.momentum + ws->lo,
-                                dg, ws->n);
-    if (status != GV_OK)
-        wk_fail(w, status, "the optimizer step on the GPU failed (%s)", gv_status_str(status));
-    return status;
-}
-
-void wk_apply_update(struct gv_worker *w, struct wk_server *ws, const struct gv_proto_msg *m)
-{
-    float *g = w->hg + ws->lo;
-    bool accordion = w->job->method == GV_JOB_ACCORDION;
-    if (ws->got_update) {
-        wk_fail(w, GV_ERR_PROTO, "%s sent two updates for iteration %" PRIu64, ws->name, w->iter);
-        return;
-    }
-    uint32_t nseg = m->n_segs - (accordion ? 1 : 0);
-    if (nseg == 2) {
-        memset(g, 0, 4 * ws->n);
-        if (gv_ps_sparse_add(ws->ubuf, m, (uint32_t)ws->n, g) != GV_OK) {
-            wk_fail(w, GV_ERR_PROTO, "%s sent an update that does not decode", ws->name);
-            return;
-        }
-    }
-    ws->dec = m->u.update.decision;
-    ws->dec_iter = m->iteration + 1;
-    ws->resync = m->u.update.decision.resync;
-    ws->got_update = true;
-    float lr = (float)m->u.update.decision.lr;
-    if (step_optim(w, ws, lr, g) != GV_OK)
-        return;
-    if (ws->resync) {
-        ws->model_left = 2 * ws->n;
-        ws->model_checksum = 0;
-        w->resyncs++;
-        return;
-    }
-    if (w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0) {
-        /* a GPU replica is checked on a copy of its shard */
-        if (w->mirrored && wk_download(w, w->hp + ws->lo, w->m.params + ws->lo, ws->n,
-                                  "the shard to checksum") != GV_OK)
-            return;
-        w->checks++;
-        uint64_t ck = gv_ps_checksum(w->hp + ws->lo, ws->n);
-        if (ck != m->u.update.model_checksum) {
-            w->mismatches++;
-            gv_log(GV_LOG_WARN, "worker %u: shard %u drifted from %s at iteration %" PRIu64
-                   " (checksum %016" PRIx64 ", server %016" PRIx64 "): asking for a full model",
-                   w->rank, ws->s, ws->name, w->iter, ck, m->u.update.model_checksum);
-            struct gv_proto_msg r;
-            gv_ps_link_msg(&ws->link, &r, GV_PROTO_MSG_MODEL, w->iter);
-            (void)gv_ps_link_send(&ws->link, &r, NULL, 0, NULL);
-        }
-    }
 }
 
 /* Waits for every server's update (and resync model); GV_OK, or the job's end (stop). */
@@ -302,12 +227,12 @@ static gv_status_t step_adopt(struct gv_worker *w)
     const struct wk_server *s0 = &w->srv[0];
     for (uint32_t s = 1; s < w->S; s++) {
         const struct wk_server *ws = &w->srv[s];
-        if (!wk_decision_equal(w, &ws->dec, &s0->dec) ||
+        if (!gv_ps_decision_equal(&ws->dec, &s0->dec) ||
             memcmp(ws->heavy, s0->heavy, w->m.n_tensors) != 0) {
             wk_fail(w, GV_ERR_PROTO, "servers 0 and %u sent different decisions for iteration "
                     "%" PRIu64 " (CF %g vs %g, level %s vs %s)", s, w->iter + 1, s0->dec.cf_send,
-                    ws->dec.cf_send, gv_proto_level_str(s0->dec.level),
-                    gv_proto_level_str(ws->dec.level));
+                    ws->dec.cf_send, gv_adapt_level_str(s0->dec.level),
+                    gv_adapt_level_str(ws->dec.level));
             return GV_ERR_PROTO;
         }
     }
@@ -371,10 +296,10 @@ static gv_status_t step_run(struct gv_worker *w, const struct gv_worker_step_in 
     if (w->fail_status != GV_OK)
         return w->fail_status;
     struct step_ctx x = {.in = in, .out = out, .levels = wk_levels(w, &w->dec),
-                         .dense = w->dec.level == GV_PROTO_LEVEL_DENSE, .t0 = gv_now_ns(),
+                         .dense = w->dec.level == GV_ADAPT_LEVEL_DENSE, .t0 = gv_now_ns(),
                          .next_push = w->S};
     out->iter = w->iter;
-    out->level = gv_ps_level_from_proto(w->dec.level);
+    out->level = w->dec.level;
     out->cf = w->dec.cf_send;
     out->theta_min = w->dec.theta_min;
     out->cf_candidate = w->dec.cf_candidate;

@@ -1,0 +1,70 @@
+/* util.c: what every part of the worker runtime uses: recording the first failure, a server's
+ * connection state, the number of compression levels of a decision, and copies between a GPU
+ * replica and its host mirrors. */
+#include "wk.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+void wk_fail(struct gv_worker *w, gv_status_t status, const char *fmt, ...)
+{
+    if (w->fail_status != GV_OK)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->fail, sizeof(w->fail), fmt, ap);
+    va_end(ap);
+    w->fail_status = status;
+    gv_log(w->stopped ? GV_LOG_WARN : GV_LOG_ERROR, "worker %u: %s", w->rank, w->fail);
+}
+
+gv_status_t wk_server_status(struct gv_worker *w, struct wk_server *ws)
+{
+    if (ws->got_error) {
+        if (ws->error_code == GV_OK) { /* stopped on request: not a failure of this worker */
+            w->stopped = true;
+            wk_fail(w, GV_ERR_CLOSED, "the job was stopped on request (said %s): %s", ws->name,
+                    ws->error_text);
+        } else {
+            wk_fail(w, GV_ERR_CLOSED, "%s ended the job with an error: %s", ws->name,
+                    ws->error_text);
+        }
+        return GV_ERR_CLOSED;
+    }
+    if (ws->closed) {
+        wk_fail(w, GV_ERR_CLOSED, "%s closed the connection at iteration %" PRIu64 " (%s)",
+                ws->name, w->iter, gv_status_str(ws->close_reason));
+        return GV_ERR_CLOSED;
+    }
+    return w->fail_status;
+}
+
+uint32_t wk_levels(const struct gv_worker *w, const struct gv_ps_decision *d)
+{
+    switch (w->job->method) {
+    case GV_JOB_DENSE: return 0;
+    case GV_JOB_STATIC:
+    case GV_JOB_ACCORDION: return 1;
+    default: return d->cf_candidate > d->theta_min ? 2 : 1;
+    }
+}
+
+gv_status_t wk_download(struct gv_worker *w, float *host, const float *dev, size_t n,
+                        const char *what)
+{
+    gv_status_t status = gv_nn_backend_download(w->m.be, host, dev, n * sizeof(float));
+    if (status != GV_OK)
+        wk_fail(w, status, "cannot copy %s from the GPU (%s)", what, gv_status_str(status));
+    return status;
+}
+
+gv_status_t wk_upload(struct gv_worker *w, float *dev, const float *host, size_t n,
+                      const char *what)
+{
+    gv_status_t status = gv_nn_backend_upload(w->m.be, dev, host, n * sizeof(float));
+    if (status != GV_OK)
+        wk_fail(w, status, "cannot copy %s to the GPU (%s)", what, gv_status_str(status));
+    return status;
+}
+
