@@ -520,7 +520,7 @@ enum gv_ps_hs_result gv_ps_server_hs_on_msg(struct gv_ps_server_hs *hs,
                                             const struct gv_ps_server_hs_cfg *cfg,
                                             const struct gv_proto_msg *m, struct gv_proto_msg *out);
 
-/* ---------------------------------------------------------------- payload checks and decoders
+/* ---------------------------------------------------------------- payload checks (wire.c)
  * What a server checks in a PUSH header and a worker in an UPDATE header before any byte of the
  * payload lands in a buffer, and the sparse decoder both run on the payload. Shared with the
  * fuzz targets (tests/fuzz/), which so exercise the production code. */

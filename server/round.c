@@ -1,4 +1,4 @@
-/* round.c: one bulk-synchronous round of a server, and who is in it. Pushes are aggregated in
+/* round.c: one bulk-synchronous round of a server, who is in it, and (server 0) what comes next. Pushes are aggregated in
  * worker-rank order (a push that arrives before its turn is deferred by the transport); every
  * server tells server 0 which pushes it added and which workers it found dead, server 0 fixes
  * the round's members and the next round's workers (the dead-worker policy and --min-workers
@@ -6,14 +6,17 @@
  * membership) every server applies: the average over the members, the optimizer step on the
  * shard, and the update (the averaged gradient, sparse when that is smaller) to every worker
  * still in the job, which applies the same step: replicas stay bitwise equal.
- * Entered only from conn.c; a call that completes the round returns SRV_ROUND_DONE and conn.c
- * finishes it (metrics, checkpoint, the next round). */
+ * The step and the update are in update.c. Entered only from conn.c; a call that completes the
+ * round returns SRV_ROUND_DONE and conn.c finishes it (metrics, checkpoint, the next round). */
 #include "srv.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+static gv_status_t round_controller(struct gv_server *srv);
+static void round_controller_cleanup(struct gv_server *srv);
+static gv_status_t round_decide(struct gv_server *srv);
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -51,13 +54,13 @@ gv_status_t srv_round_init(struct gv_server *srv)
     r->cur.iter = r->next.iter = UINT64_MAX;
     for (uint32_t w = 0; w < W; w++)
         r->expected[w] = true; /* every worker, until one is found dead */
-    return srv->rank == 0 ? srv_decide_init(srv) : GV_OK;
+    return srv->rank == 0 ? round_controller(srv) : GV_OK;
 }
 
 void srv_round_cleanup(struct gv_server *srv)
 {
     struct srv_round *r = &srv->round;
-    srv_decide_cleanup(srv);
+    round_controller_cleanup(srv);
     gv_free(r->acc);
     gv_free(r->rbuf);
     gv_free(r->layer_norms);
@@ -85,6 +88,127 @@ static void round_start_with(struct gv_server *srv, uint64_t iter, const struct 
     r->cur.d = *d;
     for (uint32_t w = 0; w < srv->W; w++)
         r->expected[w] = (r->memb[w] & GV_PS_MEMB_NEXT) != 0;
+}
+
+/* ---------------------------------------------------------------- server 0: the controller */
+
+static void decide_log(const char *json, void *arg)
+{
+    struct srv_round *r = arg;
+    if (r->declog != NULL) {
+        fprintf(r->declog, "%s\n", json);
+        fflush(r->declog);
+    }
+}
+
+static gv_status_t round_controller(struct gv_server *srv)
+{
+    struct srv_round *r = &srv->round;
+    struct gv_adapt_config ac;
+    gv_job_adapt_config(srv->job, srv->shard.n_tensors, &ac);
+    gv_status_t status = gv_adapt_create(&ac, &r->ctl);
+    if (status != GV_OK)
+        return status;
+    if (srv->cfg.decision_log != NULL && srv->cfg.decision_log[0] != '\0') {
+        r->declog = fopen(srv->cfg.decision_log, "w");
+        if (r->declog == NULL) {
+            gv_log(GV_LOG_ERROR, "server: cannot open the decision log %s", srv->cfg.decision_log);
+            return GV_ERR_IO;
+        }
+        gv_adapt_set_log(r->ctl, decide_log, r);
+    }
+    if ((status = srv_decide_load(srv)) != GV_OK)
+        return status;
+    gv_log(GV_LOG_INFO, "controller: %s, first decision %s at CF %g", gv_adapt_kind_str(ac.kind),
+           gv_adapt_level_str(r->cur.d.level), r->cur.d.cf_send);
+    return GV_OK;
+}
+
+/* A controller decision in the round's terms. */
+static void decide_adopt(struct gv_server *srv, struct srv_decision *dst,
+                        const struct gv_adapt_decision *d)
+{
+    dst->iter = d->iter;
+    dst->d = (struct gv_ps_decision){.level = d->level, .theta_min = d->theta_min,
+                                     .cf_candidate = d->cf_candidate, .cf_send = d->cf_send};
+    for (uint32_t t = 0; t < srv->shard.n_tensors; t++)
+        dst->heavy[t] = d->num_layers > 0 && d->layer_cf[t] > d->theta_min;
+}
+
+static void round_controller_cleanup(struct gv_server *srv)
+{
+    struct srv_round *r = &srv->round;
+    if (r->declog != NULL)
+        fclose(r->declog);
+    r->declog = NULL;
+    gv_adapt_destroy(r->ctl);
+    r->ctl = NULL;
+}
+
+gv_status_t srv_decide_load(struct gv_server *srv)
+{
+    struct srv_round *r = &srv->round;
+    struct gv_adapt_decision d = {.layer_cf = r->layer_cf, .layer_cap = srv->shard.n_tensors};
+    gv_status_t status = gv_adapt_current(r->ctl, &d);
+    if (status != GV_OK)
+        return status;
+    decide_adopt(srv, &r->cur, &d);
+    return GV_OK;
+}
+
+/* ---------------------------------------------------------------- each round */
+
+static void decide_log_change(struct gv_server *srv, const struct srv_decision *o,
+                             const struct srv_decision *n)
+{
+    if (o->d.level == n->d.level && o->d.cf_send == n->d.cf_send &&
+        o->d.theta_min == n->d.theta_min && o->d.cf_candidate == n->d.cf_candidate)
+        return;
+    srv->round.cf_changes++;
+    gv_log(GV_LOG_INFO, "controller: iteration %" PRIu64 ": %s CF %g -> %s CF %g (floor %g, "
+           "candidate %g)", n->iter, gv_adapt_level_str(o->d.level), o->d.cf_send,
+           gv_adapt_level_str(n->d.level), n->d.cf_send, n->d.theta_min, n->d.cf_candidate);
+}
+
+static gv_status_t round_decide(struct gv_server *srv)
+{
+    struct srv_round *r = &srv->round;
+    uint64_t now = gv_now_ns();
+    double period = (double)(now - r->t_prev_all_ns) * 1e-9;
+    r->t_prev_all_ns = now;
+    const struct srv_agg *a = &r->agg;
+    bool norms = a->epoch_end && srv->job->method == GV_JOB_ACCORDION;
+    struct gv_adapt_obs obs = {
+        .iter = r->iter,
+        .level = r->cur.d.level,
+        .cf_sent = r->cur.d.cf_send,
+        .norm2_ef = a->g_ef, .norm2_min = a->g_min, .norm2_cand = a->g_c,
+        .t_compute = a->compute_max, .t_compress = a->compress_max,
+        .t_comm = GV_MAX(0.0, period - a->compute_max - a->compress_max),
+        .samples = a->samples, .num_workers = GV_MAX(1u, r->n_stats),
+        .lr = (double)gv_optim_lr(&srv->job->optim, (int64_t)r->iter),
+        .epoch_end = norms,
+        .num_layers = norms ? a->n_layer_norms : 0,
+        .layer_norms = norms ? r->layer_norms : NULL,
+    };
+    struct gv_adapt_decision d = {.layer_cf = r->layer_cf, .layer_cap = srv->shard.n_tensors};
+    gv_status_t status = gv_adapt_update(r->ctl, &obs, &d);
+    if (status != GV_OK) {
+        srv_abort(srv, GV_ERR_INVAL, "the controller refused the statistics of iteration %" PRIu64
+                  " (||g_ef||^2 %g, loss %g: has training diverged?)", r->iter, a->g_ef,
+                  a->loss_sum / GV_MAX(1u, r->n_stats));
+        return status;
+    }
+    decide_adopt(srv, &r->next, &d);
+    decide_log_change(srv, &r->cur, &r->next);
+    for (uint32_t s = 1; s < srv->S; s++) {
+        struct srv_peer *p = srv->net.servers[s];
+        if (p == NULL || p->closed || srv_send_decision(srv, p, &r->next, r->memb) != GV_OK) {
+            srv_abort(srv, GV_ERR_CLOSED, "cannot send the decision to server %u", s);
+            return GV_ERR_CLOSED;
+        }
+    }
+    return GV_OK;
 }
 
 /* ---------------------------------------------------------------- membership */
@@ -382,7 +506,7 @@ enum srv_round_event srv_round_push_done(struct gv_server *srv, struct srv_peer 
 static enum srv_round_event round_finish(struct gv_server *srv)
 {
     gv_ps_average(srv->round.acc, srv->shard.n, srv->round.n_avg);
-    if (srv->rank == 0 && srv_decide(srv) != GV_OK)
+    if (srv->rank == 0 && round_decide(srv) != GV_OK)
         return SRV_ROUND_BUSY;
     return srv_update_apply(srv);
 }

@@ -5,14 +5,14 @@
  *   end     end.c      how the job ends: aborts, stops, the result
  *   live    ops.c      heartbeats and the peers' liveness
  *   start   start.c    joining: the seed model, the agreed starting iteration, the first sync
- *   round   round.c    the round: aggregation and membership; on server 0 the decision
- *                      (decide.c) and on every server the update (update.c)
+ *   round   round.c    the round: aggregation, membership, on server 0 the controller's
+ *                      decision; update.c: the optimizer step and the update to the workers
  *   ckpt    ckpt.c     checkpoints and resuming
  *   mx      metrics.c  the Prometheus registry and endpoint
  * Calls go one way, down these layers (docs/architecture.md draws them):
  *   server.c (create, the run loop) -> conn.c (the connection dispatch: the only entry into
- *   the round) -> start.c -> ckpt.c -> round.c -> decide.c, update.c -> ops.c -> end.c ->
- *   net.c -> metrics.c.
+ *   the round) -> start.c -> ckpt.c -> round.c -> update.c -> ops.c -> end.c -> net.c ->
+ *   metrics.c.
  * What comes back up does so through callback tables: the transport's handler and the links'
  * on_idle (conn.c installs both). Tests may include this header. */
 #ifndef GV_SRV_H
@@ -367,16 +367,9 @@ void srv_memb_decide(enum gv_dead_policy policy, uint32_t min_workers, uint64_t 
                      uint32_t n, const bool *expected, const bool *arrived, const bool *dead,
                      struct srv_memb_decision *d);
 
-/* ================================================================ decide.c: server 0's decision */
-
-/* The controller of the job's method and its first decision (and the decision log). */
-gv_status_t srv_decide_init(struct gv_server *srv);
-void srv_decide_cleanup(struct gv_server *srv);
-/* The controller's decision in force into round.cur (at create, after loading a checkpoint). */
+/* round.c, server 0: the controller's decision in force into round.cur (at create, after
+ * loading a checkpoint). */
 gv_status_t srv_decide_load(struct gv_server *srv);
-/* The round's statistics to the controller; its decision into round.next, sent to the other
- * servers with the round's membership. An error aborts the job (logged). */
-gv_status_t srv_decide(struct gv_server *srv);
 
 /* ================================================================ update.c: the downlink */
 

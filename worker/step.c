@@ -1,4 +1,4 @@
-/* step.c: one iteration of the worker runtime. Tensors are compressed from the last to
+/* step.c: one iteration of the worker runtime, out and back. Tensors are compressed from the last to
  * the first, so the shards complete from the last server to server 0; each server's push leaves
  * as soon as its shard is complete, while the next tensors are compressed (server 0's push, the
  * last one, carries the iteration's statistics for the controller). Then every server's update
@@ -186,6 +186,185 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
             return w->fail_status;
     }
     return GV_OK;
+}
+
+/* ---------------------------------------------------------------- what arrives
+ * The transport's callbacks: each header decoded once (gv_ps_rx); an update is applied here as
+ * it arrives (the same optimizer step its server applied to its shard); every other message
+ * goes to control.c. */
+
+static gv_status_t wk_parse_prefix(const void *prefix, uint32_t *hdr_len_p,
+                                   uint64_t *payload_len_p, void *user)
+{
+    struct gv_worker *w = user;
+    return gv_proto_parse_prefix(prefix, &w->caps, hdr_len_p, payload_len_p);
+}
+
+static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
+                                    const struct gv_proto_msg *m, struct gv_iov *dst, int *cnt)
+{
+    bool accordion = w->job->method == GV_JOB_ACCORDION;
+    bool dense;
+    if (!ws->synced || !w->in_step ||
+        gv_ps_update_check(m, w->iter, ws->s, ws->n, ws->ucap, accordion, w->m.n_tensors,
+                           &dense) != GV_OK) {
+        gv_log(GV_LOG_ERROR, "worker %u: %s sent a malformed update (iteration %" PRIu64
+               ", shard %u, numel %" PRIu64 ", %u segments) during iteration %" PRIu64 "%s",
+               w->rank, ws->name, m->iteration, m->shard, m->numel, m->n_segs, w->iter,
+               w->in_step ? "" : " (between iterations)");
+        return GV_ERR_PROTO;
+    }
+    if (!gv_ps_link_idle(&ws->link)) {
+        ws->deferred = true;
+        return GV_ERR_AGAIN; /* our push to this server is still leaving ubuf: wait */
+    }
+    ws->deferred = false;
+    int k = 0;
+    if (dense) {
+        dst[k++] = (struct gv_iov){w->hg + ws->lo, 4 * ws->n};
+    } else {
+        dst[k++] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN, (size_t)m->segs[0].bytes};
+        dst[k++] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN + m->segs[0].bytes,
+                                   (size_t)m->segs[1].bytes};
+    }
+    if (accordion)
+        dst[k++] = (struct gv_iov){ws->heavy, w->m.n_tensors};
+    *cnt = k;
+    return GV_OK;
+}
+
+static gv_status_t wk_on_header(struct gv_conn *c, const void *msg, size_t msg_len,
+                                uint64_t payload_len, struct gv_iov *dst, int *dst_cnt,
+                                void *user)
+{
+    struct gv_worker *w = user;
+    struct wk_server *ws = c->user;
+    const struct gv_proto_msg *m;
+    gv_status_t status = gv_ps_rx_header(&ws->rx, msg, msg_len, &w->caps, &w->arena, &m);
+    if (status != GV_OK)
+        return status;
+    if (m->type == GV_PROTO_MSG_UPDATE)
+        return wk_update_header(w, ws, m, dst, dst_cnt);
+    return wk_control_header(w, ws, m, payload_len, dst, dst_cnt);
+}
+
+/* The optimizer step on the shard, with the averaged gradient g (host): on the host replica,
+ * or uploaded to the GPU and stepped there (the same bits). */
+static gv_status_t step_optim(struct gv_worker *w, struct wk_server *ws, float lr, const float *g)
+{
+    const struct gv_optim_cfg *oc = &w->job->optim;
+    if (!w->mirrored) {
+        gv_optim_apply_host(oc, lr, w->hp + ws->lo, w->hv + ws->lo, g, ws->n);
+        return GV_OK;
+    }
+    float *dg = w->m.grads + ws->lo;
+    gv_status_t status = wk_upload(w, dg, g, ws->n, "the update");
+    if (status == GV_OK)
+        status = gv_optim_apply(w->m.be, oc, lr, w->m.params + ws->lo, w->m.momentum + ws->lo,
+                                dg, ws->n);
+    if (status != GV_OK)
+        wk_fail(w, status, "the optimizer step on the GPU failed (%s)", gv_status_str(status));
+    return status;
+}
+
+static void step_apply_update(struct gv_worker *w, struct wk_server *ws,
+                              const struct gv_proto_msg *m)
+{
+    float *g = w->hg + ws->lo;
+    bool accordion = w->job->method == GV_JOB_ACCORDION;
+    if (ws->got_update) {
+        wk_fail(w, GV_ERR_PROTO, "%s sent two updates for iteration %" PRIu64, ws->name, w->iter);
+        return;
+    }
+    uint32_t nseg = m->n_segs - (accordion ? 1 : 0);
+    if (nseg == 2) {
+        memset(g, 0, 4 * ws->n);
+        if (gv_ps_sparse_add(ws->ubuf, m, (uint32_t)ws->n, g) != GV_OK) {
+            wk_fail(w, GV_ERR_PROTO, "%s sent an update that does not decode", ws->name);
+            return;
+        }
+    }
+    gv_ps_decision_from_proto(&m->u.update.decision, &ws->dec);
+    ws->dec_iter = m->iteration + 1;
+    ws->resync = ws->dec.resync;
+    ws->got_update = true;
+    float lr = (float)ws->dec.lr;
+    if (step_optim(w, ws, lr, g) != GV_OK)
+        return;
+    if (ws->resync) {
+        ws->model_left = 2 * ws->n;
+        ws->model_checksum = 0;
+        w->resyncs++;
+        return;
+    }
+    if (w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0) {
+        /* a GPU replica is checked on a copy of its shard */
+        if (w->mirrored && wk_download(w, w->hp + ws->lo, w->m.params + ws->lo, ws->n,
+                                  "the shard to checksum") != GV_OK)
+            return;
+        w->checks++;
+        uint64_t ck = gv_ps_checksum(w->hp + ws->lo, ws->n);
+        if (ck != m->u.update.model_checksum) {
+            w->mismatches++;
+            gv_log(GV_LOG_WARN, "worker %u: shard %u drifted from %s at iteration %" PRIu64
+                   " (checksum %016" PRIx64 ", server %016" PRIx64 "): asking for a full model",
+                   w->rank, ws->s, ws->name, w->iter, ck, m->u.update.model_checksum);
+            struct gv_proto_msg r;
+            gv_ps_link_msg(&ws->link, &r, GV_PROTO_MSG_MODEL, w->iter);
+            (void)gv_ps_link_send(&ws->link, &r, NULL, 0, NULL);
+        }
+    }
+}
+
+static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *user)
+{
+    struct gv_worker *w = user;
+    struct wk_server *ws = c->user;
+    const struct gv_proto_msg *m;
+    if (gv_ps_rx_msg(&ws->rx, msg, msg_len, &w->caps, &w->arena, &m) != GV_OK) {
+        wk_fail(w, GV_ERR_PROTO, "%s sent an undecodable header", ws->name);
+        gv_tp_conn_close(c);
+        return;
+    }
+    uint64_t bytes = msg_len + m->payload_len;
+    ws->link.bytes_recv += bytes;
+    wk_seen(w, ws);
+    bool joined = ws->hs.state == GV_PS_CLIENT_WELCOMED;
+    if (joined && w->in_step &&
+        (m->type == GV_PROTO_MSG_UPDATE || m->type == GV_PROTO_MSG_MODEL)) {
+        w->it_recv += bytes;
+        w->it_payload_recv += m->payload_len;
+    }
+    if (joined && m->type == GV_PROTO_MSG_UPDATE)
+        step_apply_update(w, ws, m);
+    else
+        wk_control_msg(w, ws, m);
+}
+
+static void wk_on_close(struct gv_conn *c, gv_status_t reason, void *user)
+{
+    (void)user;
+    struct wk_server *ws = c->user;
+    ws->closed = true;
+    ws->close_reason = reason == GV_OK ? GV_ERR_CLOSED : reason;
+    ws->link.c = NULL;
+}
+
+void wk_link_idle(struct gv_ps_link *l, void *arg)
+{
+    (void)arg;
+    /* an update deferred while our push was leaving may be read now */
+    if (l->c != NULL)
+        (void)gv_tp_conn_resume_recv(l->c);
+}
+
+struct gv_tp_handler wk_handler(void)
+{
+    return (struct gv_tp_handler){.prefix_len = GV_PROTO_PREFIX_LEN,
+                                  .parse_prefix = wk_parse_prefix,
+                                  .on_header = wk_on_header,
+                                  .on_msg = wk_on_msg,
+                                  .on_close = wk_on_close};
 }
 
 /* Waits for every server's update (and resync model); GV_OK, or the job's end (stop). */

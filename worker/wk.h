@@ -1,8 +1,10 @@
 /* wk.h: the worker runtime's private state, shared by its files, whose calls go
  * one way: worker.c (create, connect, the start-up sync, finish, summary) -> step.c (one
- * iteration) -> rx.c (what arrives: the transport's callbacks, updates applied) -> ops.c
- * (heartbeats, liveness, the helper thread, residual checkpoints, a stop) -> util.c (failures,
- * levels, GPU copies). The transport calls back into rx.c through its handler table. */
+ * iteration, out and back: compress, push, and the transport's callbacks, which apply each
+ * update as it arrives) -> control.c (every other message: handshake, model, decisions, BYE,
+ * ERROR) -> ops.c (heartbeats, liveness, the helper thread, residual checkpoints, a stop) ->
+ * util.c (failures, levels, GPU copies). The transport calls back into step.c through its
+ * handler table. */
 #ifndef GV_WK_H
 #define GV_WK_H
 
@@ -123,12 +125,18 @@ struct gv_worker {
     uint64_t ckpt_written;
 };
 
-/* rx.c */
+/* step.c: the transport's callbacks (updates are applied there) */
 struct gv_tp_handler wk_handler(void);
 /* A link's on_idle: an update deferred while our push was leaving may be read now. */
 void wk_link_idle(struct gv_ps_link *l, void *arg);
-/* Processes an UPDATE's payload (in place) and steps the shard. */
-void wk_apply_update(struct gv_worker *w, struct wk_server *ws, const struct gv_proto_msg *m);
+
+/* control.c: every message that is not an update */
+/* Where a MODEL's or DECISION's payload goes; GV_ERR_PROTO (logged) for anything else. */
+gv_status_t wk_control_header(struct gv_worker *w, struct wk_server *ws,
+                              const struct gv_proto_msg *m, uint64_t payload_len,
+                              struct gv_iov *dst, int *cnt);
+/* A whole message from server ws that is not an update (the handshake's too). */
+void wk_control_msg(struct gv_worker *w, struct wk_server *ws, const struct gv_proto_msg *m);
 
 /* util.c */
 void wk_fail(struct gv_worker *w, gv_status_t status, const char *fmt, ...)
