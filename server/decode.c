@@ -29,7 +29,7 @@ gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len,
     /* the decoder guarantees payload_len == the sum of the segments */
     bool sparse = m->n_segs == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES &&
                   m->segs[1].kind == GV_PROTO_SEG_VALUES && payload_len <= rcap &&
-                  GV_SPARSE_HDR_LEN + payload_len <= rcap && n <= UINT32_MAX;
+                  n <= UINT32_MAX;
     if (m->shard != shard || m->numel != n || m->u.push.level != d->level ||
         m->cf != d->cf_send || (dense == (d->level != GV_PROTO_LEVEL_DENSE)) ||
         (!dense && !sparse)) {
@@ -65,22 +65,15 @@ gv_status_t gv_ps_update_check(const struct gv_proto_msg *m, uint64_t iter, uint
     if (nseg == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES &&
         m->segs[1].kind == GV_PROTO_SEG_VALUES && m->segs[1].enc == GV_PROTO_ENC_F32 &&
         m->segs[0].bytes <= ucap && m->segs[1].bytes <= ucap &&
-        GV_SPARSE_HDR_LEN + m->segs[0].bytes + m->segs[1].bytes <= ucap) {
+        m->segs[0].bytes + m->segs[1].bytes <= ucap) {
         *dense_p = false;
         return GV_OK;
     }
     return GV_ERR_PROTO;
 }
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-gv_status_t gv_ps_sparse_add(uint8_t *buf, const struct gv_proto_msg *m, uint32_t n, float *acc)
+gv_status_t gv_ps_sparse_add(const uint8_t *buf, const struct gv_proto_msg *m, uint32_t n,
+                             float *acc)
 {
     if (m->n_segs < 2 || m->segs[0].kind != GV_PROTO_SEG_INDICES ||
         m->segs[1].kind != GV_PROTO_SEG_VALUES || m->nnz > n)
@@ -98,15 +91,10 @@ gv_status_t gv_ps_sparse_add(uint8_t *buf, const struct gv_proto_msg *m, uint32_
     case GV_PROTO_ENC_F16: vt = GV_VAL_F16; break;
     default: return GV_ERR_PROTO;
     }
-    buf[0] = GV_SPARSE_MAGIC;
-    buf[1] = GV_SPARSE_VERSION;
-    buf[2] = (uint8_t)ie;
-    buf[3] = (uint8_t)vt;
-    put_u32(buf + 4, n);
-    put_u32(buf + 8, (uint32_t)m->nnz);
-    size_t il = GV_SPARSE_HDR_LEN + (size_t)m->segs[0].bytes;
-    gv_status_t status = gv_sparse_decode_add(buf, il, buf + il, (size_t)m->segs[1].bytes, n, 0,
-                                              acc, NULL);
+    struct gv_sparse_desc desc = {.n = n, .count = (uint32_t)m->nnz, .enc = ie, .vt = vt};
+    size_t il = (size_t)m->segs[0].bytes;
+    gv_status_t status = gv_sparse_decode_add(&desc, buf, il, buf + il, (size_t)m->segs[1].bytes,
+                                              0, acc);
     return status == GV_OK ? GV_OK : GV_ERR_PROTO;
 }
 

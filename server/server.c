@@ -56,9 +56,9 @@ static gv_status_t srv_buffers(struct gv_server *srv)
     srv->params = gv_calloc(srv->n, sizeof(float));
     srv->momentum = gv_calloc(srv->n, sizeof(float));
     srv->acc = gv_calloc(srv->n, sizeof(float));
-    /* the largest sparse push: 12-byte header + a bitmap index segment + n values (the
-     * encoder never picks a larger index encoding); a dense push needs 4n */
-    srv->rcap = GV_SPARSE_HDR_LEN + (srv->n + 7) / 8 + 4 * srv->n + 64;
+    /* the largest sparse push: a bitmap index segment + n values (the encoder never picks a
+     * larger index encoding); a dense push needs 4n */
+    srv->rcap = (srv->n + 7) / 8 + 4 * srv->n + 64;
     srv->rbuf = gv_malloc(srv->rcap);
     srv->workers = gv_calloc(srv->W, sizeof(*srv->workers));
     srv->servers = gv_calloc(srv->S, sizeof(*srv->servers));

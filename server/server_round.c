@@ -124,9 +124,8 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
         dst[0] = (struct gv_iov){srv->rbuf, (size_t)payload_len};
         *cnt = 1;
     } else {
-        dst[0] = (struct gv_iov){srv->rbuf + GV_SPARSE_HDR_LEN, (size_t)m->segs[0].bytes};
-        dst[1] = (struct gv_iov){srv->rbuf + GV_SPARSE_HDR_LEN + m->segs[0].bytes,
-                                 (size_t)m->segs[1].bytes};
+        dst[0] = (struct gv_iov){srv->rbuf, (size_t)m->segs[0].bytes};
+        dst[1] = (struct gv_iov){srv->rbuf + m->segs[0].bytes, (size_t)m->segs[1].bytes};
         *cnt = 2;
     }
     return GV_OK;
@@ -143,7 +142,6 @@ static gv_status_t round_add(struct gv_server *srv, const struct gv_proto_msg *m
         srv->round_dense = true;
         return GV_OK;
     }
-    /* the index segment arrived after a 12-byte gap for compress/'s header */
     return gv_ps_sparse_add(srv->rbuf, m, (uint32_t)srv->n, srv->acc);
 }
 
@@ -334,16 +332,15 @@ static gv_status_t round_build_update(struct gv_server *srv, struct gv_proto_msg
         }
     struct gv_sparse sp = {.idx = idx, .val = acc, .cap = (uint32_t)c, .count = (uint32_t)c,
                            .n = (uint32_t)srv->n};
-    struct gv_sparse_info info;
+    struct gv_sparse_layout info;
     gv_status_t status = gv_sparse_encode(&sp, GV_VAL_F32, GV_IDX_AUTO, srv->rbuf, idx_off,
                                           acc + c, 4 * c, &info);
     if (status != GV_OK)
         return status;
-    gv_proto_seg_add(m, GV_PROTO_SEG_INDICES, round_proto_enc(info.enc), c,
-                     info.idx_len - GV_SPARSE_HDR_LEN);
+    gv_proto_seg_add(m, GV_PROTO_SEG_INDICES, round_proto_enc(info.desc.enc), c, info.idx_len);
     gv_proto_seg_add(m, GV_PROTO_SEG_VALUES, GV_PROTO_ENC_F32, c, info.val_len);
     m->nnz = c;
-    pl[0] = (struct gv_iov){srv->rbuf + GV_SPARSE_HDR_LEN, info.idx_len - GV_SPARSE_HDR_LEN};
+    pl[0] = (struct gv_iov){srv->rbuf, info.idx_len};
     pl[1] = (struct gv_iov){acc + c, info.val_len};
     *npl = 2;
     return GV_OK;

@@ -93,9 +93,8 @@ static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
     if (dense) {
         dst[k++] = (struct gv_iov){w->hg + ws->lo, 4 * ws->n};
     } else {
-        dst[k++] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN, (size_t)m->segs[0].bytes};
-        dst[k++] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN + m->segs[0].bytes,
-                                   (size_t)m->segs[1].bytes};
+        dst[k++] = (struct gv_iov){ws->ubuf, (size_t)m->segs[0].bytes};
+        dst[k++] = (struct gv_iov){ws->ubuf + m->segs[0].bytes, (size_t)m->segs[1].bytes};
     }
     if (accordion)
         dst[k++] = (struct gv_iov){ws->heavy, w->m.n_tensors};
@@ -469,7 +468,7 @@ static gv_status_t wk_shard_buffers(struct gv_worker *w, struct wk_server *ws)
     }
     ws->cap = (uint32_t)GV_MIN(cap, ws->n);
     size_t push = gv_sparse_idx_bound(ws->n, ws->cap) + gv_sparse_val_len(ws->cap, GV_VAL_F32);
-    size_t upd = GV_SPARSE_HDR_LEN + 4 * ws->n + 64; /* a sparse update holds <= n/2 entries */
+    size_t upd = 4 * ws->n + 64; /* a sparse update holds <= n/2 entries */
     ws->ucap = GV_MAX(push, upd);
     ws->sidx = wk_alloc(w, ws->cap, 4);
     ws->sval = wk_alloc(w, ws->cap, 4);

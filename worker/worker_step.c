@@ -102,7 +102,7 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
         struct gv_sparse sp = {.idx = ws->sidx + ws->tail, .val = ws->sval + ws->tail,
                                .cap = ws->cap - ws->tail, .count = ws->cap - ws->tail,
                                .n = (uint32_t)ws->n};
-        struct gv_sparse_info info;
+        struct gv_sparse_layout info;
         enum gv_val_type vt = w->job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
         size_t ib = gv_sparse_idx_bound(ws->n, sp.count);
         gv_status_t status = gv_sparse_encode(&sp, vt, GV_IDX_AUTO, ws->ubuf, ib, ws->ubuf + ib,
@@ -112,13 +112,12 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
             return status;
         }
         m.nnz = sp.count;
-        m.u.push.index_enc = step_proto_enc(info.enc);
-        gv_proto_seg_add(&m, GV_PROTO_SEG_INDICES, m.u.push.index_enc, sp.count,
-                         info.idx_len - GV_SPARSE_HDR_LEN);
+        m.u.push.index_enc = step_proto_enc(info.desc.enc);
+        gv_proto_seg_add(&m, GV_PROTO_SEG_INDICES, m.u.push.index_enc, sp.count, info.idx_len);
         gv_proto_seg_add(&m, GV_PROTO_SEG_VALUES,
                          vt == GV_VAL_F16 ? GV_PROTO_ENC_F16 : GV_PROTO_ENC_F32, sp.count,
                          info.val_len);
-        pl[0] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN, info.idx_len - GV_SPARSE_HDR_LEN};
+        pl[0] = (struct gv_iov){ws->ubuf, info.idx_len};
         pl[1] = (struct gv_iov){ws->ubuf + ib, info.val_len};
         npl = 2;
     }
