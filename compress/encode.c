@@ -131,10 +131,11 @@ gv_status_t gv_sparse_encode(const struct gv_sparse *sp, enum gv_val_type vt, en
                idx_cap, val_cap, lay.idx_len, lay.val_len);
         return GV_ERR_INVAL;
     }
-    uint8_t *q = idx_seg;
+    uint8_t *q = idx_seg; /* NULL only when idx_len is 0: nothing below writes then */
     switch (lay.desc.enc) {
     case GV_IDX_RAW32:
-        memcpy(q, sp->idx, (size_t)sp->count * 4);
+        if (lay.idx_len > 0)
+            memcpy(q, sp->idx, lay.idx_len);
         break;
     case GV_IDX_VARINT: {
         int64_t prev = -1;
@@ -145,7 +146,8 @@ gv_status_t gv_sparse_encode(const struct gv_sparse *sp, enum gv_val_type vt, en
         break;
     }
     case GV_IDX_BITMAP:
-        memset(q, 0, bitmap_len(lay.desc.n));
+        if (lay.idx_len > 0)
+            memset(q, 0, lay.idx_len);
         for (uint32_t i = 0; i < sp->count; i++)
             q[sp->idx[i] >> 3] |= (uint8_t)(1u << (sp->idx[i] & 7));
         break;

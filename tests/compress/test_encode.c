@@ -174,6 +174,15 @@ static void test_choice_and_sizes(void)
     GV_CHECK_OK(gv_sparse_plan(&s, GV_VAL_F32, GV_IDX_AUTO, &info));
     GV_CHECK(info.idx_len == 0 && info.val_len == 0 && info.desc.enc == GV_IDX_VARINT);
     round_trip(&s, GV_VAL_F32, GV_IDX_AUTO, "empty");
+    /* empty segments may be NULL, in every encoding (UBSan checks no NULL reaches memcpy) */
+    s = mk(0, 0, NULL, NULL);
+    static const enum gv_idx_enc forced[] = {GV_IDX_RAW32, GV_IDX_VARINT, GV_IDX_BITMAP};
+    for (size_t f = 0; f < GV_ARRAY_LEN(forced); f++) {
+        GV_CHECK_OK(gv_sparse_encode(&s, GV_VAL_F32, forced[f], NULL, 0, NULL, 0, &info));
+        GV_CHECK(info.idx_len == 0 && info.val_len == 0 && info.desc.enc == forced[f]);
+        GV_CHECK_OK(gv_sparse_decode_add(&info.desc, NULL, 0, NULL, 0, 0, NULL));
+        GV_CHECK_OK(gv_sparse_decode(&info.desc, NULL, 0, NULL, 0, 0, NULL, NULL, 0));
+    }
     /* segments too small (by one byte each), and exactly large enough */
     uint8_t ib[8], vb[8];
     s = mk(10, 2, un, val);
