@@ -134,15 +134,91 @@ gv_status_t gv_buf_alloc(struct gv_buf *buf, size_t len, enum gv_mem mem);
 /* Frees and resets; accepts a zeroed or already freed buffer. */
 void gv_buf_free(struct gv_buf *buf);
 
-/* ---------------------------------------------------------------- plugins */
+/* ---------------------------------------------------------------- plugins
+ * One loader for what gravac maps only when a process asks for it: its own plugins (the CUDA
+ * code of compress/ and nn/, shared objects that link nothing of gravac) and system libraries
+ * looked up by soname (the CUDA driver, for transport/). A process that never asks maps none. */
 
-/* Finds and dlopens the shared object `name` (RTLD_NOW | RTLD_LOCAL), looking in
- * $GV_CUDA_PLUGIN_DIR (only there when set), the executable's directory, its ../lib/gravac, then
- * build_dir (may be NULL). Returns the handle, with the path loaded copied into path; or NULL
- * with every place tried and why ("dir/name (No such file...)"; dlerror()) written into why.
- * Logs nothing: the caller decides how loud a missing plugin is. */
-void *gv_plugin_open(const char *name, const char *build_dir, char *path, size_t path_len,
-                     char *why, size_t why_len);
+/* What the host gives a gravac plugin at load. The common/ functions compiled into every
+ * plugin (common/plugin_shim.c: gv_log, gv_calloc, gv_free) forward to these, so the plugin's
+ * logs keep the process's sink, level and tag, and its allocations the failure hook. */
+#define GV_PLUGIN_HOST_ABI 1u
+struct gv_plugin_host {
+    uint32_t abi;  /* GV_PLUGIN_HOST_ABI */
+    uint32_t size; /* sizeof(struct gv_plugin_host) */
+    void (*vlog)(enum gv_log_level level, const char *fmt, va_list ap);
+    void *(*calloc)(size_t nmemb, size_t size);
+    void (*free)(void *ptr);
+};
+
+/* The first member of every plugin's table of functions. */
+struct gv_plugin_api_hdr {
+    uint32_t abi;  /* the version of that table's interface (e.g. GV_CUDA_PLUGIN_ABI) */
+    uint32_t size; /* sizeof the whole table */
+};
+
+/* The one symbol a gravac plugin exports (everything else is hidden). It hands host to the
+ * shim (gv_plugin_shim_init) and fills api (api_size bytes, starting with struct
+ * gv_plugin_api_hdr) when abi and api_size are those it was built with; GV_ERR_UNSUPPORTED
+ * otherwise (a plugin of another build), api untouched. Defined by each plugin, with
+ * GV_PLUGIN_EXPORT. */
+#define GV_PLUGIN_ENTRY "gv_plugin_entry"
+#define GV_PLUGIN_EXPORT __attribute__((visibility("default")))
+typedef gv_status_t (*gv_plugin_entry_fn)(const struct gv_plugin_host *host, uint32_t abi,
+                                          void *api, size_t api_size);
+gv_status_t gv_plugin_entry(const struct gv_plugin_host *host, uint32_t abi, void *api,
+                            size_t api_size);
+/* Plugin side, in common/plugin_shim.c (compiled into each plugin, never into gv_common):
+ * installs host (copied) as the target of the plugin's gv_log, gv_calloc and gv_free.
+ * GV_ERR_UNSUPPORTED when host is NULL or its abi or size differ. */
+gv_status_t gv_plugin_shim_init(const struct gv_plugin_host *host);
+
+/* A symbol to resolve when loading (system libraries, whose functions are called directly). */
+struct gv_plugin_sym {
+    const char *name;
+    void **addr_p; /* receives the address; NULL when optional and absent */
+    int optional;  /* 1: absence is not an error */
+};
+
+/* What to load, and how to check it. */
+struct gv_plugin_spec {
+    /* A gravac plugin's file name ("libgravac_nn_cuda.so"), looked for in $GV_CUDA_PLUGIN_DIR
+     * (only there when set), the executable's directory (/proc/self/exe), its ../lib/gravac,
+     * then build_dir; or, with system set, a system library's soname ("libcuda.so.1") left to
+     * the dynamic loader's own search (LD_LIBRARY_PATH, ld.so.cache). */
+    const char *file;
+    int system;
+    const char *build_dir; /* gravac plugins: the build tree's directory (may be NULL) */
+    /* gravac plugins: its GV_PLUGIN_ENTRY is called with the host table, abi and api (api_size
+     * bytes, zeroed first), and must give back a table whose header says abi and api_size.
+     * api NULL: no entry point (system libraries). */
+    uint32_t abi;
+    void *api;
+    size_t api_size;
+    const struct gv_plugin_sym *syms; /* symbols to resolve, n_syms of them (may be NULL) */
+    size_t n_syms;
+};
+
+#define GV_PLUGIN_PATH_LEN 4096
+#define GV_PLUGIN_WHY_LEN 1536
+
+/* A loaded library. */
+struct gv_plugin {
+    void *lib;                     /* the dlopen handle; NULL while not loaded */
+    char path[GV_PLUGIN_PATH_LEN]; /* where it was loaded from (a system library: its soname) */
+    char why[GV_PLUGIN_WHY_LEN];   /* after a failure: every place tried, and why it failed */
+};
+
+/* Finds and dlopens spec->file (RTLD_NOW | RTLD_LOCAL), resolves spec->syms, and for a gravac
+ * plugin calls its entry point and checks the table's interface version and size. On success
+ * pl->lib and pl->path are set (and spec->api filled); on failure GV_ERR_UNSUPPORTED, nothing
+ * stays mapped, and pl->why says why: "dir/name (No such file or directory)" for each place
+ * tried, dlerror() for a file that does not load, the missing symbol, or "... is not a plugin
+ * of this build of gravac". Logs nothing: the caller decides how loud a missing library is.
+ * Not thread-safe for one pl; callers load once (pthread_once). */
+gv_status_t gv_plugin_load(const struct gv_plugin_spec *spec, struct gv_plugin *pl);
+/* dlcloses a loaded library; accepts one that failed to load or was never loaded. */
+void gv_plugin_close(struct gv_plugin *pl);
 
 /* ---------------------------------------------------------------- time */
 

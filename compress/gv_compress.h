@@ -2,8 +2,9 @@
  * goes on the wire, and back. Compressors (exact top-k, random-k, DGC sampled threshold, Redsync
  * threshold search, dense passthrough, optional fp16 values), error feedback with one residual
  * per tensor, two-level ("multi-level") compression with the squared norms the GraVAC controller
- * needs, and the sparse wire encoding with a validating decoder. CPU and CUDA backends sit behind
- * one interface (the memory kind chosen at create picks the backend), so callers need no #ifdef.
+ * needs, and the encoding of a sparse tensor into wire segments with a validating decoder. CPU
+ * and CUDA backends sit behind one interface (the memory kind chosen at create picks the
+ * backend), so callers need no #ifdef.
  * Deliberately holds no sockets, no protobuf, no clock reads and no controller policy. */
 #ifndef GV_COMPRESS_H
 #define GV_COMPRESS_H
@@ -226,22 +227,19 @@ gv_status_t gv_cmp_scatter_add(struct gv_cmp *cmp, float *dense, uint32_t n, con
  * when the runtime finds no device (the tests' SKIP condition). */
 gv_status_t gv_cmp_cuda_probe(int *ndev_p);
 
-/* ================================================================ sparse wire encoding
+/* ================================================================ sparse segments
  *
- * Per tensor, two segments that go on the wire as separate iov entries:
- *   index segment: 12-byte header + encoded indices,
- *   value segment: count values, f32 or f16, little-endian, no header.
- * Header: u8 magic 0x47, u8 version 1, u8 index encoding, u8 value type, u32 n, u32 count
- * (little-endian). Index encodings (docs/compress.md has them byte by byte):
+ * Per tensor, two segments that go on the wire as separate iov entries, neither with a header:
+ *   index segment: the encoded indices (empty for DENSE),
+ *   value segment: count values, f32 or f16, little-endian.
+ * What a receiver needs to read them (n, count, index encoding, value type: struct
+ * gv_sparse_desc) travels beside them, in the message header the caller builds; compress/
+ * neither writes nor reads it. Index encodings (docs/compress.md has them byte by byte):
  *   DENSE  nothing (count == n, value i is entry i)
  *   RAW32  count x u32; strictly ascending unless the decoder allows duplicates
  *   VARINT count x LEB128(idx[i] - idx[i-1] - 1), idx[-1] = -1 (strictly ascending by form)
  *   BITMAP ceil(n/8) bytes, bit i (LSB first) set iff i is present; count = popcount
  * The encoder picks the smallest valid encoding (ties: VARINT, BITMAP, RAW32). */
-
-#define GV_SPARSE_HDR_LEN 12u
-#define GV_SPARSE_MAGIC 0x47u
-#define GV_SPARSE_VERSION 1u
 
 enum gv_idx_enc {
     GV_IDX_AUTO = -1, /* encoder only: choose the smallest */
@@ -252,55 +250,69 @@ enum gv_idx_enc {
 };
 const char *gv_idx_enc_str(enum gv_idx_enc enc);
 
-struct gv_sparse_info {
-    uint32_t n;
-    uint32_t count;
-    enum gv_idx_enc enc;
+/* What a receiver must know to decode one tensor's two segments. */
+struct gv_sparse_desc {
+    uint32_t n;          /* entries of the tensor the indices refer to */
+    uint32_t count;      /* entries carried (== n for DENSE; may exceed n for RAW32 sums) */
+    enum gv_idx_enc enc; /* DENSE, RAW32, VARINT or BITMAP; never AUTO */
     enum gv_val_type vt;
-    size_t idx_len; /* exact bytes of the index segment, header included */
+};
+
+/* The encoder's plan for one tensor: its description and the exact length of each segment. */
+struct gv_sparse_layout {
+    struct gv_sparse_desc desc;
+    size_t idx_len; /* exact bytes of the index segment (0 for DENSE) */
     size_t val_len; /* exact bytes of the value segment */
 };
 
-/* Buffer sizes to allocate once: every encoding, forced or chosen, fits (the automatic choice
- * is never larger than GV_SPARSE_HDR_LEN + 4 * count). */
+/* Segment sizes to allocate once: every encoding, forced or chosen, fits in
+ * gv_sparse_idx_bound bytes (the automatic choice is never larger than 4 * count). */
 size_t gv_sparse_idx_bound(uint64_t n, uint64_t count);
 size_t gv_sparse_val_len(uint64_t count, enum gv_val_type vt);
 
 /* Chooses the encoding (enc = GV_IDX_AUTO or a forced one) for sp (host arrays, borrowed) and
- * reports the exact segment sizes without writing anything. GV_ERR_INVAL when the forced
- * encoding cannot represent sp (VARINT/BITMAP need strictly ascending indices, DENSE a dense
- * sp), or when an index is >= sp->n. */
+ * reports it with the exact segment lengths in *lay_p, writing nothing else. GV_ERR_INVAL when
+ * the forced encoding cannot represent sp (VARINT/BITMAP need strictly ascending indices, DENSE
+ * a dense sp), or when an index is >= sp->n. */
 gv_status_t gv_sparse_plan(const struct gv_sparse *sp, enum gv_val_type vt, enum gv_idx_enc enc,
-                           struct gv_sparse_info *info_p);
-/* Encodes sp into idx_buf / val_buf (host, caller-provided; GV_ERR_INVAL if a capacity is too
- * small). In fp16 the values are converted with gv_f32_to_f16 (exact for values that came from
- * an fp16-mode compressor). info_p receives the encoding and the exact lengths. */
+                           struct gv_sparse_layout *lay_p);
+/* Encodes sp into the index segment idx_seg (idx_cap bytes) and the value segment val_seg
+ * (val_cap bytes): host, caller-provided, written from their first byte; either may be NULL
+ * when its length is 0. GV_ERR_INVAL (nothing written) as gv_sparse_plan, or if a capacity is
+ * too small. In fp16 the values are converted with gv_f32_to_f16 (exact for values that came
+ * from an fp16-mode compressor). *lay_p (may be NULL) receives what gv_sparse_plan gives. */
 gv_status_t gv_sparse_encode(const struct gv_sparse *sp, enum gv_val_type vt, enum gv_idx_enc enc,
-                             void *idx_buf, size_t idx_cap, void *val_buf, size_t val_cap,
-                             struct gv_sparse_info *info_p);
+                             void *idx_seg, size_t idx_cap, void *val_seg, size_t val_cap,
+                             struct gv_sparse_layout *lay_p);
 
 /* Decoder flags. */
 #define GV_DECODE_ALLOW_DUP 0x1u /* RAW32 indices may repeat and come in any order (sums of
                                   * several workers); count may then exceed n */
 #define GV_DECODE_FINITE 0x2u    /* reject NaN and Inf values */
 
-/* Validates the header only (magic, version, encoding, value type, lengths implied by count and
- * n). GV_ERR_PROTO with a log line naming the problem. */
-gv_status_t gv_sparse_peek(const void *idx_buf, size_t idx_len, struct gv_sparse_info *info_p);
+/* Checks a description against the segment lengths, before the segments are read: a known
+ * encoding and value type, count == n for DENSE, count <= n (RAW32: unless
+ * GV_DECODE_ALLOW_DUP), idx_len exact for DENSE (0), RAW32 (4 * count) and BITMAP
+ * (ceil(n/8)) (VARINT's is known only by parsing), val_len exact. The decoders below run it
+ * first; a receiver may also call it on a header before the payload arrives. GV_ERR_PROTO with
+ * one log line naming the problem. */
+gv_status_t gv_sparse_desc_check(const struct gv_sparse_desc *d, size_t idx_len, size_t val_len,
+                                 unsigned flags);
 
-/* Decodes into idx_out / val_out (host, cap entries; DENSE gives idx 0..n-1). The whole input is
- * validated before anything is written: header, n == the receiver's n, every index < n, strictly
- * ascending (unless GV_DECODE_ALLOW_DUP for RAW32), minimal varints, no bits set beyond n,
- * popcount == count, exact segment lengths (truncated input and trailing bytes are errors).
- * GV_ERR_PROTO with a log line naming what is wrong; GV_ERR_INVAL if cap < count. */
-gv_status_t gv_sparse_decode(const void *idx_buf, size_t idx_len, const void *val_buf,
-                             size_t val_len, uint32_t n, unsigned flags, uint32_t *idx_out,
-                             float *val_out, uint32_t cap, struct gv_sparse_info *info_p);
-/* Same validation, then dense[idx] += val (host float[n]), duplicates accumulating. On error
- * dense is untouched. */
-gv_status_t gv_sparse_decode_add(const void *idx_buf, size_t idx_len, const void *val_buf,
-                                 size_t val_len, uint32_t n, unsigned flags, float *dense,
-                                 struct gv_sparse_info *info_p);
+/* Decodes the segments described by d into idx_out / val_out (host, cap entries; DENSE gives
+ * idx 0..n-1). The whole input is validated before anything is written: gv_sparse_desc_check,
+ * every index < n, strictly ascending (unless GV_DECODE_ALLOW_DUP for RAW32), minimal varints
+ * that fill the segment exactly, no bits set beyond n, popcount == count, and with
+ * GV_DECODE_FINITE every value finite. Segments are host memory, borrowed, of any alignment.
+ * GV_ERR_PROTO with one log line naming what is wrong; GV_ERR_INVAL if cap < count. */
+gv_status_t gv_sparse_decode(const struct gv_sparse_desc *d, const void *idx_seg, size_t idx_len,
+                             const void *val_seg, size_t val_len, unsigned flags,
+                             uint32_t *idx_out, float *val_out, uint32_t cap);
+/* Same validation, then dense[idx] += val (host float[d->n]), duplicates accumulating. On
+ * error dense is untouched. */
+gv_status_t gv_sparse_decode_add(const struct gv_sparse_desc *d, const void *idx_seg,
+                                 size_t idx_len, const void *val_seg, size_t val_len,
+                                 unsigned flags, float *dense);
 
 #ifdef __cplusplus
 }

@@ -526,7 +526,7 @@ enum gv_ps_hs_result gv_ps_server_hs_on_msg(struct gv_ps_server_hs *hs,
  * fuzz targets (tests/fuzz/), which so exercise the production code. */
 
 /* A PUSH for shard `shard` of n parameters under decision d, into a receive buffer of rcap
- * bytes (sparse segments land GV_SPARSE_HDR_LEN bytes in): its shard, numel, level and CF
+ * bytes (sparse segments land back to back at its start): its shard, numel, level and CF
  * match, and its segments are one dense f32 segment (exactly when d is dense) or an index and a
  * value segment that fit. *dense_p tells which. GV_ERR_PROTO otherwise, with why (may be NULL)
  * saying what differs. */
@@ -539,11 +539,18 @@ gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len,
 gv_status_t gv_ps_update_check(const struct gv_proto_msg *m, uint64_t iter, uint32_t shard,
                                uint64_t n, size_t ucap, bool accordion, uint32_t n_tensors,
                                bool *dense_p);
-/* A sparse payload as received: the index segment at buf + GV_SPARSE_HDR_LEN, the value
- * segment right behind it (m->segs[0] and [1] give their lengths). Writes compress/'s header in
- * front from m's fields (encoding, value type, n, nnz) and adds the entries into acc[n];
- * compress/ validates every index and length. GV_ERR_PROTO for anything inconsistent. */
-gv_status_t gv_ps_sparse_add(uint8_t *buf, const struct gv_proto_msg *m, uint32_t n, float *acc);
+/* The index and value segments of an encoded sparse tensor (compress/'s layout) added to m, and
+ * its nnz; returns the index encoding as the wire names it. */
+enum gv_proto_enc gv_ps_sparse_segs(struct gv_proto_msg *m, const struct gv_sparse_layout *lay);
+/* What compress/ needs to decode a sparse payload of n entries, from m's fields (index
+ * encoding, value type, nnz); GV_ERR_PROTO when they are not a sparse payload's. */
+gv_status_t gv_ps_sparse_desc(const struct gv_proto_msg *m, uint32_t n,
+                              struct gv_sparse_desc *d);
+/* A sparse payload as received (the index segment at payload, the value segment right behind
+ * it; m->segs[0] and [1] give their lengths) added into acc[n]; compress/ validates every index
+ * and length. GV_ERR_PROTO for anything inconsistent. */
+gv_status_t gv_ps_sparse_add(const struct gv_proto_msg *m, const uint8_t *payload, uint32_t n,
+                             float *acc);
 
 /* Round membership between servers (docs/operations.md, "dead workers"): one byte per worker
  * in a RAW segment. In a STATS a server s > 0 sends server 0 at the end of its aggregation:

@@ -112,7 +112,7 @@ gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len,
     /* the decoder guarantees payload_len == the sum of the segments */
     bool sparse = m->n_segs == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES &&
                   m->segs[1].kind == GV_PROTO_SEG_VALUES && payload_len <= rcap &&
-                  GV_SPARSE_HDR_LEN + payload_len <= rcap && n <= UINT32_MAX;
+                  n <= UINT32_MAX;
     enum gv_proto_level level = gv_ps_level_to_proto(d->level);
     if (m->shard != shard || m->numel != n || m->u.push.level != level ||
         m->cf != d->cf_send || (dense == (d->level != GV_ADAPT_LEVEL_DENSE)) ||
@@ -149,40 +149,46 @@ gv_status_t gv_ps_update_check(const struct gv_proto_msg *m, uint64_t iter, uint
     if (nseg == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES &&
         m->segs[1].kind == GV_PROTO_SEG_VALUES && m->segs[1].enc == GV_PROTO_ENC_F32 &&
         m->segs[0].bytes <= ucap && m->segs[1].bytes <= ucap &&
-        GV_SPARSE_HDR_LEN + m->segs[0].bytes + m->segs[1].bytes <= ucap) {
+        m->segs[0].bytes + m->segs[1].bytes <= ucap) {
         *dense_p = false;
         return GV_OK;
     }
     return GV_ERR_PROTO;
 }
 
-static void put_u32(uint8_t *p, uint32_t v)
+enum gv_proto_enc gv_ps_sparse_segs(struct gv_proto_msg *m, const struct gv_sparse_layout *lay)
 {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
+    const struct gv_sparse_desc *d = &lay->desc;
+    enum gv_proto_enc ie = gv_ps_idx_enc_to_proto(d->enc);
+    gv_proto_seg_add(m, GV_PROTO_SEG_INDICES, ie, d->count, lay->idx_len);
+    gv_proto_seg_add(m, GV_PROTO_SEG_VALUES, gv_ps_val_type_to_proto(d->vt), d->count,
+                     lay->val_len);
+    m->nnz = d->count;
+    return ie;
 }
 
-gv_status_t gv_ps_sparse_add(uint8_t *buf, const struct gv_proto_msg *m, uint32_t n, float *acc)
+gv_status_t gv_ps_sparse_desc(const struct gv_proto_msg *m, uint32_t n,
+                              struct gv_sparse_desc *d)
 {
     if (m->n_segs < 2 || m->segs[0].kind != GV_PROTO_SEG_INDICES ||
         m->segs[1].kind != GV_PROTO_SEG_VALUES || m->nnz > n)
         return GV_ERR_PROTO;
-    enum gv_idx_enc ie;
-    enum gv_val_type vt;
-    if (gv_ps_idx_enc_from_proto(m->segs[0].enc, &ie) != GV_OK ||
-        gv_ps_val_type_from_proto(m->segs[1].enc, &vt) != GV_OK)
+    *d = (struct gv_sparse_desc){.n = n, .count = (uint32_t)m->nnz};
+    if (gv_ps_idx_enc_from_proto(m->segs[0].enc, &d->enc) != GV_OK ||
+        gv_ps_val_type_from_proto(m->segs[1].enc, &d->vt) != GV_OK)
         return GV_ERR_PROTO;
-    buf[0] = GV_SPARSE_MAGIC;
-    buf[1] = GV_SPARSE_VERSION;
-    buf[2] = (uint8_t)ie;
-    buf[3] = (uint8_t)vt;
-    put_u32(buf + 4, n);
-    put_u32(buf + 8, (uint32_t)m->nnz);
-    size_t il = GV_SPARSE_HDR_LEN + (size_t)m->segs[0].bytes;
-    gv_status_t status = gv_sparse_decode_add(buf, il, buf + il, (size_t)m->segs[1].bytes, n, 0,
-                                              acc, NULL);
+    return GV_OK;
+}
+
+gv_status_t gv_ps_sparse_add(const struct gv_proto_msg *m, const uint8_t *payload, uint32_t n,
+                             float *acc)
+{
+    struct gv_sparse_desc desc;
+    if (gv_ps_sparse_desc(m, n, &desc) != GV_OK)
+        return GV_ERR_PROTO;
+    size_t il = (size_t)m->segs[0].bytes;
+    gv_status_t status = gv_sparse_decode_add(&desc, payload, il, payload + il,
+                                              (size_t)m->segs[1].bytes, 0, acc);
     return status == GV_OK ? GV_OK : GV_ERR_PROTO;
 }
 

@@ -26,9 +26,9 @@ gv_status_t srv_round_init(struct gv_server *srv)
     uint64_t n = srv->shard.n;
     uint32_t nt = srv->shard.n_tensors, W = srv->W;
     r->acc = gv_calloc(n, sizeof(float)); /* untouched pages cost no memory until written */
-    /* the largest sparse push: 12-byte header + a bitmap index segment + n values (the
-     * encoder never picks a larger index encoding); a dense push needs 4n */
-    r->rcap = GV_SPARSE_HDR_LEN + (n + 7) / 8 + 4 * n + 64;
+    /* the largest sparse push: a bitmap index segment + n values (the encoder never picks a
+     * larger index encoding); a dense push needs 4n */
+    r->rcap = (n + 7) / 8 + 4 * n + 64;
     r->rbuf = gv_malloc(r->rcap);
     r->layer_norms = gv_calloc(nt, sizeof(double));
     r->held_norms = gv_calloc(nt, sizeof(double));
@@ -403,9 +403,8 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
         dst[0] = (struct gv_iov){r->rbuf, (size_t)payload_len};
         *cnt = 1;
     } else {
-        dst[0] = (struct gv_iov){r->rbuf + GV_SPARSE_HDR_LEN, (size_t)m->segs[0].bytes};
-        dst[1] = (struct gv_iov){r->rbuf + GV_SPARSE_HDR_LEN + m->segs[0].bytes,
-                                 (size_t)m->segs[1].bytes};
+        dst[0] = (struct gv_iov){r->rbuf, (size_t)m->segs[0].bytes};
+        dst[1] = (struct gv_iov){r->rbuf + m->segs[0].bytes, (size_t)m->segs[1].bytes};
         *cnt = 2;
     }
     return GV_OK;
@@ -422,8 +421,7 @@ static gv_status_t round_add(struct gv_server *srv, const struct gv_proto_msg *m
             acc[i] += x[i];
         return GV_OK;
     }
-    /* the index segment arrived after a 12-byte gap for compress/'s header */
-    return gv_ps_sparse_add(r->rbuf, m, (uint32_t)srv->shard.n, r->acc);
+    return gv_ps_sparse_add(m, r->rbuf, (uint32_t)srv->shard.n, r->acc);
 }
 
 /* The checks on_header makes, for a push without payload (on_header never saw it). */

@@ -40,17 +40,13 @@ static gv_status_t update_build(struct gv_server *srv, struct gv_proto_msg *m,
         }
     struct gv_sparse sp = {.idx = idx, .val = acc, .cap = (uint32_t)c, .count = (uint32_t)c,
                            .n = (uint32_t)n};
-    struct gv_sparse_info info;
+    struct gv_sparse_layout info;
     gv_status_t status = gv_sparse_encode(&sp, GV_VAL_F32, GV_IDX_AUTO, r->rbuf, idx_off,
                                           acc + c, 4 * c, &info);
     if (status != GV_OK)
         return status;
-    gv_proto_seg_add(m, GV_PROTO_SEG_INDICES, gv_ps_idx_enc_to_proto(info.enc), c,
-                     info.idx_len - GV_SPARSE_HDR_LEN);
-    gv_proto_seg_add(m, GV_PROTO_SEG_VALUES, gv_ps_val_type_to_proto(GV_VAL_F32), c,
-                     info.val_len);
-    m->nnz = c;
-    pl[0] = (struct gv_iov){r->rbuf + GV_SPARSE_HDR_LEN, info.idx_len - GV_SPARSE_HDR_LEN};
+    (void)gv_ps_sparse_segs(m, &info);
+    pl[0] = (struct gv_iov){r->rbuf, info.idx_len};
     pl[1] = (struct gv_iov){acc + c, info.val_len};
     *npl = 2;
     return GV_OK;

@@ -1,16 +1,15 @@
-/* rdma_gpu.c: GPU memory support for the RDMA backend through the CUDA driver API, loaded with
- * dlopen("libcuda.so.1") so that binaries built with CUDA still start (and fall back to
- * "unavailable") on machines without a driver. cuda.h provides the types only. Built when
- * GV_HAVE_CUDA; rdma_gpu_stub.c otherwise. */
+/* rdma_gpu.c: GPU memory support for the RDMA backend through the CUDA driver API, whose
+ * library libcuda.so.1 is loaded by soname with common/'s gv_plugin_load only when asked for, so
+ * that binaries built with CUDA still start (and fall back to "unavailable") on machines without
+ * a driver. cuda.h provides the types only. Built when GV_HAVE_CUDA; rdma_gpu_stub.c otherwise. */
 #include "rdma_gpu.h"
 
 #include <cuda.h>
-#include <dlfcn.h>
 #include <string.h>
 #include <unistd.h>
 
 struct gv_rdma_gpu {
-    void *lib;
+    struct gv_plugin lib;
     __typeof__(&cuInit) init;
     __typeof__(&cuDeviceGetCount) dev_count;
     __typeof__(&cuDeviceGet) dev_get;
@@ -40,33 +39,30 @@ int gv_rdma_gpu_peermem_loaded(void)
            access("/sys/module/nv_peer_mem", F_OK) == 0;
 }
 
-/* The versioned symbol names behind the cuda.h macros (cuMemcpy is not versioned). */
+/* The driver, by soname, with the versioned symbol names behind the cuda.h macros (cuMemcpy is
+ * not versioned); dma-buf export is optional (older drivers lack it). */
 static int gpu_load(struct gv_rdma_gpu *g)
 {
-    struct {
-        void **fn;
-        const char *name;
-    } syms[] = {
-        {(void **)&g->init, "cuInit"},
-        {(void **)&g->dev_count, "cuDeviceGetCount"},
-        {(void **)&g->dev_get, "cuDeviceGet"},
-        {(void **)&g->dev_attr, "cuDeviceGetAttribute"},
-        {(void **)&g->range_handle, "cuMemGetHandleForAddressRange"},
-        {(void **)&g->addr_range, "cuMemGetAddressRange_v2"},
-        {(void **)&g->ptr_attr, "cuPointerGetAttribute"},
-        {(void **)&g->ctx_push, "cuCtxPushCurrent_v2"},
-        {(void **)&g->ctx_pop, "cuCtxPopCurrent_v2"},
-        {(void **)&g->memcpy_, "cuMemcpy"},
-        {(void **)&g->host_alloc, "cuMemHostAlloc"},
-        {(void **)&g->host_free, "cuMemFreeHost"},
-        {(void **)&g->err_str, "cuGetErrorString"},
+    const struct gv_plugin_sym syms[] = {
+        {"cuInit", (void **)&g->init, 0},
+        {"cuDeviceGetCount", (void **)&g->dev_count, 0},
+        {"cuDeviceGet", (void **)&g->dev_get, 0},
+        {"cuDeviceGetAttribute", (void **)&g->dev_attr, 0},
+        {"cuMemGetHandleForAddressRange", (void **)&g->range_handle, 1},
+        {"cuMemGetAddressRange_v2", (void **)&g->addr_range, 0},
+        {"cuPointerGetAttribute", (void **)&g->ptr_attr, 0},
+        {"cuCtxPushCurrent_v2", (void **)&g->ctx_push, 0},
+        {"cuCtxPopCurrent_v2", (void **)&g->ctx_pop, 0},
+        {"cuMemcpy", (void **)&g->memcpy_, 0},
+        {"cuMemHostAlloc", (void **)&g->host_alloc, 0},
+        {"cuMemFreeHost", (void **)&g->host_free, 0},
+        {"cuGetErrorString", (void **)&g->err_str, 0},
     };
-    for (size_t i = 0; i < GV_ARRAY_LEN(syms); i++) {
-        *syms[i].fn = dlsym(g->lib, syms[i].name);
-        if (*syms[i].fn == NULL && syms[i].fn != (void **)&g->range_handle) {
-            gv_log(GV_LOG_DEBUG, "rdma gpu: libcuda lacks %s", syms[i].name);
-            return 0;
-        }
+    const struct gv_plugin_spec spec = {.file = "libcuda.so.1", .system = 1, .syms = syms,
+                                        .n_syms = GV_ARRAY_LEN(syms)};
+    if (gv_plugin_load(&spec, &g->lib) != GV_OK) {
+        gv_log(GV_LOG_DEBUG, "rdma gpu: no CUDA driver: %s", g->lib.why);
+        return 0;
     }
     return 1;
 }
@@ -79,8 +75,7 @@ void gv_rdma_gpu_open(struct gv_rdma_gpu **g_p, struct gv_rdma_gpu_facts *facts)
     struct gv_rdma_gpu *g = gv_calloc(1, sizeof(*g));
     if (g == NULL)
         return;
-    g->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (g->lib == NULL || !gpu_load(g) || g->init(0) != CUDA_SUCCESS) {
+    if (!gpu_load(g) || g->init(0) != CUDA_SUCCESS) {
         gv_rdma_gpu_close(g);
         return;
     }
@@ -100,8 +95,7 @@ void gv_rdma_gpu_close(struct gv_rdma_gpu *g)
 {
     if (g == NULL)
         return;
-    if (g->lib != NULL)
-        dlclose(g->lib);
+    gv_plugin_close(&g->lib);
     gv_free(g);
 }
 

@@ -1,8 +1,9 @@
 /* rdma_gpu.h (private): what the RDMA backend needs from CUDA to move GPU memory: the facts
  * that choose the mode (dma-buf, peer memory, staging), a dma-buf fd for a device range,
  * copies between device and host, and pinned host memory for staging shadows. rdma_gpu.c
- * loads the CUDA driver with dlopen (binaries start on machines without it) when built with
- * CUDA; rdma_gpu_stub.c stands in otherwise. Nothing here touches verbs. */
+ * loads the CUDA driver on demand with common/'s gv_plugin_load (binaries start on machines
+ * without it) when built with CUDA; rdma_gpu_stub.c stands in otherwise. Nothing here touches
+ * verbs. */
 #ifndef GV_RDMA_GPU_H
 #define GV_RDMA_GPU_H
 

@@ -91,7 +91,7 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
         struct gv_sparse sp = {.idx = ws->sidx + ws->tail, .val = ws->sval + ws->tail,
                                .cap = ws->cap - ws->tail, .count = ws->cap - ws->tail,
                                .n = (uint32_t)ws->n};
-        struct gv_sparse_info info;
+        struct gv_sparse_layout info;
         enum gv_val_type vt = w->job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
         size_t ib = gv_sparse_idx_bound(ws->n, sp.count);
         gv_status_t status = gv_sparse_encode(&sp, vt, GV_IDX_AUTO, ws->ubuf, ib, ws->ubuf + ib,
@@ -100,13 +100,8 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
             wk_fail(w, status, "cannot encode the push for %s", ws->name);
             return status;
         }
-        m.nnz = sp.count;
-        m.u.push.index_enc = gv_ps_idx_enc_to_proto(info.enc);
-        gv_proto_seg_add(&m, GV_PROTO_SEG_INDICES, m.u.push.index_enc, sp.count,
-                         info.idx_len - GV_SPARSE_HDR_LEN);
-        gv_proto_seg_add(&m, GV_PROTO_SEG_VALUES, gv_ps_val_type_to_proto(vt), sp.count,
-                         info.val_len);
-        pl[0] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN, info.idx_len - GV_SPARSE_HDR_LEN};
+        m.u.push.index_enc = gv_ps_sparse_segs(&m, &info);
+        pl[0] = (struct gv_iov){ws->ubuf, info.idx_len};
         pl[1] = (struct gv_iov){ws->ubuf + ib, info.val_len};
         npl = 2;
     }
@@ -223,9 +218,8 @@ static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
     if (dense) {
         dst[k++] = (struct gv_iov){w->hg + ws->lo, 4 * ws->n};
     } else {
-        dst[k++] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN, (size_t)m->segs[0].bytes};
-        dst[k++] = (struct gv_iov){ws->ubuf + GV_SPARSE_HDR_LEN + m->segs[0].bytes,
-                                   (size_t)m->segs[1].bytes};
+        dst[k++] = (struct gv_iov){ws->ubuf, (size_t)m->segs[0].bytes};
+        dst[k++] = (struct gv_iov){ws->ubuf + m->segs[0].bytes, (size_t)m->segs[1].bytes};
     }
     if (accordion)
         dst[k++] = (struct gv_iov){ws->heavy, w->m.n_tensors};
@@ -279,7 +273,7 @@ static void step_apply_update(struct gv_worker *w, struct wk_server *ws,
     uint32_t nseg = m->n_segs - (accordion ? 1 : 0);
     if (nseg == 2) {
         memset(g, 0, 4 * ws->n);
-        if (gv_ps_sparse_add(ws->ubuf, m, (uint32_t)ws->n, g) != GV_OK) {
+        if (gv_ps_sparse_add(m, ws->ubuf, (uint32_t)ws->n, g) != GV_OK) {
             wk_fail(w, GV_ERR_PROTO, "%s sent an update that does not decode", ws->name);
             return;
         }

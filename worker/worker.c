@@ -1,7 +1,7 @@
 /* worker.c: the worker runtime's set-up: buffers sized once from the model and the job, the
  * connections to every server and the start-up sync (every server's model and decision), the
- * end (finish, failure told to the servers), and the summary. One iteration is in step.c, what
- * arrives in rx.c. */
+ * end (finish, failure told to the servers), and the summary. One iteration is in step.c, the
+ * other messages in control.c. */
 #include "wk.h"
 
 #include <inttypes.h>
@@ -155,7 +155,7 @@ static gv_status_t wk_shard_buffers(struct gv_worker *w, struct wk_server *ws)
     }
     ws->cap = (uint32_t)GV_MIN(cap, ws->n);
     size_t push = gv_sparse_idx_bound(ws->n, ws->cap) + gv_sparse_val_len(ws->cap, GV_VAL_F32);
-    size_t upd = GV_SPARSE_HDR_LEN + 4 * ws->n + 64; /* a sparse update holds <= n/2 entries */
+    size_t upd = 4 * ws->n + 64; /* a sparse update holds <= n/2 entries */
     ws->ucap = GV_MAX(push, upd);
     ws->sidx = wk_alloc(w, ws->cap, 4);
     ws->sval = wk_alloc(w, ws->cap, 4);

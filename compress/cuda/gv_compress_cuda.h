@@ -1,9 +1,10 @@
 /* gv_compress_cuda.h: the extern "C" launchers of compress/cuda/ (the .cu files) and the table
  * through which cuda_backend.c calls them. The launchers live in the plugin
  * libgravac_compress_cuda.so (the .cu files and cuda/plugin.c), which gv_compress loads with
- * dlopen the first time device memory or a GPU probe is asked for (cuda_plugin.c), so a process
- * that compresses on the CPU never maps cudart. The plugin links nothing of gravac: the common/
- * functions its code calls are forwarded to the host's through struct gv_cuda_host.
+ * common/'s gv_plugin_load the first time device memory or a GPU probe is asked for
+ * (cuda_plugin.c), so a process that compresses on the CPU never maps cudart. The plugin links
+ * nothing of gravac: the common/ functions its code calls are forwarded to the host's by
+ * common/plugin_shim.c, compiled into it.
  * Pointers named *_host are host memory; every other array is device memory (cudaMalloc).
  * Every launcher returns GV_ERR_CUDA (after logging cudaGetErrorString) on a CUDA error and
  * synchronises before returning, so results are ready and errors are reported where they occur. */
@@ -12,7 +13,6 @@
 
 #include "gv_common.h"
 
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,23 +24,13 @@ struct gv_cuda_ws;
 
 /* ---------------------------------------------------------------- the plugin interface */
 
-/* Bumped whenever a table below or a launcher's signature changes. */
-#define GV_CUDA_PLUGIN_ABI 1u
-#define GV_CUDA_PLUGIN_ENTRY "gv_compress_cuda_plugin_init"
+/* Bumped whenever the table below or a launcher's signature changes. */
+#define GV_CUDA_PLUGIN_ABI 2u
 
-/* What the host gives the plugin (copied by the plugin). */
-struct gv_cuda_host {
-    uint32_t abi;
-    uint32_t size; /* sizeof(struct gv_cuda_host) */
-    void (*vlog)(enum gv_log_level level, const char *fmt, va_list ap);
-    void *(*calloc)(size_t nmemb, size_t size);
-    void (*free)(void *ptr);
-};
-
-/* The launchers below, as the plugin gives them to the host. */
+/* The launchers below, as the plugin's entry point (gv_plugin_entry, cuda/plugin.c) gives them
+ * to the host. */
 struct gv_cuda_api {
-    uint32_t abi;
-    uint32_t size; /* sizeof(struct gv_cuda_api) */
+    struct gv_plugin_api_hdr hdr; /* GV_CUDA_PLUGIN_ABI, sizeof(struct gv_cuda_api) */
     gv_status_t (*device_count)(int *ndev_p);
     gv_status_t (*ws_create)(uint64_t max_n, uint32_t pos_cap, struct gv_cuda_ws **ws_p);
     void (*ws_destroy)(struct gv_cuda_ws *ws);
@@ -73,13 +63,6 @@ struct gv_cuda_api {
     gv_status_t (*scatter_add)(struct gv_cuda_ws *ws, float *dense, uint32_t n,
                                const uint32_t *idx, const float *val, uint32_t count);
 };
-
-typedef gv_status_t (*gv_cuda_plugin_init_fn)(const struct gv_cuda_host *host,
-                                              struct gv_cuda_api *api);
-/* The plugin's only exported symbol (cuda/plugin.c). GV_ERR_UNSUPPORTED when host->abi
- * differs. */
-gv_status_t gv_compress_cuda_plugin_init(const struct gv_cuda_host *host,
-                                         struct gv_cuda_api *api);
 
 /* Host side (cuda_plugin.c): loads the plugin once (thread-safe) and gives its table. Looked
  * for in $GV_CUDA_PLUGIN_DIR (only there when set), next to the executable (/proc/self/exe),

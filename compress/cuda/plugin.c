@@ -1,41 +1,17 @@
 /* plugin.c: the entry point of the CUDA plugin libgravac_compress_cuda.so, which gives the
- * host the launchers of ops.cu and topk.cu, and the common/ functions their code calls,
- * forwarded to the host process's own (its log sink and tag, its allocation failure hook).
- * Compiled into the plugin only; every symbol but the entry point is hidden. */
+ * host the launchers of ops.cu and topk.cu. The common/ functions their code calls are
+ * common/plugin_shim.c's, compiled into the plugin too. Every symbol but the entry point is
+ * hidden. */
 #include "gv_compress_cuda.h"
 
-#include <string.h>
-
-static struct gv_cuda_host plugin_host;
-
-void gv_log(enum gv_log_level level, const char *fmt, ...)
+GV_PLUGIN_EXPORT gv_status_t gv_plugin_entry(const struct gv_plugin_host *host, uint32_t abi,
+                                             void *api, size_t api_size)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    plugin_host.vlog(level, fmt, ap);
-    va_end(ap);
-}
-
-void *gv_calloc(size_t nmemb, size_t size)
-{
-    return plugin_host.calloc(nmemb, size);
-}
-
-void gv_free(void *ptr)
-{
-    plugin_host.free(ptr);
-}
-
-__attribute__((visibility("default"))) gv_status_t
-gv_compress_cuda_plugin_init(const struct gv_cuda_host *host, struct gv_cuda_api *api)
-{
-    if (host == NULL || api == NULL || host->abi != GV_CUDA_PLUGIN_ABI ||
-        host->size != sizeof(*host))
+    if (abi != GV_CUDA_PLUGIN_ABI || api == NULL || api_size != sizeof(struct gv_cuda_api) ||
+        gv_plugin_shim_init(host) != GV_OK)
         return GV_ERR_UNSUPPORTED;
-    plugin_host = *host;
-    *api = (struct gv_cuda_api){
-        .abi = GV_CUDA_PLUGIN_ABI,
-        .size = sizeof(*api),
+    *(struct gv_cuda_api *)api = (struct gv_cuda_api){
+        .hdr = {.abi = GV_CUDA_PLUGIN_ABI, .size = sizeof(struct gv_cuda_api)},
         .device_count = gv_cuda_device_count,
         .ws_create = gv_cuda_ws_create,
         .ws_destroy = gv_cuda_ws_destroy,

@@ -1,8 +1,15 @@
-/* test_common.c: status strings, log levels and sink, allocation failure injection, buffers. */
+/* test_common.c: status strings, log levels and sink, allocation failure injection, buffers,
+ * and the plugin loader: a real plugin (libgv_test_plugin.so) found in the search order, its
+ * logs and allocations forwarded to this process, plugins of another interface refused, every
+ * place tried named on failure, and system libraries by soname with their symbols. */
 #include "check.h"
 #include "gv_common.h"
+#include "test_plugin.h"
 
+#include <fcntl.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct captured {
     int n;
@@ -115,6 +122,164 @@ static void test_time(void)
     GV_CHECK(b >= a);
 }
 
+static const struct gv_plugin_spec tp_spec = {.file = "libgv_test_plugin.so",
+                                              .build_dir = GV_TEST_PLUGIN_DIR,
+                                              .abi = TP_ABI,
+                                              .api_size = sizeof(struct tp_api)};
+
+/* Found in the build-tree place, entered, and its common/ calls land in this process. */
+static void test_plugin_load(void)
+{
+    unsetenv("GV_CUDA_PLUGIN_DIR");
+    struct gv_plugin pl;
+    struct tp_api api;
+    struct gv_plugin_spec spec = tp_spec;
+    spec.api = &api;
+    GV_CHECK_OK(gv_plugin_load(&spec, &pl));
+    GV_CHECK(pl.lib != NULL);
+    GV_CHECK_STREQ(pl.path, GV_TEST_PLUGIN_DIR "/libgv_test_plugin.so");
+    GV_CHECK(api.hdr.abi == TP_ABI && api.hdr.size == sizeof(api));
+    GV_CHECK_EQ(api.add(2, 3), 5);
+    /* the plugin's gv_log goes to this process's sink and level */
+    struct captured c = {0};
+    gv_log_set_cb(capture_cb, &c);
+    api.say("hello");
+    GV_CHECK_EQ(c.n, 1);
+    GV_CHECK_EQ(c.level, GV_LOG_WARN);
+    GV_CHECK_STREQ(c.line, "test plugin says hello");
+    gv_log_set_level(GV_LOG_ERROR);
+    api.say("nothing");
+    GV_CHECK_EQ(c.n, 1);
+    gv_log_set_level(GV_LOG_INFO);
+    gv_log_set_cb(NULL, NULL);
+    /* its allocations go through this process's failure hook */
+    gv_alloc_fail_nth(1);
+    GV_CHECK(api.alloc(64) == NULL);
+    char *p = api.alloc(64);
+    GV_CHECK(p != NULL && p[63] == 0);
+    api.release(p);
+    /* the entry point checks the host's table too */
+    gv_plugin_entry_fn entry = NULL;
+    const struct gv_plugin_sym sym = {GV_PLUGIN_ENTRY, (void **)&entry, 0};
+    struct gv_plugin pl2;
+    spec.api = NULL;
+    spec.syms = &sym;
+    spec.n_syms = 1;
+    GV_CHECK_OK(gv_plugin_load(&spec, &pl2));
+    GV_CHECK(entry != NULL);
+    struct gv_plugin_host host = {.abi = GV_PLUGIN_HOST_ABI + 1, .size = sizeof(host),
+                                  .vlog = gv_vlog, .calloc = gv_calloc, .free = gv_free};
+    struct tp_api api2;
+    if (entry != NULL) {
+        GV_CHECK_STATUS(entry(&host, TP_ABI, &api2, sizeof(api2)), GV_ERR_UNSUPPORTED);
+        host.abi = GV_PLUGIN_HOST_ABI;
+        host.size--;
+        GV_CHECK_STATUS(entry(&host, TP_ABI, &api2, sizeof(api2)), GV_ERR_UNSUPPORTED);
+        GV_CHECK_STATUS(entry(NULL, TP_ABI, &api2, sizeof(api2)), GV_ERR_UNSUPPORTED);
+    }
+    gv_plugin_close(&pl2);
+    gv_plugin_close(&pl);
+    GV_CHECK(pl.lib == NULL);
+    gv_plugin_close(&pl); /* twice is fine */
+}
+
+/* A plugin of another interface version or table size is refused and unloaded. */
+static void test_plugin_refused(void)
+{
+    unsetenv("GV_CUDA_PLUGIN_DIR");
+    struct gv_plugin pl;
+    struct tp_api api;
+    struct gv_plugin_spec spec = tp_spec;
+    spec.api = &api;
+    spec.abi = TP_ABI + 1;
+    GV_CHECK_STATUS(gv_plugin_load(&spec, &pl), GV_ERR_UNSUPPORTED);
+    GV_CHECK(pl.lib == NULL);
+    GV_CHECK_MSG(strstr(pl.why, "libgv_test_plugin.so is not a plugin of this build") != NULL,
+                 "why: %s", pl.why);
+    spec.abi = TP_ABI;
+    spec.api_size = sizeof(api) - sizeof(void *);
+    GV_CHECK_STATUS(gv_plugin_load(&spec, &pl), GV_ERR_UNSUPPORTED);
+    GV_CHECK(strstr(pl.why, "is not a plugin of this build") != NULL);
+    spec.file = "";
+    GV_CHECK_STATUS(gv_plugin_load(&spec, &pl), GV_ERR_UNSUPPORTED);
+}
+
+/* Where it is looked for, and what a failure says. */
+static void test_plugin_search(void)
+{
+    char dir[] = "/tmp/gv_test_common_XXXXXX", empty[64], broken[64], path[128];
+    GV_CHECK(mkdtemp(dir) != NULL);
+    snprintf(empty, sizeof(empty), "%s/empty", dir);
+    snprintf(broken, sizeof(broken), "%s/broken", dir);
+    GV_CHECK(mkdir(empty, 0700) == 0 && mkdir(broken, 0700) == 0);
+    snprintf(path, sizeof(path), "%s/libgv_test_plugin.so", broken);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    GV_CHECK(fd >= 0 && write(fd, "not a shared object\n", 20) == 20);
+    if (fd >= 0)
+        close(fd);
+    struct gv_plugin pl;
+    struct tp_api api;
+    struct gv_plugin_spec spec = tp_spec;
+    spec.api = &api;
+    /* $GV_CUDA_PLUGIN_DIR is the only place looked in when set, even if the build tree has it */
+    setenv("GV_CUDA_PLUGIN_DIR", empty, 1);
+    GV_CHECK_STATUS(gv_plugin_load(&spec, &pl), GV_ERR_UNSUPPORTED);
+    char want[256];
+    snprintf(want, sizeof(want), "%s/libgv_test_plugin.so (No such file or directory)", empty);
+    GV_CHECK_STREQ(pl.why, want);
+    /* a file that is there but does not load: the search stops there, with dlerror() */
+    setenv("GV_CUDA_PLUGIN_DIR", broken, 1);
+    GV_CHECK_STATUS(gv_plugin_load(&spec, &pl), GV_ERR_UNSUPPORTED);
+    snprintf(want, sizeof(want), "%s (", path);
+    GV_CHECK_MSG(strncmp(pl.why, want, strlen(want)) == 0, "why: %s", pl.why);
+    /* unset: the executable's directory, its ../lib/gravac, then the build tree, in order */
+    unsetenv("GV_CUDA_PLUGIN_DIR");
+    spec.build_dir = empty;
+    GV_CHECK_STATUS(gv_plugin_load(&spec, &pl), GV_ERR_UNSUPPORTED);
+    char exe[512];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    GV_CHECK(n > 0);
+    exe[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    char here[600], up[640], build[128];
+    snprintf(here, sizeof(here), "%s/libgv_test_plugin.so (", exe);
+    snprintf(up, sizeof(up), "%s/../lib/gravac/libgv_test_plugin.so (", exe);
+    snprintf(build, sizeof(build), "%s/libgv_test_plugin.so (", empty);
+    const char *a = strstr(pl.why, here), *b = strstr(pl.why, up), *c = strstr(pl.why, build);
+    GV_CHECK_MSG(a != NULL && b != NULL && c != NULL && a < b && b < c, "why: %s", pl.why);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    GV_CHECK(system(cmd) == 0);
+}
+
+/* A system library by soname: the symbols asked for, optional ones may be absent. */
+static void test_plugin_system(void)
+{
+    void *cos_p = NULL, *none_p = &cos_p;
+    struct gv_plugin_sym syms[2] = {{"cos", &cos_p, 0}, {"gv_no_such_function", &none_p, 1}};
+    struct gv_plugin_spec spec = {.file = "libm.so.6", .system = 1, .syms = syms, .n_syms = 2};
+    struct gv_plugin pl;
+    GV_CHECK_OK(gv_plugin_load(&spec, &pl));
+    GV_CHECK_STREQ(pl.path, "libm.so.6");
+    GV_CHECK(cos_p != NULL && none_p == NULL);
+    if (cos_p != NULL) {
+        double (*cos_fn)(double);
+        *(void **)&cos_fn = cos_p;
+        GV_CHECK(cos_fn(0.0) == 1.0);
+    }
+    gv_plugin_close(&pl);
+    syms[1].optional = 0;
+    GV_CHECK_STATUS(gv_plugin_load(&spec, &pl), GV_ERR_UNSUPPORTED);
+    GV_CHECK(pl.lib == NULL);
+    GV_CHECK_STREQ(pl.why, "libm.so.6 lacks the symbol gv_no_such_function");
+    spec.file = "libgv-no-such-library.so.1";
+    spec.n_syms = 0;
+    GV_CHECK_STATUS(gv_plugin_load(&spec, &pl), GV_ERR_UNSUPPORTED);
+    GV_CHECK_MSG(strstr(pl.why, "libgv-no-such-library.so.1") != NULL, "why: %s", pl.why);
+}
+
 int main(void)
 {
     test_status();
@@ -122,5 +287,9 @@ int main(void)
     test_alloc_fail();
     test_buf();
     test_time();
+    test_plugin_load();
+    test_plugin_refused();
+    test_plugin_search();
+    test_plugin_system();
     return gv_check_summary();
 }

@@ -1,14 +1,13 @@
-/* test_encode.c: the sparse wire format. Round trips for every compressor and every encoding
- * (f32 and f16), the density-based choice, exact sizes; the decoder refusing each kind of bad
- * input with GV_ERR_PROTO, a log line naming it, and the dense buffer untouched; scatter-add
- * accumulating duplicates; a mutation fuzz loop (never OK with a bad index, never out of
- * bounds under ASan). */
+/* test_encode.c: the sparse segment encoding. Round trips for every compressor and every
+ * encoding (f32 and f16), the density-based choice, exact sizes; the decoder refusing each kind
+ * of bad segment or description with GV_ERR_PROTO, a log line naming it, and the dense buffer
+ * untouched; scatter-add accumulating duplicates; a mutation fuzz loop over segments and
+ * descriptions (never OK with a bad index, never out of bounds under ASan). */
 #include "tutil.h"
 
 struct enc {
     uint8_t *ib, *vb;
     size_t icap, vcap;
-    struct gv_sparse_info info;
 };
 
 static void enc_alloc(struct enc *e, uint32_t n, uint32_t count)
@@ -27,15 +26,16 @@ static void enc_free(struct enc *e)
 
 static struct tu_log logc;
 
-static void expect_proto(const struct enc *e, size_t ilen, size_t vlen, uint32_t n,
-                         unsigned flags, const char *needle, const char *what)
+/* The segments in e, of ilen and vlen bytes as described by d, are refused. d->n <= 64. */
+static void expect_proto(const struct enc *e, const struct gv_sparse_desc *d, size_t ilen,
+                         size_t vlen, unsigned flags, const char *needle, const char *what)
 {
     float dense[64];
     for (int i = 0; i < 64; i++)
         dense[i] = (float)i;
     logc.n = 0;
     logc.line[0] = 0;
-    gv_status_t st = gv_sparse_decode_add(e->ib, ilen, e->vb, vlen, n, flags, dense, NULL);
+    gv_status_t st = gv_sparse_decode_add(d, e->ib, ilen, e->vb, vlen, flags, dense);
     GV_CHECK_MSG(st == GV_ERR_PROTO, "%s: got %s", what, gv_status_str(st));
     GV_CHECK_MSG(logc.n == 1 && strstr(logc.line, needle) != NULL,
                  "%s: log '%s' (want '%s')", what, logc.line, needle);
@@ -51,7 +51,7 @@ static void round_trip(const struct gv_sparse *s, enum gv_val_type vt, enum gv_i
 {
     struct enc e;
     enc_alloc(&e, s->n, s->count);
-    struct gv_sparse_info plan, info;
+    struct gv_sparse_layout plan, info;
     GV_CHECK_OK(gv_sparse_plan(s, vt, enc, &plan));
     gv_status_t st = gv_sparse_encode(s, vt, enc, e.ib, e.icap, e.vb, e.vcap, &info);
     GV_CHECK_MSG(st == GV_OK, "%s: encode %s", what, gv_status_str(st));
@@ -59,16 +59,16 @@ static void round_trip(const struct gv_sparse *s, enum gv_val_type vt, enum gv_i
         enc_free(&e);
         return;
     }
-    GV_CHECK(memcmp(&plan, &info, sizeof(info)) == 0);
+    GV_CHECK(plan.desc.n == info.desc.n && plan.desc.count == info.desc.count &&
+             plan.desc.enc == info.desc.enc && plan.desc.vt == info.desc.vt &&
+             plan.idx_len == info.idx_len && plan.val_len == info.val_len);
+    GV_CHECK(info.desc.n == s->n && info.desc.count == s->count && info.desc.vt == vt);
     GV_CHECK(info.idx_len <= e.icap && info.val_len <= e.vcap);
-    GV_CHECK(enc == GV_IDX_AUTO || info.enc == enc);
+    GV_CHECK(enc == GV_IDX_AUTO || info.desc.enc == enc);
     uint32_t *idx = malloc(((size_t)s->n + 1) * 4);
     float *val = malloc(((size_t)s->n + 1) * 4);
-    struct gv_sparse_info dinfo;
-    st = gv_sparse_decode(e.ib, info.idx_len, e.vb, info.val_len, s->n, 0, idx, val, s->n,
-                          &dinfo);
+    st = gv_sparse_decode(&info.desc, e.ib, info.idx_len, e.vb, info.val_len, 0, idx, val, s->n);
     GV_CHECK_MSG(st == GV_OK, "%s: decode %s", what, gv_status_str(st));
-    GV_CHECK(dinfo.count == s->count && dinfo.enc == info.enc && dinfo.idx_len == info.idx_len);
     int ok = 1;
     for (uint32_t i = 0; i < s->count && st == GV_OK; i++) {
         uint32_t want_idx = s->dense ? i : s->idx[i];
@@ -80,8 +80,8 @@ static void round_trip(const struct gv_sparse *s, enum gv_val_type vt, enum gv_i
     float *dense = malloc(((size_t)s->n + 1) * 4);
     for (uint32_t i = 0; i < s->n; i++)
         dense[i] = 1.0f;
-    GV_CHECK_OK(gv_sparse_decode_add(e.ib, info.idx_len, e.vb, info.val_len, s->n, 0, dense,
-                                     NULL));
+    GV_CHECK_OK(gv_sparse_decode_add(&info.desc, e.ib, info.idx_len, e.vb, info.val_len, 0,
+                                     dense));
     ok = 1;
     for (uint32_t i = 0; i < s->count; i++)
         ok &= dense[idx[i]] == 1.0f + val[i];
@@ -138,14 +138,14 @@ static void test_choice_and_sizes(void)
     uint32_t idx[40000];
     for (int i = 0; i < 40000; i++)
         val[i] = (float)i;
-    struct gv_sparse_info info;
-    /* sparse and spread out: varint; exact size = header + sum of varint lengths */
+    struct gv_sparse_layout info;
+    /* sparse and spread out: varint; exact size = sum of varint lengths */
     for (uint32_t i = 0; i < 1000; i++)
         idx[i] = i * 1000; /* gaps of 999: 2 bytes each, the first 1 byte */
     struct gv_sparse s = mk(1000000, 1000, idx, val);
     GV_CHECK_OK(gv_sparse_plan(&s, GV_VAL_F32, GV_IDX_AUTO, &info));
-    GV_CHECK_EQ(info.enc, GV_IDX_VARINT);
-    GV_CHECK_EQ(info.idx_len, 12 + 1 + 999 * 2);
+    GV_CHECK_EQ(info.desc.enc, GV_IDX_VARINT);
+    GV_CHECK_EQ(info.idx_len, 1 + 999 * 2);
     GV_CHECK_EQ(info.val_len, 4000);
     GV_CHECK_OK(gv_sparse_plan(&s, GV_VAL_F16, GV_IDX_AUTO, &info));
     GV_CHECK_EQ(info.val_len, 2000);
@@ -154,14 +154,14 @@ static void test_choice_and_sizes(void)
         idx[i] = i * 2 + (i & 1) * 0 + (i / 20000) * 20000;
     s = mk(100000, 40000, idx, val);
     GV_CHECK_OK(gv_sparse_plan(&s, GV_VAL_F32, GV_IDX_AUTO, &info));
-    GV_CHECK_EQ(info.enc, GV_IDX_BITMAP);
-    GV_CHECK_EQ(info.idx_len, 12 + 12500);
+    GV_CHECK_EQ(info.desc.enc, GV_IDX_BITMAP);
+    GV_CHECK_EQ(info.idx_len, 12500);
     /* unsorted: raw32 only */
     uint32_t un[3] = {5, 2, 9};
     s = mk(10, 3, un, val);
     GV_CHECK_OK(gv_sparse_plan(&s, GV_VAL_F32, GV_IDX_AUTO, &info));
-    GV_CHECK_EQ(info.enc, GV_IDX_RAW32);
-    GV_CHECK_EQ(info.idx_len, 12 + 12);
+    GV_CHECK_EQ(info.desc.enc, GV_IDX_RAW32);
+    GV_CHECK_EQ(info.idx_len, 12);
     GV_CHECK_STATUS(gv_sparse_plan(&s, GV_VAL_F32, GV_IDX_VARINT, &info), GV_ERR_INVAL);
     GV_CHECK_STATUS(gv_sparse_plan(&s, GV_VAL_F32, GV_IDX_BITMAP, &info), GV_ERR_INVAL);
     GV_CHECK_STATUS(gv_sparse_plan(&s, GV_VAL_F32, GV_IDX_DENSE, &info), GV_ERR_INVAL);
@@ -172,24 +172,44 @@ static void test_choice_and_sizes(void)
     /* empty */
     s = mk(10, 0, idx, val);
     GV_CHECK_OK(gv_sparse_plan(&s, GV_VAL_F32, GV_IDX_AUTO, &info));
-    GV_CHECK(info.idx_len == 12 && info.val_len == 0 && info.enc == GV_IDX_VARINT);
+    GV_CHECK(info.idx_len == 0 && info.val_len == 0 && info.desc.enc == GV_IDX_VARINT);
     round_trip(&s, GV_VAL_F32, GV_IDX_AUTO, "empty");
-    /* buffers too small */
-    uint8_t ib[16], vb[4];
+    /* empty segments may be NULL, in every encoding (UBSan checks no NULL reaches memcpy) */
+    s = mk(0, 0, NULL, NULL);
+    static const enum gv_idx_enc forced[] = {GV_IDX_RAW32, GV_IDX_VARINT, GV_IDX_BITMAP};
+    for (size_t f = 0; f < GV_ARRAY_LEN(forced); f++) {
+        GV_CHECK_OK(gv_sparse_encode(&s, GV_VAL_F32, forced[f], NULL, 0, NULL, 0, &info));
+        GV_CHECK(info.idx_len == 0 && info.val_len == 0 && info.desc.enc == forced[f]);
+        GV_CHECK_OK(gv_sparse_decode_add(&info.desc, NULL, 0, NULL, 0, 0, NULL));
+        GV_CHECK_OK(gv_sparse_decode(&info.desc, NULL, 0, NULL, 0, 0, NULL, NULL, 0));
+    }
+    /* segments too small (by one byte each), and exactly large enough */
+    uint8_t ib[8], vb[8];
     s = mk(10, 2, un, val);
-    GV_CHECK_STATUS(gv_sparse_encode(&s, GV_VAL_F32, GV_IDX_RAW32, ib, 16, vb, 4, &info),
+    GV_CHECK_STATUS(gv_sparse_encode(&s, GV_VAL_F32, GV_IDX_RAW32, ib, 7, vb, 8, &info),
                     GV_ERR_INVAL);
-    /* the header, byte by byte */
+    GV_CHECK_STATUS(gv_sparse_encode(&s, GV_VAL_F32, GV_IDX_RAW32, ib, 8, vb, 7, &info),
+                    GV_ERR_INVAL);
+    GV_CHECK_OK(gv_sparse_encode(&s, GV_VAL_F32, GV_IDX_RAW32, ib, 8, vb, 8, &info));
+    /* the segments, byte by byte: no header, the description comes back beside them */
     uint32_t two[2] = {3, 0x1234};
     float tv[2] = {1.0f, -2.0f};
     s = mk(0x10000, 2, two, tv);
     uint8_t ib2[64], vb2[8];
     GV_CHECK_OK(gv_sparse_encode(&s, GV_VAL_F16, GV_IDX_VARINT, ib2, 64, vb2, 8, &info));
-    static const uint8_t want[] = {0x47, 1, 2, 1, 0x00, 0x00, 0x01, 0x00, 2, 0, 0, 0,
-                                   0x03, 0xB0, 0x24}; /* 3, then 0x1234 - 3 - 1 = 0x1230 */
+    static const uint8_t want[] = {0x03, 0xB0, 0x24}; /* 3, then 0x1234 - 3 - 1 = 0x1230 */
     GV_CHECK_EQ(info.idx_len, sizeof(want));
     GV_CHECK(memcmp(ib2, want, sizeof(want)) == 0);
+    GV_CHECK(info.desc.n == 0x10000 && info.desc.count == 2 && info.desc.enc == GV_IDX_VARINT &&
+             info.desc.vt == GV_VAL_F16 && info.val_len == 4);
     GV_CHECK(vb2[0] == 0x00 && vb2[1] == 0x3C && vb2[2] == 0x00 && vb2[3] == 0xC0);
+    /* a dense tensor has an empty index segment, which may be NULL */
+    float dv[3] = {1, 2, 3};
+    struct gv_sparse sd = {.val = dv, .cap = 3, .count = 3, .n = 3, .dense = 1};
+    uint8_t vb3[12];
+    GV_CHECK_OK(gv_sparse_encode(&sd, GV_VAL_F32, GV_IDX_AUTO, NULL, 0, vb3, 12, &info));
+    GV_CHECK(info.desc.enc == GV_IDX_DENSE && info.idx_len == 0 && info.val_len == 12);
+    GV_CHECK(memcmp(vb3, dv, 12) == 0);
 }
 
 static void test_decoder_rejects(void)
@@ -200,43 +220,51 @@ static void test_decoder_rejects(void)
     struct gv_sparse s = mk(n, 5, idx, val);
     struct enc e;
     enc_alloc(&e, n, 64);
-    struct gv_sparse_info info;
+    struct gv_sparse_layout info;
+    struct gv_sparse_desc d;
     gv_log_set_cb(tu_log_cb, &logc);
 
-    /* header problems, on a raw32 encoding */
+    /* lengths and description problems, on a raw32 encoding */
     GV_CHECK_OK(gv_sparse_encode(&s, GV_VAL_F32, GV_IDX_RAW32, e.ib, e.icap, e.vb, e.vcap, &info));
     size_t il = info.idx_len, vl = info.val_len;
-    expect_proto(&e, 11, vl, n, 0, "truncated", "short header");
-    expect_proto(&e, il - 1, vl, n, 0, "truncated", "raw32 truncated");
-    expect_proto(&e, il + 1, vl, n, 0, "trailing", "raw32 trailing byte");
-    expect_proto(&e, il, vl - 1, n, 0, "truncated", "values truncated");
-    expect_proto(&e, il, vl + 4, n, 0, "trailing", "values trailing");
-    expect_proto(&e, il, vl, n + 1, 0, "expects", "n mismatch");
-    e.ib[0] ^= 0xFF;
-    expect_proto(&e, il, vl, n, 0, "magic", "bad magic");
-    e.ib[0] ^= 0xFF;
-    e.ib[1] = 2;
-    expect_proto(&e, il, vl, n, 0, "version", "bad version");
-    e.ib[1] = 1;
-    e.ib[2] = 7;
-    expect_proto(&e, il, vl, n, 0, "encoding", "bad encoding");
-    e.ib[2] = GV_IDX_RAW32;
-    e.ib[3] = 5;
-    expect_proto(&e, il, vl, n, 0, "value type", "bad value type");
-    e.ib[3] = 0;
+    GV_CHECK_EQ(il, 20);
+    d = info.desc;
+    GV_CHECK_OK(gv_sparse_desc_check(&d, il, vl, 0));
+    expect_proto(&e, &d, il - 1, vl, 0, "truncated", "raw32 truncated");
+    expect_proto(&e, &d, il + 1, vl, 0, "trailing", "raw32 trailing byte");
+    expect_proto(&e, &d, il, vl - 1, 0, "truncated", "values truncated");
+    expect_proto(&e, &d, il, vl + 4, 0, "trailing", "values trailing");
+    logc.n = 0;
+    GV_CHECK_STATUS(gv_sparse_desc_check(&d, il, vl + 4, 0), GV_ERR_PROTO);
+    GV_CHECK_EQ(logc.n, 1);
+    d.enc = (enum gv_idx_enc)7;
+    expect_proto(&e, &d, il, vl, 0, "encoding", "bad encoding");
+    d.enc = GV_IDX_AUTO; /* the encoder's choice is never a description */
+    expect_proto(&e, &d, il, vl, 0, "encoding", "auto encoding");
+    d.enc = GV_IDX_RAW32;
+    d.vt = (enum gv_val_type)5;
+    expect_proto(&e, &d, il, vl, 0, "value type", "bad value type");
+    d.vt = GV_VAL_F32;
+    d.count = 6; /* one entry more than the segments hold */
+    expect_proto(&e, &d, il, vl, 0, "truncated", "raw32 count too large");
+    d.count = 5;
     /* raw32 index problems */
-    e.ib[12 + 4 * 3] = 40; /* idx 20 -> 40 == n */
-    expect_proto(&e, il, vl, n, 0, "out of range", "raw32 index == n");
-    e.ib[12 + 4 * 3] = 6; /* 20 -> 6, a duplicate of the previous */
-    expect_proto(&e, il, vl, n, 0, "duplicate", "raw32 duplicate");
+    e.ib[4 * 3] = 40; /* idx 20 -> 40 == n */
+    expect_proto(&e, &d, il, vl, 0, "out of range", "raw32 index == n");
+    d.n = 39; /* the same segments against a smaller tensor: 39 is out of range */
+    e.ib[4 * 3] = 20;
+    expect_proto(&e, &d, il, vl, 0, "out of range", "raw32 index == smaller n");
+    d.n = n;
+    e.ib[4 * 3] = 6; /* 20 -> 6, a duplicate of the previous */
+    expect_proto(&e, &d, il, vl, 0, "duplicate", "raw32 duplicate");
     /* ... allowed with the flag, and it accumulates */
     float dense[40] = {0};
-    GV_CHECK_OK(gv_sparse_decode_add(e.ib, il, e.vb, vl, n, GV_DECODE_ALLOW_DUP, dense, NULL));
+    GV_CHECK_OK(gv_sparse_decode_add(&d, e.ib, il, e.vb, vl, GV_DECODE_ALLOW_DUP, dense));
     GV_CHECK(dense[6] == 3 + 4 && dense[20] == 0 && dense[39] == 5);
-    e.ib[12 + 4 * 3] = 2; /* out of order */
-    expect_proto(&e, il, vl, n, 0, "out of order", "raw32 unsorted");
-    GV_CHECK_OK(gv_sparse_decode_add(e.ib, il, e.vb, vl, n, GV_DECODE_ALLOW_DUP, dense, NULL));
-    e.ib[12 + 4 * 3] = 20;
+    e.ib[4 * 3] = 2; /* out of order */
+    expect_proto(&e, &d, il, vl, 0, "out of order", "raw32 unsorted");
+    GV_CHECK_OK(gv_sparse_decode_add(&d, e.ib, il, e.vb, vl, GV_DECODE_ALLOW_DUP, dense));
+    e.ib[4 * 3] = 20;
     /* count > n is only possible with duplicates allowed */
     uint32_t many[50];
     float mv[50];
@@ -247,84 +275,99 @@ static void test_decoder_rejects(void)
     struct gv_sparse sm = mk(n, 50, many, mv);
     GV_CHECK_OK(gv_sparse_encode(&sm, GV_VAL_F32, GV_IDX_RAW32, e.ib, e.icap, e.vb, e.vcap,
                                  &info));
-    expect_proto(&e, info.idx_len, info.val_len, n, 0, "exceeds", "count > n");
+    expect_proto(&e, &info.desc, info.idx_len, info.val_len, 0, "exceeds", "count > n");
     memset(dense, 0, sizeof(dense));
-    GV_CHECK_OK(gv_sparse_decode_add(e.ib, info.idx_len, e.vb, info.val_len, n,
-                                     GV_DECODE_ALLOW_DUP, dense, NULL));
+    GV_CHECK_OK(gv_sparse_decode_add(&info.desc, e.ib, info.idx_len, e.vb, info.val_len,
+                                     GV_DECODE_ALLOW_DUP, dense));
     GV_CHECK(dense[0] == 13 && dense[1] == 13 && dense[2] == 12 && dense[3] == 12);
 
     /* varint problems */
     GV_CHECK_OK(gv_sparse_encode(&s, GV_VAL_F32, GV_IDX_VARINT, e.ib, e.icap, e.vb, e.vcap, &info));
     il = info.idx_len;
-    GV_CHECK_EQ(il, 12 + 5); /* 1, 3, 0, 13, 18: one byte each */
-    expect_proto(&e, il - 1, vl, n, 0, "truncated", "varint truncated");
+    d = info.desc;
+    GV_CHECK_EQ(il, 5); /* 1, 3, 0, 13, 18: one byte each */
+    expect_proto(&e, &d, il - 1, vl, 0, "truncated", "varint truncated");
     e.ib[il] = 0;
-    expect_proto(&e, il + 1, vl, n, 0, "trailing", "varint trailing");
-    e.ib[12 + 4] = 19; /* last gap 18 -> 19: index 40 */
-    expect_proto(&e, il, vl, n, 0, "out of range", "varint index == n");
-    e.ib[12 + 4] = 18;
+    expect_proto(&e, &d, il + 1, vl, 0, "trailing", "varint trailing");
+    e.ib[4] = 19; /* last gap 18 -> 19: index 40 */
+    expect_proto(&e, &d, il, vl, 0, "out of range", "varint index == n");
+    e.ib[4] = 18;
     uint8_t save[8];
-    memcpy(save, e.ib + 12, 5);
+    memcpy(save, e.ib, 5);
     uint8_t overlong[] = {0x81, 0x00, 0x03, 0x00, 0x0D, 0x12}; /* 1 as 0x81 0x00 */
-    memcpy(e.ib + 12, overlong, sizeof(overlong));
-    expect_proto(&e, 12 + sizeof(overlong), vl, n, 0, "not minimal", "varint overlong");
+    memcpy(e.ib, overlong, sizeof(overlong));
+    expect_proto(&e, &d, sizeof(overlong), vl, 0, "not minimal", "varint overlong");
     uint8_t huge[] = {0xFF, 0xFF, 0xFF, 0xFF, 0x1F}; /* > 32 bits */
-    memcpy(e.ib + 12, huge, sizeof(huge));
-    expect_proto(&e, 12 + sizeof(huge), vl, n, 0, "overflows", "varint overflow");
+    memcpy(e.ib, huge, sizeof(huge));
+    expect_proto(&e, &d, sizeof(huge), vl, 0, "overflows", "varint overflow");
     uint8_t big[] = {0xFF, 0xFF, 0xFF, 0xFF, 0x0F}; /* 2^32 - 1 >= n */
-    memcpy(e.ib + 12, big, sizeof(big));
-    expect_proto(&e, 12 + sizeof(big), vl, n, 0, "out of range", "varint huge index");
-    memcpy(e.ib + 12, save, 5);
+    memcpy(e.ib, big, sizeof(big));
+    expect_proto(&e, &d, sizeof(big), vl, 0, "out of range", "varint huge index");
+    memcpy(e.ib, save, 5);
     /* a count larger than the varints present */
-    e.ib[8] = 6;
-    expect_proto(&e, il, vl + 4, n, 0, "truncated", "varint count too large");
-    e.ib[8] = 5;
+    d.count = 6;
+    expect_proto(&e, &d, il, vl + 4, 0, "truncated", "varint count too large");
+    d.count = 5;
+    /* the encoder's varints decode only as varints */
+    d.enc = GV_IDX_BITMAP;
+    expect_proto(&e, &d, il, vl, 0, "holds 8 indices", "varint read as a bitmap");
+    d.enc = GV_IDX_VARINT;
 
     /* bitmap problems */
     GV_CHECK_OK(gv_sparse_encode(&s, GV_VAL_F32, GV_IDX_BITMAP, e.ib, e.icap, e.vb, e.vcap, &info));
     il = info.idx_len;
-    GV_CHECK_EQ(il, 12 + 5);
-    expect_proto(&e, il - 1, vl, n, 0, "truncated", "bitmap truncated");
-    e.ib[12] |= 0x01; /* index 0 too: popcount 6 != 5 */
-    expect_proto(&e, il, vl, n, 0, "header says", "bitmap popcount");
-    e.ib[12] &= (uint8_t)~0x01;
+    d = info.desc;
+    GV_CHECK_EQ(il, 5);
+    expect_proto(&e, &d, il - 1, vl, 0, "truncated", "bitmap truncated");
+    e.ib[0] |= 0x01; /* index 0 too: popcount 6 != 5 */
+    expect_proto(&e, &d, il, vl, 0, "description says", "bitmap popcount");
+    e.ib[0] &= (uint8_t)~0x01;
+    d.count = 41;
+    expect_proto(&e, &d, il, 164, 0, "exceeds", "bitmap count > n");
+    d.count = 5;
     /* n = 37: bits beyond n in the last byte */
     uint32_t i37[2] = {1, 36};
     struct gv_sparse s37 = mk(37, 2, i37, val);
     GV_CHECK_OK(gv_sparse_encode(&s37, GV_VAL_F32, GV_IDX_BITMAP, e.ib, e.icap, e.vb, e.vcap,
                                  &info));
-    e.ib[12 + 4] |= 0x40; /* bit 38 */
-    e.ib[8] = 3;
-    expect_proto(&e, info.idx_len, 12, 37, 0, "beyond n", "bitmap bit beyond n");
+    e.ib[4] |= 0x40; /* bit 38 */
+    d = info.desc;
+    d.count = 3;
+    expect_proto(&e, &d, info.idx_len, 12, 0, "beyond n", "bitmap bit beyond n");
 
-    /* dense: count must equal n */
+    /* dense: count must equal n, and there are no index bytes */
     float dv[40] = {0};
     struct gv_sparse sd = {.val = dv, .cap = 40, .count = 40, .n = 40, .dense = 1};
     GV_CHECK_OK(gv_sparse_encode(&sd, GV_VAL_F32, GV_IDX_AUTO, e.ib, e.icap, e.vb, e.vcap, &info));
-    GV_CHECK(info.enc == GV_IDX_DENSE && info.idx_len == 12 && info.val_len == 160);
-    e.ib[8] = 39;
-    expect_proto(&e, 12, 156, n, 0, "count 39 != n", "dense count");
-    e.ib[8] = 40;
+    GV_CHECK(info.desc.enc == GV_IDX_DENSE && info.idx_len == 0 && info.val_len == 160);
+    d = info.desc;
+    d.count = 39;
+    expect_proto(&e, &d, 0, 156, 0, "count 39 != n", "dense count");
+    d.count = 40;
+    expect_proto(&e, &d, 4, 160, 0, "trailing", "dense with index bytes");
 
     /* non-finite values with GV_DECODE_FINITE */
     val[2] = NAN;
     GV_CHECK_OK(gv_sparse_encode(&s, GV_VAL_F16, GV_IDX_VARINT, e.ib, e.icap, e.vb, e.vcap, &info));
-    expect_proto(&e, info.idx_len, info.val_len, n, GV_DECODE_FINITE, "not finite",
+    expect_proto(&e, &info.desc, info.idx_len, info.val_len, GV_DECODE_FINITE, "not finite",
                  "nan value");
-    GV_CHECK_OK(gv_sparse_decode_add(e.ib, info.idx_len, e.vb, info.val_len, n, 0, dense, NULL));
+    GV_CHECK_OK(gv_sparse_decode_add(&info.desc, e.ib, info.idx_len, e.vb, info.val_len, 0,
+                                     dense));
     val[2] = 3;
     /* decode into too small an output */
     uint32_t oi[4];
     float ov[4];
-    GV_CHECK_STATUS(gv_sparse_decode(e.ib, info.idx_len, e.vb, info.val_len, n, 0, oi, ov, 4,
-                                     NULL),
+    GV_CHECK_STATUS(gv_sparse_decode(&info.desc, e.ib, info.idx_len, e.vb, info.val_len, 0, oi,
+                                     ov, 4),
                     GV_ERR_INVAL);
     gv_log_set_cb(NULL, NULL);
     enc_free(&e);
 }
 
-/* Random mutations of valid encodings: every result is OK or PROTO, and an OK decode only
- * ever yields indices < n (ASan watches the reads and writes). */
+/* Random mutations of valid encodings and of their descriptions: every result is OK, PROTO or
+ * (for a count above the output's cap) INVAL, and an OK decode only ever yields indices below
+ * the described n (ASan watches the reads and writes). The described n is only ever lowered:
+ * the receiver's own n is what it sizes its buffers by. */
 static void test_fuzz(void)
 {
     const uint32_t n = 5000;
@@ -346,32 +389,39 @@ static void test_fuzz(void)
     for (int round = 0; round < 4000; round++) {
         enum gv_idx_enc enc = (enum gv_idx_enc)(1 + round % 3);
         GV_CHECK_OK(gv_cmp_select(c, x, n, cfs[round % 4], 0, 0, &s));
-        struct gv_sparse_info info;
+        struct gv_sparse_layout info;
         GV_CHECK_OK(gv_sparse_encode(&s, (round / 3) % 2 ? GV_VAL_F16 : GV_VAL_F32, enc, e.ib,
                                      e.icap, e.vb, e.vcap, &info));
         size_t il = info.idx_len, vl = info.val_len;
+        struct gv_sparse_desc d = info.desc;
         int muts = 1 + (int)gv_rng_below(&rng, 4);
         for (int m = 0; m < muts; m++) {
             uint32_t what = gv_rng_below(&rng, 4);
-            if (what == 0 && il > 0)
+            if (what == 0 && il > 0) {
                 e.ib[gv_rng_below(&rng, (uint32_t)il)] ^= (uint8_t)(1u << gv_rng_below(&rng, 8));
-            else if (what == 1 && il > 0)
-                e.ib[gv_rng_below(&rng, (uint32_t)GV_MIN(il, 12))] = (uint8_t)gv_rng_next(&rng);
-            else if (what == 2)
+            } else if (what == 1) {
+                switch (gv_rng_below(&rng, 4)) {
+                case 0: d.n = gv_rng_below(&rng, n + 1); break;
+                case 1: d.count = gv_rng_below(&rng, 2 * n + 1); break;
+                case 2: d.enc = (enum gv_idx_enc)((int)gv_rng_below(&rng, 6) - 1); break;
+                default: d.vt = (enum gv_val_type)gv_rng_below(&rng, 3); break;
+                }
+            } else if (what == 2) {
                 il = gv_rng_below(&rng, (uint32_t)il + 1);
-            else
+            } else {
                 vl = gv_rng_below(&rng, (uint32_t)vl + 1);
+            }
         }
         unsigned flags = round % 5 == 0 ? GV_DECODE_ALLOW_DUP : 0;
         uint32_t cnt_cap = 2 * n;
-        gv_status_t st = gv_sparse_decode(e.ib, il, e.vb, vl, n, flags, oi, ov, cnt_cap, &info);
+        gv_status_t st = gv_sparse_decode(&d, e.ib, il, e.vb, vl, flags, oi, ov, cnt_cap);
         if (st == GV_OK) {
             ok_count++;
             int in_range = 1;
-            for (uint32_t i = 0; i < info.count; i++)
-                in_range &= oi[i] < n;
+            for (uint32_t i = 0; i < d.count; i++)
+                in_range &= oi[i] < d.n;
             GV_CHECK(in_range);
-            GV_CHECK_OK(gv_sparse_decode_add(e.ib, il, e.vb, vl, n, flags, dense, NULL));
+            GV_CHECK_OK(gv_sparse_decode_add(&d, e.ib, il, e.vb, vl, flags, dense));
         } else if (st == GV_ERR_PROTO || st == GV_ERR_INVAL) {
             proto++;
         } else {

@@ -52,7 +52,7 @@ static void on_push(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t pl
 {
     uint64_t n = m->numel;
     /* round.c's receive buffer: the largest sparse push (bitmap) or a dense one */
-    size_t rcap = GV_SPARSE_HDR_LEN + (n + 7) / 8 + 4 * n + 64;
+    size_t rcap = (n + 7) / 8 + 4 * n + 64;
     struct gv_ps_decision d = {.level = gv_ps_level_from_proto(m->u.push.level), .cf_send = m->cf};
     bool dense;
     gv_status_t st = gv_ps_push_check(m, pl_len, m->shard, n, &d, rcap, &dense, NULL, 0);
@@ -70,9 +70,9 @@ static void on_push(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t pl
         for (uint64_t i = 0; i < n; i++)
             acc[i] += x[i];
     } else {
-        if (!scatter(rbuf, rcap, GV_SPARSE_HDR_LEN, pl, pl_len))
+        if (!scatter(rbuf, rcap, 0, pl, pl_len))
             abort();
-        st = gv_ps_sparse_add(rbuf, m, (uint32_t)n, acc);
+        st = gv_ps_sparse_add(m, rbuf, (uint32_t)n, acc);
         must_proto(st);
         if (st == GV_OK && count_nonzero(acc, n) > m->nnz)
             abort();
@@ -87,7 +87,7 @@ static void on_update(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t 
     uint64_t n = m->numel;
     const uint32_t T = 4;
     /* worker.c's per-shard buffer: the update side (a sparse update holds <= n/2 entries) */
-    size_t ucap = GV_SPARSE_HDR_LEN + 4 * n + 64;
+    size_t ucap = 4 * n + 64;
     bool dense;
     gv_status_t st = gv_ps_update_check(m, m->iteration, m->shard, n, ucap, accordion, T, &dense);
     must_proto(st);
@@ -103,9 +103,9 @@ static void on_update(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t 
             abort();
         memcpy(g, pl, (size_t)body);
     } else {
-        if (!scatter(ubuf, ucap, GV_SPARSE_HDR_LEN, pl, body))
+        if (!scatter(ubuf, ucap, 0, pl, body))
             abort();
-        st = gv_ps_sparse_add(ubuf, m, (uint32_t)n, g);
+        st = gv_ps_sparse_add(m, ubuf, (uint32_t)n, g);
         must_proto(st);
         if (st == GV_OK && count_nonzero(g, n) > m->nnz)
             abort();

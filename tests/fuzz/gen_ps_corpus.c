@@ -105,7 +105,7 @@ static void sparse_seed(const char *dir, const char *name, uint8_t mode, enum gv
         val[i] = 0.25f * (float)(i + 1) * (i % 2 ? -1.0f : 1.0f);
     }
     struct gv_sparse sp = {.idx = idx, .val = val, .cap = count, .count = count, .n = n};
-    struct gv_sparse_info info;
+    struct gv_sparse_layout info;
     if (gv_sparse_encode(&sp, vt, ie, idx_buf, sizeof(idx_buf), val_buf, sizeof(val_buf),
                          &info) != GV_OK) {
         fprintf(stderr, "gen_ps_corpus: sparse encode failed (%s)\n", name);
@@ -118,15 +118,9 @@ static void sparse_seed(const char *dir, const char *name, uint8_t mode, enum gv
     m.shard = 1;
     m.dtype = GV_PROTO_DTYPE_F32;
     m.numel = n;
-    m.nnz = count;
     m.cf = 10;
-    enum gv_proto_enc pe = info.enc == GV_IDX_RAW32    ? GV_PROTO_ENC_U32
-                           : info.enc == GV_IDX_VARINT ? GV_PROTO_ENC_DELTA_VARINT
-                                                       : GV_PROTO_ENC_BITMAP;
-    size_t il = info.idx_len - GV_SPARSE_HDR_LEN;
-    gv_proto_seg_add(&m, GV_PROTO_SEG_INDICES, pe, count, il);
-    gv_proto_seg_add(&m, GV_PROTO_SEG_VALUES, vt == GV_VAL_F16 ? GV_PROTO_ENC_F16 : GV_PROTO_ENC_F32,
-                     count, info.val_len);
+    enum gv_proto_enc pe = gv_ps_sparse_segs(&m, &info); /* the segments and nnz (count) */
+    size_t il = info.idx_len;
     if (type == GV_PROTO_MSG_PUSH) {
         m.u.push.level = GV_PROTO_LEVEL_FLOOR;
         m.u.push.index_enc = pe;
@@ -137,7 +131,7 @@ static void sparse_seed(const char *dir, const char *name, uint8_t mode, enum gv
     }
     static uint8_t pl[1 << 17];
     size_t pl_len = 0;
-    memcpy(pl, idx_buf + GV_SPARSE_HDR_LEN, il);
+    memcpy(pl, idx_buf, il);
     pl_len += il;
     memcpy(pl + pl_len, val_buf, info.val_len);
     pl_len += info.val_len;

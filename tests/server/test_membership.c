@@ -194,7 +194,7 @@ static void fake_run(struct world *x, struct fake *f)
     struct gv_sparse sp = {.idx = idx, .val = val, .cap = 3, .count = 3,
                            .n = (uint32_t)f->c[1].numel};
     uint8_t ib[256], vb[64];
-    struct gv_sparse_info info;
+    struct gv_sparse_layout info;
     GV_CHECK_OK(gv_sparse_encode(&sp, GV_VAL_F32, GV_IDX_RAW32, ib, sizeof(ib), vb, sizeof(vb),
                                  &info));
     struct gv_proto_msg m;
@@ -209,11 +209,9 @@ static void fake_run(struct world *x, struct fake *f)
     m.cf = 4;
     m.u.push.level = GV_PROTO_LEVEL_FLOOR;
     m.u.push.index_enc = GV_PROTO_ENC_U32;
-    gv_proto_seg_add(&m, GV_PROTO_SEG_INDICES, GV_PROTO_ENC_U32, 3, info.idx_len -
-                     GV_SPARSE_HDR_LEN);
+    gv_proto_seg_add(&m, GV_PROTO_SEG_INDICES, GV_PROTO_ENC_U32, 3, info.idx_len);
     gv_proto_seg_add(&m, GV_PROTO_SEG_VALUES, GV_PROTO_ENC_F32, 3, info.val_len);
-    struct gv_iov pl[2] = {{ib + GV_SPARSE_HDR_LEN, info.idx_len - GV_SPARSE_HDR_LEN},
-                           {vb, info.val_len}};
+    struct gv_iov pl[2] = {{ib, info.idx_len}, {vb, info.val_len}};
     GV_CHECK_OK(gv_ps_link_send(&f->c[1].link, &m, pl, 2, NULL));
     end = gv_now_ns() + 2000000000ull;
     while (gv_now_ns() < end && !gv_ps_link_idle(&f->c[1].link))

@@ -261,10 +261,10 @@ static size_t plan_bytes(const uint32_t *idx, const float *val, uint32_t count, 
 {
     struct gv_sparse sp = {.idx = (uint32_t *)(uintptr_t)idx, .val = (float *)(uintptr_t)val,
                            .cap = count, .count = count, .n = n};
-    struct gv_sparse_info info;
+    struct gv_sparse_layout info;
     if (gv_sparse_plan(&sp, vt, GV_IDX_AUTO, &info) != GV_OK)
         return (size_t)-1;
-    return info.idx_len - GV_SPARSE_HDR_LEN + info.val_len;
+    return info.idx_len + info.val_len;
 }
 
 /* Worker w's residual checkpoint of iteration it holds exactly the reference residual. */
