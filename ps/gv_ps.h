@@ -318,8 +318,7 @@ gv_status_t gv_ps_idx_enc_from_proto(enum gv_proto_enc enc, enum gv_idx_enc *out
 enum gv_proto_enc gv_ps_val_type_to_proto(enum gv_val_type vt);
 gv_status_t gv_ps_val_type_from_proto(enum gv_proto_enc enc, enum gv_val_type *out);
 
-
-/* Checksum of a float range (the drift check in UPDATE): a 64-bit hash of the bit patterns,
+/* What an update means (wire.c). Checksum of a float range (the drift check in UPDATE): a 64-bit hash of the bit patterns,
  * four independent lanes, so it runs near memory speed. Identical inputs give identical
  * checksums on every host. */
 uint64_t gv_ps_checksum(const float *p, size_t n);
@@ -328,12 +327,7 @@ uint64_t gv_ps_checksum(const float *p, size_t n);
  * definition used by the server and by the tests' reference. */
 void gv_ps_average(float *x, size_t n, uint32_t num_workers);
 
-/* Peak resident set size (VmHWM) and current RSS (VmRSS) of this process, bytes; 0 when
- * /proc/self/status cannot be read. */
-uint64_t gv_ps_peak_rss(void);
-uint64_t gv_ps_rss(void);
-
-/* Bytes on the wire per iteration, by compression factor: prefix + header + payload of every
+/* Bytes on the wire per iteration (link.c), by compression factor: prefix + header + payload of every
  * PUSH and UPDATE (and of the resync MODELs) of the iterations sent at that CF. */
 #define GV_PS_MAX_CF_BUCKETS 80
 struct gv_ps_cf_bytes {
@@ -357,6 +351,10 @@ void gv_ps_bytes_add(struct gv_ps_bytes *b, double cf, uint64_t sent, uint64_t r
 void gv_ps_bytes_describe(const struct gv_ps_bytes *b, void (*fn)(const char *line, void *arg),
                           void *arg);
 
+/* util.c: peak resident set size (VmHWM) and current RSS (VmRSS) of this process, bytes; 0
+ * when /proc/self/status cannot be read. */
+uint64_t gv_ps_peak_rss(void);
+uint64_t gv_ps_rss(void);
 /* Human-readable size: "1.5 MiB", "312 B". */
 void gv_ps_fmt_bytes(double bytes, char *out, size_t len);
 

@@ -87,6 +87,53 @@ gv_status_t gv_ps_link_send(struct gv_ps_link *l, const struct gv_proto_msg *m,
     return GV_OK;
 }
 
+/* ---------------------------------------------------------------- byte accounting */
+
+void gv_ps_bytes_add(struct gv_ps_bytes *b, double cf, uint64_t sent, uint64_t recv,
+                     uint64_t payload_sent)
+{
+    uint32_t i = 0;
+    while (i < b->n && b->by_cf[i].cf != cf)
+        i++;
+    if (i == b->n) {
+        if (b->n == GV_PS_MAX_CF_BUCKETS)
+            i = GV_PS_MAX_CF_BUCKETS - 1;
+        else
+            b->by_cf[b->n++].cf = cf;
+    }
+    b->by_cf[i].iters++;
+    b->by_cf[i].sent += sent;
+    b->by_cf[i].recv += recv;
+    b->by_cf[i].payload_sent += payload_sent;
+    b->iter_sent += sent;
+    b->iter_recv += recv;
+}
+
+void gv_ps_bytes_describe(const struct gv_ps_bytes *b, void (*fn)(const char *line, void *arg),
+                          void *arg)
+{
+    /* ascending CF */
+    uint32_t order[GV_PS_MAX_CF_BUCKETS];
+    for (uint32_t i = 0; i < b->n; i++)
+        order[i] = i;
+    for (uint32_t i = 1; i < b->n; i++)
+        for (uint32_t j = i; j > 0 && b->by_cf[order[j - 1]].cf > b->by_cf[order[j]].cf; j--) {
+            uint32_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (uint32_t k = 0; k < b->n; k++) {
+        const struct gv_ps_cf_bytes *c = &b->by_cf[order[k]];
+        char s[32], r[32], line[200];
+        double it = c->iters ? (double)c->iters : 1.0;
+        gv_ps_fmt_bytes((double)c->sent / it, s, sizeof(s));
+        gv_ps_fmt_bytes((double)c->recv / it, r, sizeof(r));
+        snprintf(line, sizeof(line), "  CF %7.1f: %6" PRIu64 " iterations, sent %s/iter, "
+                 "received %s/iter", c->cf, c->iters, s, r);
+        fn(line, arg);
+    }
+}
+
 /* ---------------------------------------------------------------- receiving */
 
 /* A decoded header keeps pointers into the arena, which the next decode of any connection
