@@ -43,7 +43,11 @@ cleanup() {
         stop_pid "$lp" # launch stops its children
         pkill -KILL -s "$lp" 2>/dev/null
     fi
-    if [ $fails -eq 0 ]; then rm -rf "$tmp"; else echo "test_e2e_prometheus: files kept in $tmp" >&2; fi
+    if [ $fails -eq 0 ]; then
+        rm -rf "$tmp"
+    else
+        echo "test_e2e_prometheus: files kept in $tmp" >&2
+    fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -116,7 +120,8 @@ pp=$!
 api="" # http://127.0.0.1:PORT: the port the kernel gave, read back from the socket table
 for _ in $(seq 1 300); do
     port=$(ss -Hltnp 2>/dev/null | grep "pid=$pp," | awk '{ print $4 }' | sed 's/.*://' | head -n 1)
-    if [ -n "$port" ] && curl -sf --noproxy '*' -m 2 "http://127.0.0.1:$port/-/ready" >/dev/null; then
+    if [ -n "$port" ] &&
+        curl -sf --noproxy '*' -m 2 "http://127.0.0.1:$port/-/ready" >/dev/null; then
         api=http://127.0.0.1:$port
         break
     fi

@@ -146,7 +146,8 @@ start_job() {
     common=$(job_common "$1" "$tmp/rdv" | sed "s| --num-servers 2 --rendezvous-dir [^ ]*||")
     cat >"$tmp/job.conf" <<EOF
 0-1 $bin/gravac-server $common --bind 127.0.0.1:0 --dump-params $tmp/server%o.bin
-2-4 $bin/gravac-worker $common --quiet --metrics-file $tmp/worker%o.jsonl --dump-params $tmp/worker%o.bin
+2-4 $bin/gravac-worker $common --quiet --metrics-file $tmp/worker%o.jsonl \
+    --dump-params $tmp/worker%o.bin
 EOF
     # -O: 5 tasks on this machine's CPUs; -t: Slurm's own bound on the job (minutes)
     srun -O -n 5 -t 2 --multi-prog "$tmp/job.conf" >"$tmp/out" 2>&1 &
@@ -172,8 +173,9 @@ job)
     wait_job 100
     [ "$rc" -eq 0 ] || fail "srun exited $rc"
     for s in 0 1; do
-        grep -q "gravac\[server$s\] .* gravac-server $s of 2 (rank from SLURM_PROCID=$s), 3 workers" \
-            "$tmp/out" || fail "server $s did not take its rank from SLURM_PROCID"
+        want="gravac-server $s of 2 (rank from SLURM_PROCID=$s), 3 workers"
+        grep -q "gravac\[server$s\] .* $want" "$tmp/out" ||
+            fail "server $s did not take its rank from SLURM_PROCID"
         grep -q "server $s: job finished after 600 iterations" "$tmp/out" ||
             fail "server $s did not finish the job"
     done
@@ -195,8 +197,8 @@ kill)
     awk -v s="$secs" 'BEGIN { exit !(s < 5) }' || fail "the job took $secs s to end"
     [ "$rc" -eq 137 ] || fail "srun exited $rc (documented: 137, the killed task's 128 + 9)"
     grep -q "srun: error: .*: task 3: Killed" "$tmp/out" || fail "srun does not name task 3"
-    grep -q "server 0: aborting the job at iteration [0-9]*: \(server 1: \)\?worker 1 (.*) is dead" \
-        "$tmp/out" || fail "server 0 does not name worker 1 as dead"
+    want="server 0: aborting the job at iteration [0-9]*: \(server 1: \)\?worker 1 (.*) is dead"
+    grep -q "$want" "$tmp/out" || fail "server 0 does not name worker 1 as dead"
     sleep 0.2
     left=$(pgrep -f -- "gravac-.*$tmp/" | tr '\n' ' ')
     [ -z "$left" ] || fail "processes left running: $left"
