@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_e2e_mpirun.sh BIN_DIR job|kill: gravac under Open MPI's mpirun, as docs/operations.md
+# test_e2e_mpirun.sh BIN_DIR job|kill|stop: gravac under Open MPI's mpirun, as docs/operations.md
 # deploys it (MPMD: `mpirun -np 2 gravac-server ... : -np 3 gravac-worker ...`; the ranks and
 # the worker count come from OMPI_COMM_WORLD_RANK / _SIZE, the servers' addresses from a
 # rendezvous directory, ports picked by the kernel).
@@ -10,6 +10,9 @@
 #         1 (a gravac process's "job failed" status reached it first) or 137 (it saw the
 #         killed rank first), with its message; the servers name the dead worker; nothing is
 #         left running
+#   stop  SIGTERM to server 1 with `--mca orte_abort_on_non_zero_status 0`: every process
+#         stops on request at one iteration (exit 3), both shards' final checkpoints complete
+#         (mpirun, left out of the ending, exits 0)
 # SKIP (77) without mpirun (scripts/setup.sh installs openmpi-bin).
 set -u
 bin=$(cd "$1" && pwd)
@@ -44,12 +47,16 @@ trap 'exit 130' INT TERM
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated
 mkdir "$tmp/rdv"
 
-# start_job ITERATIONS: mpirun in the background (pid in $mp), its output in $tmp/out
+# start_job ITERATIONS [more options for every process]: mpirun in the background (pid in
+# $mp), its output in $tmp/out; mpirun's own options in the array mca
+mca=()
 start_job() {
     local common
     common=$(job_common "$1" "$tmp/rdv")
+    shift
+    common="$common $*"
     # shellcheck disable=SC2086 # the option strings are split on purpose
-    setsid mpirun --oversubscribe --timeout 100 \
+    setsid mpirun "${mca[@]}" --oversubscribe --timeout 100 \
         -np 2 "$bin/gravac-server" $common --bind 127.0.0.1:0 \
         --dump-params "$tmp/server%r.bin" \
         : -np 3 "$bin/gravac-worker" $common --quiet --metrics-file "$tmp/worker%r.jsonl" \
@@ -123,6 +130,26 @@ kill)
     sleep 0.2
     left=$(pgrep -f -- "gravac-.*$tmp/" | tr '\n' ' ')
     [ -z "$left" ] || fail "processes left running: $left"
+    ;;
+stop)
+    # the documented way to stop a job under mpirun with its final checkpoint: SIGTERM to one
+    # gravac process, mpirun told to leave the ending to gravac (docs/operations.md, section 4)
+    mca=(--mca orte_abort_on_non_zero_status 0)
+    start_job 100000000 --checkpoint-dir "$tmp/ckpt" --checkpoint-every 1000000
+    job_wait_iter 0 200 30 || fail "worker 0 did not reach iteration 200 within 30 s"
+    victim=$(job_pid_with_env OMPI_COMM_WORLD_RANK 1)
+    [ -n "$victim" ] || fail "server 1 (world rank 1) not found"
+    [ -n "$victim" ] && kill -TERM "$victim"
+    wait_job 20
+    [ "$rc" -eq 0 ] || fail "mpirun exited $rc (with orte_abort_on_non_zero_status 0: 0)"
+    [ "$(grep -c ': exit status 3 (stopped on request)\|: stopped on request at iteration' \
+        "$tmp/out")" -eq 5 ] || fail "not every process stopped on request (exit status 3)"
+    it=$(grep -o "server 0: stopping the job at iteration [0-9]*" "$tmp/out" | grep -o '[0-9]*$')
+    for s in 0 1; do
+        f=$(printf '%s/ckpt/shard%04d-iter%012d.gvckpt' "$tmp" "$s" "${it:-0}")
+        [ -s "$f" ] || fail "no final checkpoint of shard $s at iteration ${it:-?}"
+    done
+    ls "$tmp/ckpt"/.tmp-* >/dev/null 2>&1 && fail "a checkpoint write was cut short"
     ;;
 *)
     echo "test_e2e_mpirun: unknown scenario $scenario" >&2

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_e2e_slurm.sh BIN_DIR job|kill: gravac under Slurm's srun --multi-prog, as
+# test_e2e_slurm.sh BIN_DIR job|kill|cancel: gravac under Slurm's srun --multi-prog, as
 # docs/operations.md deploys it, on a one-node Slurm cluster this test starts itself: slurmctld
 # and slurmd (Debian's slurm-wlm 22.05) with their own configuration, state and spool in a
 # temporary directory, ports picked free on loopback, no munge (auth/none: nothing outside this
@@ -9,6 +9,9 @@
 #         worker's parameters equal the servers' shards, the same CF sequence everywhere
 #   kill  SIGKILL worker 1 (task 3) mid-run: srun ends within a bound, exits 137 and says
 #         "task 3: Killed"; the servers name the dead worker; nothing is left running
+#   cancel  scancel the job mid-run (Slurm's SIGTERM to every task, as on a time limit or a
+#         preemption): every task stops at one iteration and exits 3, srun exits 3, both
+#         shards are checkpointed at that iteration
 # SKIP (77) without the Slurm programs (scripts/setup.sh installs them) or without root
 # (slurmd starts the tasks as their user). The controller and the node daemon, the job, and
 # every process the test started are stopped on exit, failure or interrupt.
@@ -137,13 +140,15 @@ fi
 mkdir "$tmp/rdv"
 export GV_NUM_SERVERS=2 GV_RENDEZVOUS_DIR=$tmp/rdv
 
-# start_job ITERATIONS: srun in the background (pid in $sp), its output in $tmp/out. A
+# start_job: srun in the background (pid in $sp), its output in $tmp/out. A
 # multi-prog line is not expanded by a shell and Slurm replaces %-sequences in it itself
 # (%o: the task's offset within its line, here its rank within the role), so the dump
 # files are named with %o, not gravac's %r.
-start_job() {
+start_job() { # start_job ITERATIONS [more options for every process]
     local common
     common=$(job_common "$1" "$tmp/rdv" | sed "s| --num-servers 2 --rendezvous-dir [^ ]*||")
+    shift
+    common="$common $*"
     cat >"$tmp/job.conf" <<EOF
 0-1 $bin/gravac-server $common --bind 127.0.0.1:0 --dump-params $tmp/server%o.bin
 2-4 $bin/gravac-worker $common --quiet --metrics-file $tmp/worker%o.jsonl \
@@ -202,6 +207,33 @@ kill)
     sleep 0.2
     left=$(pgrep -f -- "gravac-.*$tmp/" | tr '\n' ' ')
     [ -z "$left" ] || fail "processes left running: $left"
+    ;;
+cancel)
+    start_job 100000000 --checkpoint-dir "$tmp/ckpt" --checkpoint-every 1000000
+    job_wait_iter 0 200 30 || fail "worker 0 did not reach iteration 200 within 30 s"
+    id=$(squeue -h -o %A | head -n 1)
+    [ -n "$id" ] || fail "no job in squeue"
+    t0=$(date +%s%N)
+    [ -n "$id" ] && scancel "$id"
+    wait_job 40
+    secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+    echo "test_e2e_slurm: srun ended $secs s after scancel, exit status $rc"
+    # Slurm sends SIGTERM first and SIGKILL only after KillWait (30 s): gravac must be done
+    # long before
+    awk -v s="$secs" 'BEGIN { exit !(s < 10) }' || fail "the job took $secs s to stop"
+    [ "$rc" -eq 3 ] || fail "srun exited $rc (documented: 3, stopped on request)"
+    grep -q "srun: error: .*: tasks 0-4: Exited with exit code 3" "$tmp/out" ||
+        fail "srun does not say that every task exited 3"
+    for s in 0 1; do
+        grep -q "gravac-server $s: exit status 3 (stopped on request)" "$tmp/out" ||
+            fail "server $s did not stop on request"
+    done
+    # both shards checkpointed at the one iteration the job stopped at
+    it=$(grep -o "server 0: stopping the job at iteration [0-9]*" "$tmp/out" | grep -o '[0-9]*$')
+    for s in 0 1; do
+        f=$(printf '%s/ckpt/shard%04d-iter%012d.gvckpt' "$tmp" "$s" "${it:-0}")
+        [ -s "$f" ] || fail "no checkpoint of shard $s at iteration ${it:-?}"
+    done
     ;;
 *)
     echo "test_e2e_slurm: unknown scenario $scenario" >&2
