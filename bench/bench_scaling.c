@@ -7,6 +7,7 @@
  * perfect-scaling line and the three regimes classified from the measured slopes.
  * The validation set is the end of the training file; the test set is never read. */
 #include "bench.h"
+#include "bench_progress.h"
 #include "bench_train.h"
 #include "gv_nn.h"
 
@@ -41,6 +42,8 @@ struct sc_opts {
     char out[512];
     bool plots;
     char plot_fmt[8];
+    enum bp_mode progress;  /* --progress (--quiet: off) */
+    double progress_every;  /* --progress-every S (0: the default for the output) */
 };
 
 /* diverged: a non-finite or exploding (> 1e3) training loss, or a non-finite validation loss;
@@ -83,6 +86,18 @@ struct sc_data {
     struct gv_nn_dataset train, val; /* views into all (not owned) */
 };
 
+/* Where the study is, for the progress line. */
+struct sc_prog {
+    struct bp bp;
+    int bi, nb;             /* the batch size going on (0-based), of */
+    int done;               /* batch sizes finished, and their total time */
+    double done_s;
+    double tb0;             /* gv_now_s() at this batch size's start */
+    int stage, running, n;  /* the stage, its trials still running, of */
+    int64_t at, budget;     /* the step its trials run to next, and the step budget */
+    double samples;         /* trained in this batch size so far, over every trial */
+};
+
 /* ---------------------------------------------------------------- options */
 
 static void sc_usage(FILE *f)
@@ -110,7 +125,14 @@ static void sc_usage(FILE *f)
             "  --eval-growth X      and at least this relative step growth (default 0.05)\n"
             "  --data-dir DIR       Fashion-MNIST (default " GV_NN_FASHION_MNIST_DIR ")\n"
             "  --out DIR            results (default bench-scaling)\n"
-            "  --plot-format F      png | svg (default png); --no-plots\n");
+            "  --plot-format F      png | svg (default png); --no-plots\n"
+            "  --progress MODE      auto | on | off: where the study is (batch size i of n,\n"
+            "                       stage, trials running, step, samples/s, elapsed, estimated\n"
+            "                       remaining) on stderr; auto (default): on a terminal only,\n"
+            "                       redrawn in place; on: also into a file, one line per update\n"
+            "  --progress-every S   seconds between updates (default 0.5 on a terminal, 10\n"
+            "                       otherwise)\n"
+            "  --quiet              no progress (--progress off)\n");
 }
 
 static int sc_ints(const char *s, int *out, int cap)
@@ -153,6 +175,8 @@ static int sc_parse(int argc, char **argv, struct sc_opts *o)
         {"out", required_argument, NULL, 'o'},      {"plot-format", required_argument, NULL, 'f'},
         {"no-plots", no_argument, NULL, 'P'},       {"help", no_argument, NULL, 'h'},
         {"no-transfer", no_argument, NULL, 'X'},
+        {"progress", required_argument, NULL, 'p'},
+        {"progress-every", required_argument, NULL, 'U'}, {"quiet", no_argument, NULL, 'q'},
         {NULL, 0, NULL, 0}};
     *o = (struct sc_opts){.model = GV_NN_MLP, .trials = 8, .refine = 4, .transfer = true,
                           .goal = 0.13,
@@ -193,6 +217,9 @@ static int sc_parse(int argc, char **argv, struct sc_opts *o)
             break;
         case 'P': o->plots = false; break;
         case 'X': o->transfer = false; break;
+        case 'p': bad |= bp_mode_parse(optarg, &o->progress) != GV_OK; break;
+        case 'U': o->progress_every = strtod(optarg, &end); break;
+        case 'q': o->progress = BP_OFF; break;
         case 'h': sc_usage(stdout); exit(0);
         default: return -1;
         }
@@ -203,6 +230,7 @@ static int sc_parse(int argc, char **argv, struct sc_opts *o)
         o->refine < 0 || o->trials + o->refine + 2 > SC_MAX_TRIALS ||
         !(o->goal > 0 && o->goal < 1) ||
         !(o->max_epochs > 0 && o->max_epochs <= 1000) || o->val < 100 || o->threads < 1 ||
+        !(o->progress_every >= 0 && o->progress_every <= 3600) ||
         o->threads > 64 || o->eval_samples < 1 || !(o->eval_growth >= 0 && o->eval_growth < 1) ||
         o->model == GV_NN_LSTM)
         return -1;
@@ -385,13 +413,33 @@ static gv_status_t sc_turn(const struct sc_data *d, struct sc_run *r, struct sc_
     return status;
 }
 
+/* The progress line: batch size i of n, the stage, its trials, the step, samples/s; the time
+ * left is the mean time of the finished batch sizes times those left (unknown before the
+ * first ends; rough: a larger batch size usually takes longer). */
+static void sc_progress(struct sc_prog *pg, int b, bool force)
+{
+    if (!pg->bp.on)
+        return;
+    double b_s = gv_now_s() - pg->tb0, mean = pg->done > 0 ? pg->done_s / pg->done : -1;
+    double left = mean < 0 ? -1 : GV_MAX(0.0, mean - b_s) + (pg->nb - pg->bi - 1) * mean;
+    if (pg->at == 0)
+        bp_update(&pg->bp, force, left, "batch size %d/%d (B %d): starting", pg->bi + 1, pg->nb,
+                  b);
+    else
+        bp_update(&pg->bp, force, left, "batch size %d/%d (B %d), stage %d: %d of %d trials "
+                  "running, step %lld/%lld, %.0f samples/s", pg->bi + 1, pg->nb, b, pg->stage,
+                  pg->running, pg->n, (long long)pg->at, (long long)pg->budget,
+                  b_s > 0 ? pg->samples / b_s : 0.0);
+}
+
 /* Runs the n trials of one stage in lockstep, one evaluation interval at a time (every
  * trial is evaluated at the same steps): the first evaluation where any trial is below the
  * goal gives the steps to the goal, and the others stop there (pruned: none of them can
  * reach it sooner). Trials also stop when they diverge, at the step budget, and at
  * best_before (a previous stage's result they could not beat). */
 static gv_status_t sc_stage(const struct sc_opts *o, const struct sc_data *d, struct sc_run *r,
-                            struct sc_trial *t, int n, int64_t best_before, int *winner_p)
+                            struct sc_trial *t, int n, int64_t best_before, int *winner_p,
+                            struct sc_prog *pg)
 {
     struct sc_state st[SC_MAX_TRIALS];
     struct gv_optim_cfg oc[SC_MAX_TRIALS];
@@ -413,8 +461,13 @@ static gv_status_t sc_stage(const struct sc_opts *o, const struct sc_data *d, st
     int64_t budget = (int64_t)ceil(o->max_epochs * (double)d->train.n / (double)b);
     int64_t at = 0;
     *winner_p = -1;
+    pg->n = n;
+    pg->budget = budget;
     while (status == GV_OK && alive > 0) {
         at = GV_MIN(sc_next_eval(o, b, at), budget);
+        pg->at = at;
+        pg->running = alive;
+        sc_progress(pg, b, false);
         if (best_before > 0 && at >= best_before) {
             for (int i = 0; i < n; i++)
                 if (st[i].alive)
@@ -426,7 +479,10 @@ static gv_status_t sc_stage(const struct sc_opts *o, const struct sc_data *d, st
             if (!st[i].alive)
                 continue;
             double err;
+            int64_t before = t[i].steps;
             status = sc_turn(d, r, &st[i], &t[i], &oc[i], at, &err);
+            pg->samples += (double)(t[i].steps - before) * b;
+            sc_progress(pg, b, false);
             if (status != GV_OK || t[i].outcome == SC_DIVERGED || t[i].outcome == SC_STALLED) {
                 st[i].alive = false;
                 alive--;
@@ -486,7 +542,7 @@ static void sc_print_trial(const struct sc_trial *t)
  * not missed at B by the coarse quasi-random search. */
 static gv_status_t sc_batch(const struct sc_opts *o, const struct sc_data *d, int b,
                             const struct sc_best *prev, struct sc_trial *trials, int *n_trials,
-                            struct sc_best *best)
+                            struct sc_best *best, struct sc_prog *pg)
 {
     struct sc_run run;
     gv_status_t status = sc_run_init(o, d, b, &run);
@@ -529,7 +585,9 @@ static gv_status_t sc_batch(const struct sc_opts *o, const struct sc_data *d, in
                      &t[i].momentum);
         }
         int win = -1;
-        status = sc_stage(o, d, &run, t, n, best->steps, &win);
+        pg->stage = stage;
+        status = sc_stage(o, d, &run, t, n, best->steps, &win, pg);
+        bp_clear(&pg->bp);
         for (int i = 0; i < n && status == GV_OK; i++) {
             sc_print_trial(&t[i]);
             if (t[i].outcome != SC_DIVERGED && t[i].outcome != SC_STALLED &&
@@ -872,12 +930,23 @@ int gv_bench_scaling_main(int argc, char **argv)
     gv_status_t status = trials == NULL ? GV_ERR_NOMEM : GV_OK;
     int nb = 0;
     const struct sc_best *prev = NULL;
+    struct sc_prog pg = {.nb = o.n_b};
+    bp_init(&pg.bp, o.progress, o.progress_every, stderr);
     for (int i = 0; i < o.n_b && status == GV_OK; i++) {
-        status = sc_batch(&o, &d, o.batches[i], prev, trials, &nt, &best[i]);
+        pg.bi = i;
+        pg.tb0 = gv_now_s();
+        pg.samples = 0;
+        pg.stage = 1;
+        pg.at = pg.running = 0;
+        sc_progress(&pg, o.batches[i], true);
+        status = sc_batch(&o, &d, o.batches[i], prev, trials, &nt, &best[i], &pg);
+        pg.done++;
+        pg.done_s += gv_now_s() - pg.tb0;
         nb = i + 1;
         if (best[i].steps > 0)
             prev = &best[i];
     }
+    bp_clear(&pg.bp);
     if (status == GV_ERR_CLOSED) {
         fprintf(stderr, "gravac-bench scaling: interrupted\n");
         rc = 130;

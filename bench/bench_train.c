@@ -70,6 +70,13 @@ static void bt_usage(FILE *f)
             "  --iperf S            measure each shaped link with iperf3 for S s (default 2;\n"
             "                       0: off)\n"
             "  --plot-format F      png | svg (default png); --no-plots\n"
+            "  --progress MODE      auto | on | off: where the bench is (run i of n, method,\n"
+            "                       link, iteration, it/s, elapsed, estimated remaining) on\n"
+            "                       stderr; auto (default): on a terminal only, redrawn in\n"
+            "                       place; on: also into a file, one line per update\n"
+            "  --progress-every S   seconds between updates (default 0.5 on a terminal, 10\n"
+            "                       otherwise)\n"
+            "  --quiet              no progress (--progress off)\n"
             "Job options default to '" BT_DEFAULT_JOB " --lr-schedule step:S'\n"
             "with S = 3/4 of --steps.\n");
 }
@@ -159,6 +166,8 @@ static int bt_parse(int argc, char **argv, struct bt_opts *o)
         {"iperf", required_argument, NULL, 'i'},     {"plot-format", required_argument, NULL, 'f'},
         {"no-plots", no_argument, NULL, 'P'},        {"help", no_argument, NULL, 'h'},
         {"also-targets", required_argument, NULL, 'X'},
+        {"progress", required_argument, NULL, 'p'},
+        {"progress-every", required_argument, NULL, 'U'}, {"quiet", no_argument, NULL, 'q'},
         {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof(*o));
     *o = (struct bt_opts){.servers = 2, .workers = 4, .repeats = 2, .seed = 1, .target = 0.87,
@@ -219,6 +228,9 @@ static int bt_parse(int argc, char **argv, struct bt_opts *o)
             snprintf(o->plot_fmt, sizeof(o->plot_fmt), "%s", optarg);
             break;
         case 'P': o->plots = false; break;
+        case 'p': bad |= bp_mode_parse(optarg, &o->progress) != GV_OK; break;
+        case 'U': o->progress_every = strtod(optarg, &end); break;
+        case 'q': o->progress = BP_OFF; break;
         case 'X':
             for (const char *p = optarg; *p != '\0' && !bad;) {
                 double v = strtod(p, &end);
@@ -271,7 +283,8 @@ static int bt_parse(int argc, char **argv, struct bt_opts *o)
     if (bad || o->n_rates < 1 || o->n_methods < 1 || o->servers < 1 || o->workers < 1 ||
         o->servers + o->workers > BT_MAX_NODES || o->repeats < 1 ||
         o->repeats > BT_MAX_REPEATS || !(o->target > 0 && o->target <= 1) || o->steps < 1 ||
-        o->eval_every < 1 || o->run_timeout_s < 1 || o->iperf_secs < 0 || o->iperf_secs > 60)
+        o->eval_every < 1 || o->run_timeout_s < 1 || o->iperf_secs < 0 || o->iperf_secs > 60 ||
+        !(o->progress_every >= 0 && o->progress_every <= 3600))
         return -1;
     return 0;
 }
@@ -281,6 +294,13 @@ static int bt_parse(int argc, char **argv, struct bt_opts *o)
 struct bt_ctx {
     const struct bt_opts *o;
     bool netns;
+    struct bp bp;            /* the progress line */
+    int run, n_runs;         /* the run going on (1-based), of */
+    int runs_done;           /* runs finished, and their total time */
+    double runs_s;
+    double run_t0;           /* gv_now_s() at this run's start */
+    long it0;                /* the first iteration seen in this run (-1: none yet), when */
+    double it_t0;
 };
 
 /* argv of one process: [ip netns exec NS] BIN job method common role-specific */
@@ -349,8 +369,42 @@ static void bt_log_tail(const char *path, char *out, size_t len)
     snprintf(out, len, "%s", last);
 }
 
+/* Where the bench is: run i of n, what it runs, worker 0's iteration and rate, and the time
+ * left: this run's rest at its measured rate plus the runs to come at the mean time of those
+ * done (or of this one, while none is). */
+static void bt_progress(struct bt_ctx *x, const struct bt_result *r, bool force)
+{
+    if (!x->bp.on)
+        return;
+    const struct bt_opts *o = x->o;
+    double now = gv_now_s(), run_s = now - x->run_t0, rate = 0, run_est = -1;
+    long it = bt_last_iter(r->dir, 0);
+    if (it >= 0 && x->it0 < 0) {
+        x->it0 = it;
+        x->it_t0 = now;
+    }
+    if (it > x->it0 && now > x->it_t0) /* from the first sighting: start-up excluded */
+        rate = (double)(it - x->it0) / (now - x->it_t0);
+    else if (it >= 0 && run_s > 0) /* one sighting so far */
+        rate = (double)(it + 1) / run_s;
+    if (rate > 0)
+        run_est = run_s + (double)((long)o->steps - it - 1) / rate;
+    else if (x->runs_done > 0)
+        run_est = x->runs_s / x->runs_done;
+    double mean = x->runs_done > 0 ? x->runs_s / x->runs_done : run_est;
+    double left = run_est < 0 ? -1 : GV_MAX(0.0, run_est - run_s) + (x->n_runs - x->run) * mean;
+    char what[200];
+    if (it < 0)
+        snprintf(what, sizeof(what), "starting");
+    else
+        snprintf(what, sizeof(what), "iteration %ld/%llu (%.0f%%), %.1f it/s", it + 1,
+                 (unsigned long long)o->steps, 100.0 * (double)(it + 1) / (double)o->steps, rate);
+    bp_update(&x->bp, force, left, "run %d/%d [%s] %s r%d: %s", x->run, x->n_runs, r->rate,
+              o->methods[r->method].label, r->repeat, what);
+}
+
 /* Starts every process of one run, waits for all of them, and loads the results. */
-static gv_status_t bt_run_one(const struct bt_ctx *x, struct bt_result *r)
+static gv_status_t bt_run_one(struct bt_ctx *x, struct bt_result *r)
 {
     const struct bt_opts *o = x->o;
     int n = o->servers + o->workers;
@@ -367,6 +421,12 @@ static gv_status_t bt_run_one(const struct bt_ctx *x, struct bt_result *r)
             (void)unlink(f); /* a previous run's address */
         }
     }
+    for (int w = 0; w < o->workers && status == GV_OK; w++) {
+        char f[800];
+        snprintf(f, sizeof(f), "%s/worker%d.jsonl", r->dir, w);
+        (void)unlink(f); /* a previous bench's, in the same --out: not this run's progress */
+    }
+    bt_progress(x, r, true);
     static char store[16384];
     char *argv[BT_ARGS];
     int started = 0;
@@ -383,11 +443,18 @@ static gv_status_t bt_run_one(const struct bt_ctx *x, struct bt_result *r)
             started++;
     }
     uint64_t deadline = gv_now_ns() + (uint64_t)o->run_timeout_s * 1000000000ull;
-    /* workers first (they end the job), then the servers */
+    /* workers first (they end the job), then the servers; waking every 250 ms for the
+     * progress line */
     for (int k = 0; k < started && status == GV_OK; k++) {
         int i = (k + o->servers) % n;
         int rc = 0;
-        status = bt_wait(pids[i], deadline, &rc);
+        do {
+            status = bt_wait(pids[i], GV_MIN(deadline, gv_now_ns() + 250000000ull), &rc);
+            if (status == GV_ERR_TIMEOUT && gv_now_ns() < deadline)
+                bt_progress(x, r, false);
+            else
+                break;
+        } while (true);
         if (status == GV_ERR_TIMEOUT)
             snprintf(r->err, sizeof(r->err), "timed out after %d s (--run-timeout)",
                      o->run_timeout_s);
@@ -526,8 +593,11 @@ static gv_status_t bt_run_all(struct bt_opts *o, struct bt_ctx *x, struct bt_mac
             if (status != GV_OK)
                 return status;
             if (o->iperf_secs > 0) {
+                bp_update(&x->bp, true, -1, "measuring the %s link with iperf3 (%d s each way)",
+                          rate, o->iperf_secs);
                 status = bt_net_iperf(&bt_the_net, o->iperf_secs, &mach->iperf_up[ri],
                                       &mach->iperf_down[ri]);
+                bp_clear(&x->bp);
                 if (status == GV_OK)
                     printf("# link %s: iperf3 worker0 -> server0 %.1f Mbit/s, server0 -> "
                            "worker0 %.1f Mbit/s\n", rate, mach->iperf_up[ri] / 1e6,
@@ -550,9 +620,15 @@ static gv_status_t bt_run_all(struct bt_opts *o, struct bt_ctx *x, struct bt_mac
                 r->seed = o->seed + (o->same_seed ? 0 : (uint64_t)k);
                 snprintf(r->dir, sizeof(r->dir), "%s/runs/%s/%s/r%d", o->out, rate,
                          o->methods[m].label, k);
+                x->run = n;
+                x->run_t0 = gv_now_s();
+                x->it0 = -1;
                 gv_status_t status = bt_run_one(x, r);
                 r->ok = status == GV_OK;
                 *n_p = n;
+                x->runs_done++;
+                x->runs_s += gv_now_s() - x->run_t0;
+                bp_clear(&x->bp);
                 if (bt_interrupted)
                     return GV_ERR_CLOSED;
                 bt_print_run(o, r);
@@ -575,7 +651,8 @@ int gv_bench_train_main(int argc, char **argv)
     atexit(bt_at_exit);
     struct bt_machine mach;
     bt_machine_info(&mach);
-    struct bt_ctx x = {.o = o};
+    struct bt_ctx x = {.o = o, .n_runs = o->n_rates * o->repeats * o->n_methods};
+    bp_init(&x.bp, o->progress, o->progress_every, stderr);
     int rc = 1, n = 0;
     struct bt_result *rs = NULL;
     if (bt_mkdirs(o->out) != GV_OK)

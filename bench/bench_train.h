@@ -5,6 +5,7 @@
 #ifndef GV_BENCH_TRAIN_H
 #define GV_BENCH_TRAIN_H
 
+#include "bench_progress.h"
 #include "gv_common.h"
 
 #include <signal.h>
@@ -110,6 +111,8 @@ struct bt_opts {
     int iperf_secs;          /* 0: no link measurement */
     char job[2048];          /* options after "--": for every process of every run */
     char gravac[600], accordion[600]; /* method options (overridable) */
+    enum bp_mode progress;   /* --progress (--quiet: off) */
+    double progress_every;   /* --progress-every S (0: the default for the output) */
 };
 
 /* ---------------------------------------------------------------- one run's results */
@@ -171,6 +174,9 @@ struct bt_result {
 gv_status_t bt_result_load(struct bt_result *r, const char *dir, int workers, double target,
                            const double *also, int n_also);
 void bt_result_free(struct bt_result *r);
+/* The last iteration worker `worker` recorded in dir/worker<r>.jsonl so far (0-based; -1:
+ * none yet or no file): the tail of the file, read while the run goes on. */
+long bt_last_iter(const char *dir, int worker);
 /* The per-run series for gnuplot: <dir>/eval.dat and <dir>/iter.dat. */
 gv_status_t bt_result_series(const struct bt_result *r);
 

@@ -11,6 +11,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+long bt_last_iter(const char *dir, int worker)
+{
+    char path[800], buf[8192];
+    snprintf(path, sizeof(path), "%s/worker%d.jsonl", dir, worker);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return -1;
+    long it = -1, size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    /* one record is a few hundred bytes: the last complete one is in the last 8 KiB */
+    long off = size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0;
+    if (size >= 0 && fseek(f, off, SEEK_SET) == 0) {
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        buf[n] = '\0';
+        static const char key[] = "{\"type\":\"iter\",\"iter\":";
+        for (const char *p = buf; (p = strstr(p, key)) != NULL; p++) /* max: the last */
+            it = GV_MAX(it, strtol(p + sizeof(key) - 1, NULL, 10)); /* may be cut short */
+    }
+    fclose(f);
+    return it;
+}
+
 static char *data_slurp(const char *path, size_t *len_p)
 {
     FILE *f = fopen(path, "rb");

@@ -74,7 +74,7 @@ static gv_status_t mx_register(struct gv_server *srv, struct srv_metrics *x)
        "Time of one training iteration (round) seen by this server.");
     MX(ckpt_iter, GV_METRIC_GAUGE, "gravac_checkpoint_iteration",
        "Iteration of the last checkpoint written or resumed from (0: none).");
-    MX(ckpt_s, GV_METRIC_GAUGE, "gravac_checkpoint_seconds",
+    MX(ckpt_s, GV_METRIC_GAUGE, "gravac_checkpoint_duration_seconds",
        "Time the last checkpoint write took.");
     MX(ckpt_total, GV_METRIC_COUNTER, "gravac_checkpoints_total", "Checkpoints written.");
     MX(ckpt_fail, GV_METRIC_COUNTER, "gravac_checkpoint_failures_total",
@@ -99,7 +99,7 @@ static gv_status_t mx_register(struct gv_server *srv, struct srv_metrics *x)
         char id[16];
         snprintf(id, sizeof(id), "%u", w);
         const char *const l[] = {"worker", id, NULL};
-        st = mx_get(srv, GV_METRIC_GAUGE, "gravac_worker_last_seen_seconds",
+        st = mx_get(srv, GV_METRIC_GAUGE, "gravac_worker_last_seen_timestamp_seconds",
                     "Unix time this server last heard from each worker (0: not yet).", l,
                     &x->last_seen[w]);
     }

@@ -1104,7 +1104,7 @@ static void scenario_metrics(void)
     GV_CHECK_MSG(q50 > 0 && q99 >= q50 && q99 < 10, "round time quantiles %g %g", q50, q99);
     for (int w = 0; w < 2; w++) {
         char s[80];
-        snprintf(s, sizeof(s), "gravac_worker_last_seen_seconds{worker=\"%d\"}", w);
+        snprintf(s, sizeof(s), "gravac_worker_last_seen_timestamp_seconds{worker=\"%d\"}", w);
         double t = sample(b, s);
         GV_CHECK_MSG(fabs(t - now) < 10, "%s = %f, now %f", s, t, now);
     }
