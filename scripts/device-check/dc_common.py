@@ -73,12 +73,13 @@ def _ldd_argv(path):
 
 
 LDD_LINE = re.compile(r"^\s*(\S+)\s+=>\s+(not found|\S+)")
-LDD_VERSION = re.compile(r"version `([^']+)' not found \(required by ([^)]+)\)")
+LDD_VERSION = re.compile(r"(\S+): version `([^']+)' not found \(required by ([^)]+)\)")
 
 
 def ldd(path, env=None):
     """ldd of one file: {'libs': {soname: path or None}, 'errors': [text], 'static': bool}.
-    'errors' holds missing symbol versions ("GLIBCXX_3.4.30 of libstdc++.so.6 ...")."""
+    'errors' holds missing symbol versions ("/x/libstdc++.so.6: version GLIBCXX_3.4.32 not
+    found (required by /y/plugin.so)")."""
     argv = _ldd_argv(path)
     if argv is None:
         return {"libs": {}, "errors": ["neither ldd nor the dynamic loader was found"],
@@ -98,7 +99,8 @@ def parse_ldd(text):
             continue
         v = LDD_VERSION.search(line)
         if v:
-            res["errors"].append(f"{v.group(1)} not found (required by {v.group(2)})")
+            res["errors"].append(f"{v.group(1)}: version {v.group(2)} not found (required by "
+                                 f"{v.group(3)})")
     return res
 
 

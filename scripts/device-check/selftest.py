@@ -52,7 +52,8 @@ def main():
     r = dc.parse_ldd(LDD)
     check(r["libs"] == {"libcublas.so.13": None, "libz.so.1": "/p/lib/libz.so.1"},
           f"parse_ldd libs: {r['libs']}")
-    check(r["errors"] == ["GLIBCXX_3.4.32 not found (required by /x/plugin.so)"],
+    check(r["errors"] == ["/p/lib/compat/libstdc++.so.6: version GLIBCXX_3.4.32 not found "
+                          "(required by /x/plugin.so)"],
           f"parse_ldd version errors: {r['errors']}")
     classes = {"libc.so.6": "base", "libpthread.so.0": "base", "ld-linux-x86-64.so.2": "base",
                "libcuda.so.1": "base", "libcublas.so.13": "device",
