@@ -26,6 +26,9 @@ fail() {
 dc="$src/scripts/device-check.sh"
 
 python3 "$src/scripts/device-check/selftest.py" || fail "the device half's parsers (selftest.py)"
+# the plugins-only rebuild reads its source lists from compress/ and nn/ CMakeLists.txt
+cmake -DGV_SRC="$src" -P "$src/scripts/device-check/plugins/sources.cmake" ||
+    fail "scripts/device-check/plugins/sources.cmake no longer finds the plugins' sources"
 
 # ---- the build-machine half ----
 "$dc" pack --no-build --build-dir "$bld" --out "$tmp/pack.tar.gz" --stage "$tmp/stage" \
