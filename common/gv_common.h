@@ -99,7 +99,17 @@ bool gv_log_limit_pass(struct gv_log_limit *lim, uint64_t now_ns, uint64_t *supp
 /* gv_log through the limiter at now_ns. */
 void gv_log_limited_at(enum gv_log_level level, struct gv_log_limit *lim, uint64_t now_ns,
                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-#define GV_LOG_LIMITED(level, lim, ...) gv_log_limited_at((level), (lim), gv_now_ns(), __VA_ARGS__)
+/* gv_log with " (N similar messages suppressed in the last X.X s)" appended when n > 0. */
+void gv_log_suppressed(enum gv_log_level level, uint64_t n, uint64_t span_ns, const char *fmt,
+                       ...) __attribute__((format(printf, 4, 5)));
+/* The arguments are evaluated only for a line that passes: a dropped line costs a lock and a
+ * clock read. */
+#define GV_LOG_LIMITED(level, lim, ...)                                                            \
+    do {                                                                                           \
+        uint64_t gv_n_, gv_span_;                                                                  \
+        if (gv_log_enabled(level) && gv_log_limit_pass((lim), gv_now_ns(), &gv_n_, &gv_span_))     \
+            gv_log_suppressed((level), gv_n_, gv_span_, __VA_ARGS__);                              \
+    } while (0)
 /* For callers with a periodic tick: once the window holding dropped lines has ended and no
  * line came to carry their count, logs "<what>: N similar messages suppressed in the last
  * X.X s" (counted as a line of a new window). Otherwise does nothing. */

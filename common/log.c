@@ -145,22 +145,39 @@ bool gv_log_limit_pass(struct gv_log_limit *lim, uint64_t now_ns, uint64_t *supp
     return pass;
 }
 
+static void log_suppressed_v(enum gv_log_level level, uint64_t n, uint64_t span_ns, const char *fmt,
+                             va_list ap) __attribute__((format(printf, 4, 0)));
+
+static void log_suppressed_v(enum gv_log_level level, uint64_t n, uint64_t span_ns, const char *fmt,
+                             va_list ap)
+{
+    char msg[1280];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (n == 0)
+        gv_log(level, "%s", msg);
+    else
+        gv_log(level, "%s (%llu similar message%s suppressed in the last %.1f s)", msg,
+               (unsigned long long)n, n == 1 ? "" : "s", (double)span_ns * 1e-9);
+}
+
+void gv_log_suppressed(enum gv_log_level level, uint64_t n, uint64_t span_ns, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_suppressed_v(level, n, span_ns, fmt, ap);
+    va_end(ap);
+}
+
 void gv_log_limited_at(enum gv_log_level level, struct gv_log_limit *lim, uint64_t now_ns,
                        const char *fmt, ...)
 {
     uint64_t n, span_ns;
     if (!gv_log_enabled(level) || !gv_log_limit_pass(lim, now_ns, &n, &span_ns))
         return;
-    char msg[1280];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    log_suppressed_v(level, n, span_ns, fmt, ap);
     va_end(ap);
-    if (n == 0)
-        gv_log(level, "%s", msg);
-    else
-        gv_log(level, "%s (%llu similar message%s suppressed in the last %.1f s)", msg,
-               (unsigned long long)n, n == 1 ? "" : "s", (double)span_ns * 1e-9);
 }
 
 void gv_log_limit_flush_at(enum gv_log_level level, struct gv_log_limit *lim, uint64_t now_ns,

@@ -135,13 +135,18 @@ static void test_log_limit(void)
     GV_CHECK_EQ(l.n, 4);
     GV_CHECK_STREQ(l.v[3], "y");
 
-    /* the macro, on the real clock: a window of an hour lets exactly the burst through */
+    /* the macro, on the real clock: a window of an hour lets exactly the burst through, and
+     * the arguments of a dropped line are not evaluated */
     static struct gv_log_limit site = GV_LOG_LIMIT_INIT(2, 3600 * 1000);
+    int evaluated = 0;
     l.n = 0;
     for (int i = 0; i < 50; i++)
-        GV_LOG_LIMITED(GV_LOG_WARN, &site, "repeated %d", i);
+        GV_LOG_LIMITED(GV_LOG_WARN, &site, "repeated %d", (evaluated++, i));
     GV_CHECK_EQ(l.n, 2);
+    GV_CHECK_EQ(evaluated, 2);
     GV_CHECK_STREQ(l.v[1], "repeated 1");
+    gv_log_suppressed(GV_LOG_WARN, 3, 2500 * MS, "x %s", "y");
+    GV_CHECK_STREQ(l.v[2], "x y (3 similar messages suppressed in the last 2.5 s)");
     gv_log_set_cb(NULL, NULL);
 }
 
