@@ -403,13 +403,20 @@ static void *http_run(void *arg)
     uint64_t wait_ns = HTTP_TURN_MS * MS_NS;
     while (!atomic_load(&http->stop)) {
         uint64_t now = gv_now_ns();
+        enum MHD_Result ret;
         if (now < http->backoff_until_ns) {
             /* accept fails with EMFILE while the queued connection stays readable: without
              * a pause libmicrohttpd would retry at once, a spinning core */
-            usleep((useconds_t)GV_MIN(http->backoff_until_ns - now, wait_ns) / 1000);
-            MHD_run_wait(http->daemon, 0);
+            usleep((useconds_t)(GV_MIN(http->backoff_until_ns - now, wait_ns) / 1000));
+            ret = MHD_run_wait(http->daemon, 0);
         } else {
-            MHD_run_wait(http->daemon, (int32_t)((wait_ns + MS_NS - 1) / MS_NS));
+            ret = MHD_run_wait(http->daemon, (int32_t)((wait_ns + MS_NS - 1) / MS_NS));
+        }
+        if (ret != MHD_YES) { /* not expected; whatever it is, it must not spin */
+            GV_LOG_LIMITED(GV_LOG_ERROR, &http->log_lim,
+                           "metrics http: libmicrohttpd failed a turn; pausing %d ms",
+                           HTTP_TURN_MS);
+            usleep(HTTP_TURN_MS * 1000);
         }
         now = gv_now_ns();
         wait_ns = GV_MIN(http_sweep(http, now), HTTP_TURN_MS * MS_NS);
