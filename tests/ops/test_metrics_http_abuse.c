@@ -474,14 +474,14 @@ static void scenario_storm(void)
         pthread_create(&th[i], NULL, storm_loop, &s[i]);
     }
     /* the "training" loop: CPU-bound, taking the registry lock as the server's updates do,
-     * until enough scrapes were answered (at least 2 s; at most 20 s on a slow machine) */
+     * until enough scrapes were answered (at least 2 s; at most 10 s on a slow machine) */
     uint64_t iters = 0;
     do {
         for (int k = 0; k < 4096; k++)
             gv_metric_inc(spin, 1);
         iters += 4096;
         t = now_s() - t0;
-    } while (t < 20.0 && (t < 2.0 || total_ok < 2000));
+    } while (t < 10.0 && (t < 2.0 || total_ok < 500));
     stop = 1;
     for (int i = 0; i < N_STORM; i++)
         pthread_join(th[i], NULL);
