@@ -5,6 +5,7 @@
 #define GV_COMMON_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,56 @@ void gv_vlog(enum gv_log_level level, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 
 #define gv_log_enabled(lvl) ((lvl) <= gv_log_get_level())
+
+/* Rate-limited logging, for every place where one error can repeat without bound (accept
+ * failing with EMFILE, a peer sending garbage in a loop, a library's own error log). One
+ * limiter per call site, or per family of call sites that share a budget; static, initialised
+ * with GV_LOG_LIMIT_INIT(burst, interval_ms). At most `burst` lines pass per window of
+ * `interval_ms` (a window opens with the first line that passes); the others are counted, and
+ * the next line that passes ends with " (N similar messages suppressed in the last X.X s)".
+ * The state is guarded by the logger's lock, so a limiter may be shared between threads.
+ *
+ *     static struct gv_log_limit accept_lim = GV_LOG_LIMIT_INIT(5, 1000);
+ *     GV_LOG_LIMITED(GV_LOG_WARN, &accept_lim, "accept: %s", strerror(errno));
+ *
+ * A line below the log threshold neither passes nor counts. Times are nanoseconds on the
+ * monotonic clock (gv_now_ns); the *_at forms take the time so tests can inject a fake clock. */
+struct gv_log_limit {
+    uint64_t interval_ns;       /* window length */
+    uint32_t burst;             /* lines let through per window (0 acts as 1) */
+    uint32_t passed;            /* lines let through in the current window */
+    bool open;                  /* a window has been opened */
+    uint64_t window_ns;         /* when the current window opened */
+    uint64_t suppressed;        /* lines dropped since the last one reported them */
+    uint64_t suppressed_ns;     /* start of the window in which the first of them fell */
+};
+#define GV_LOG_LIMIT_INIT(burst_, interval_ms_)                                                    \
+    {.interval_ns = (uint64_t)(interval_ms_) * 1000000u, .burst = (burst_)}
+
+/* The decision alone: true when a line may pass at now_ns; then *suppressed_p and *span_ns_p
+ * get how many lines were dropped before it and the time since the window the first of them
+ * fell in (0 and 0 when none), and the count restarts. False counts one more dropped line. */
+bool gv_log_limit_pass(struct gv_log_limit *lim, uint64_t now_ns, uint64_t *suppressed_p,
+                       uint64_t *span_ns_p);
+/* gv_log through the limiter at now_ns. */
+void gv_log_limited_at(enum gv_log_level level, struct gv_log_limit *lim, uint64_t now_ns,
+                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* gv_log with " (N similar messages suppressed in the last X.X s)" appended when n > 0. */
+void gv_log_suppressed(enum gv_log_level level, uint64_t n, uint64_t span_ns, const char *fmt,
+                       ...) __attribute__((format(printf, 4, 5)));
+/* The arguments are evaluated only for a line that passes: a dropped line costs a lock and a
+ * clock read. */
+#define GV_LOG_LIMITED(level, lim, ...)                                                            \
+    do {                                                                                           \
+        uint64_t gv_n_, gv_span_;                                                                  \
+        if (gv_log_enabled(level) && gv_log_limit_pass((lim), gv_now_ns(), &gv_n_, &gv_span_))     \
+            gv_log_suppressed((level), gv_n_, gv_span_, __VA_ARGS__);                              \
+    } while (0)
+/* For callers with a periodic tick: once the window holding dropped lines has ended and no
+ * line came to carry their count, logs "<what>: N similar messages suppressed in the last
+ * X.X s" (counted as a line of a new window). Otherwise does nothing. */
+void gv_log_limit_flush_at(enum gv_log_level level, struct gv_log_limit *lim, uint64_t now_ns,
+                           const char *what);
 /* Data-path tracing compiles out of release builds. */
 #ifdef NDEBUG
 #define GV_TRACE(...) ((void)0)

@@ -1,5 +1,6 @@
-/* log.c: levelled logging with a replaceable sink. One line per call, formatted into a stack
- * buffer and written with a single write(2) so lines from several threads never interleave. */
+/* log.c: levelled logging with a replaceable sink, and rate limiters for lines that can repeat
+ * without bound. One line per call, formatted into a stack buffer and written with a single
+ * write(2) so lines from several threads never interleave. */
 #include "gv_common.h"
 
 #include <pthread.h>
@@ -13,6 +14,7 @@
 
 static _Atomic int log_level = -1; /* -1: not yet read from GV_LOG_LEVEL */
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t limit_mu = PTHREAD_MUTEX_INITIALIZER; /* every gv_log_limit's state */
 static gv_log_cb log_cb;
 static void *log_cb_arg;
 static char log_tag[32];
@@ -109,4 +111,89 @@ void gv_log(enum gv_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     gv_vlog(level, fmt, ap);
     va_end(ap);
+}
+
+/* ---------------------------------------------------------------- rate limiting */
+
+/* Opens a new window at now when the current one has ended (or none is open). */
+static void limit_roll(struct gv_log_limit *lim, uint64_t now_ns)
+{
+    if (!lim->open || now_ns - lim->window_ns >= lim->interval_ns || now_ns < lim->window_ns) {
+        lim->open = true;
+        lim->window_ns = now_ns;
+        lim->passed = 0;
+    }
+}
+
+bool gv_log_limit_pass(struct gv_log_limit *lim, uint64_t now_ns, uint64_t *suppressed_p,
+                       uint64_t *span_ns_p)
+{
+    bool pass;
+    pthread_mutex_lock(&limit_mu);
+    limit_roll(lim, now_ns);
+    uint32_t burst = lim->burst ? lim->burst : 1;
+    pass = lim->passed < burst;
+    if (pass) {
+        lim->passed++;
+        *suppressed_p = lim->suppressed;
+        *span_ns_p = lim->suppressed ? now_ns - lim->suppressed_ns : 0;
+        lim->suppressed = 0;
+    } else if (lim->suppressed++ == 0) {
+        lim->suppressed_ns = lim->window_ns;
+    }
+    pthread_mutex_unlock(&limit_mu);
+    return pass;
+}
+
+static void log_suppressed_v(enum gv_log_level level, uint64_t n, uint64_t span_ns, const char *fmt,
+                             va_list ap) __attribute__((format(printf, 4, 0)));
+
+static void log_suppressed_v(enum gv_log_level level, uint64_t n, uint64_t span_ns, const char *fmt,
+                             va_list ap)
+{
+    char msg[1280];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (n == 0)
+        gv_log(level, "%s", msg);
+    else
+        gv_log(level, "%s (%llu similar message%s suppressed in the last %.1f s)", msg,
+               (unsigned long long)n, n == 1 ? "" : "s", (double)span_ns * 1e-9);
+}
+
+void gv_log_suppressed(enum gv_log_level level, uint64_t n, uint64_t span_ns, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_suppressed_v(level, n, span_ns, fmt, ap);
+    va_end(ap);
+}
+
+void gv_log_limited_at(enum gv_log_level level, struct gv_log_limit *lim, uint64_t now_ns,
+                       const char *fmt, ...)
+{
+    uint64_t n, span_ns;
+    if (!gv_log_enabled(level) || !gv_log_limit_pass(lim, now_ns, &n, &span_ns))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    log_suppressed_v(level, n, span_ns, fmt, ap);
+    va_end(ap);
+}
+
+void gv_log_limit_flush_at(enum gv_log_level level, struct gv_log_limit *lim, uint64_t now_ns,
+                           const char *what)
+{
+    uint64_t n = 0, span_ns = 0;
+    pthread_mutex_lock(&limit_mu);
+    if (lim->suppressed > 0 && lim->open && now_ns - lim->window_ns >= lim->interval_ns) {
+        n = lim->suppressed;
+        span_ns = now_ns - lim->suppressed_ns;
+        lim->suppressed = 0;
+        limit_roll(lim, now_ns);
+        lim->passed = 1;
+    }
+    pthread_mutex_unlock(&limit_mu);
+    if (n > 0)
+        gv_log(level, "%s: %llu similar message%s suppressed in the last %.1f s", what,
+               (unsigned long long)n, n == 1 ? "" : "s", (double)span_ns * 1e-9);
 }

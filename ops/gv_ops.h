@@ -478,18 +478,54 @@ gv_status_t gv_metric_quantile(struct gv_metric *m, double q, double *v_p);
 gv_status_t gv_metrics_render(struct gv_metrics *reg, char **text_p, size_t *len_p);
 
 /* The HTTP endpoint: GET (or HEAD) /metrics answers the rendering with Content-Type
- * "text/plain; version=0.0.4; charset=utf-8"; other paths 404, other methods 405. It runs in
- * libmicrohttpd's own thread; the caller's threads are never blocked by scrapes beyond the
- * registry lock taken to render. */
+ * "text/plain; version=0.0.4; charset=utf-8"; other paths 404, other methods 405. One thread of
+ * its own (libmicrohttpd driven by our loop, at nice +10) serves every connection; nothing the
+ * clients do blocks the caller's threads beyond the registry lock taken to render, and the
+ * page is rendered at most once per cache_ms however many clients scrape (the others get the
+ * cached bytes). Slow or hostile clients are bounded three ways:
+ *   - at most max_conns connections at once, at most max_conns_per_ip from one address; a new
+ *     connection over either limit does not wait and is not refused: it closes the oldest
+ *     connection of the address holding the most (of its own address for the per-address
+ *     limit), preferring one not being answered, so a scraper always gets in;
+ *   - a request must arrive complete and be answered within deadline_ms of the accept (or of
+ *     the previous answer on a kept-alive connection), however steadily the client trickles
+ *     bytes; otherwise the connection is closed;
+ *   - libmicrohttpd's own error log goes through a rate limiter (5 lines per 10 s). */
 struct gv_metrics_http;
 
+struct gv_metrics_http_limits {
+    uint32_t max_conns;        /* connections open at once (0: 32) */
+    uint32_t max_conns_per_ip; /* of which from one client address (0: 8; at most max_conns) */
+    uint32_t deadline_ms;      /* per request, see above (0: 5000) */
+    uint32_t cache_ms;         /* the page is rendered at most once per cache_ms (0: 200) */
+};
+
 /* Listens on addr ("" host means all interfaces, port 0 means ephemeral: read it back with
- * gv_metrics_http_port). The registry is borrowed and must outlive the endpoint. GV_ERR_INVAL
- * (unresolvable host), GV_ERR_IO (bind failed: logged with the address), GV_ERR_NOMEM. */
+ * gv_metrics_http_port) with the default limits. The registry is borrowed and must outlive the
+ * endpoint. GV_ERR_INVAL (unresolvable host), GV_ERR_IO (bind failed: logged with the address),
+ * GV_ERR_NOMEM. */
 gv_status_t gv_metrics_http_start(struct gv_metrics *reg, const struct gv_hostport *addr,
                                   struct gv_metrics_http **http_p);
+/* The same with the limits given (borrowed; NULL or a zero field: the default). */
+gv_status_t gv_metrics_http_start_limits(struct gv_metrics *reg, const struct gv_hostport *addr,
+                                         const struct gv_metrics_http_limits *limits,
+                                         struct gv_metrics_http **http_p);
 uint16_t gv_metrics_http_port(const struct gv_metrics_http *http);
-/* Stops the thread and closes the socket; waits for a scrape in progress. Accepts NULL. */
+/* "http://HOST:PORT/metrics" with the configured host ("0.0.0.0" when empty; an IPv6 literal
+ * in brackets, a zone's '%' as "%25") and the bound port, written into buf; returns buf. */
+const char *gv_metrics_http_url(const struct gv_metrics_http *http, char *buf, size_t len);
+
+/* Counters since start, for tests and the curious; readable from any thread. */
+struct gv_metrics_http_stats {
+    uint64_t conns;     /* connections accepted */
+    uint64_t requests;  /* requests answered (any status) */
+    uint64_t renders;   /* registry renders: at most one per cache_ms */
+    uint64_t evicted;   /* connections closed to make room for a newer one */
+    uint64_t deadline;  /* connections closed at the request deadline */
+};
+void gv_metrics_http_stats(const struct gv_metrics_http *http, struct gv_metrics_http_stats *st);
+/* Stops the thread and closes the socket and every connection; waits for a scrape in
+ * progress (at most ~0.1 s more). Accepts NULL. */
 void gv_metrics_http_stop(struct gv_metrics_http *http);
 
 /* ================================================================ liveness

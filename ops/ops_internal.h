@@ -41,6 +41,12 @@ void cfg_range_text(const struct gv_opt *o, char *buf, size_t len);
 /* Levenshtein distance, capped at 100. */
 unsigned cfg_edit_distance(const char *a, const char *b);
 
+/* The metrics endpoint's address as an operator reads it: "HOST:PORT" with an IPv6 literal in
+ * brackets and an empty host as "0.0.0.0" (or "::" when v6); and the URL
+ * "http://HOST:PORT/metrics", where a zone's '%' is written "%25" (RFC 6874). Truncated to len. */
+void ops_http_hostport(const char *host, bool v6, uint16_t port, char *buf, size_t len);
+void ops_http_url(const char *host, bool v6, uint16_t port, char *buf, size_t len);
+
 /* Section identifiers for gv_cfg and the ini reader. */
 #define CFG_SCOPE_NONE 0
 #define CFG_SCOPE_COMMON 1

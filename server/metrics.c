@@ -128,8 +128,9 @@ gv_status_t srv_metrics_init(struct gv_server *srv)
         return GV_OK;
     if ((status = gv_metrics_http_start(srv->reg, a, &srv->http)) != GV_OK)
         return status;
-    gv_log(GV_LOG_INFO, "server %u: metrics at http://%s:%u/metrics", srv->rank,
-           a->host[0] ? a->host : "0.0.0.0", gv_metrics_http_port(srv->http));
+    char url[800];
+    gv_log(GV_LOG_INFO, "server %u: metrics at %s", srv->rank,
+           gv_metrics_http_url(srv->http, url, sizeof(url)));
     return GV_OK;
 }
 

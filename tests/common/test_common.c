@@ -1,12 +1,14 @@
-/* test_common.c: status strings, log levels and sink, allocation failure injection, buffers,
- * and the plugin loader: a real plugin (libgv_test_plugin.so) found in the search order, its
- * logs and allocations forwarded to this process, plugins of another interface refused, every
- * place tried named on failure, and system libraries by soname with their symbols. */
+/* test_common.c: status strings, log levels and sink, rate-limited logging (on a fake clock),
+ * allocation failure injection, buffers, and the plugin loader: a real plugin
+ * (libgv_test_plugin.so) found in the search order, its logs and allocations forwarded to this
+ * process, plugins of another interface refused, every place tried named on failure, and
+ * system libraries by soname with their symbols. */
 #include "check.h"
 #include "gv_common.h"
 #include "test_plugin.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,6 +60,139 @@ static void test_log(void)
     GV_CHECK_STREQ(c.line, "conn 3 closed: reset");
     gv_log_set_level(GV_LOG_INFO);
     gv_log_set_cb(NULL, NULL);
+}
+
+/* Captures every line (up to 16) for the rate-limiter tests. */
+struct lines {
+    int n;
+    char v[16][320];
+};
+
+static void lines_cb(enum gv_log_level level, const char *line, void *arg)
+{
+    struct lines *l = arg;
+    (void)level;
+    if (l->n < 16)
+        snprintf(l->v[l->n], sizeof(l->v[0]), "%s", line);
+    l->n++;
+}
+
+#define MS 1000000ull
+
+static void test_log_limit(void)
+{
+    struct lines l = {0};
+    gv_log_set_cb(lines_cb, &l);
+    gv_log_set_level(GV_LOG_INFO);
+
+    /* 3 lines per second: a flood of 10 in the first second lets 3 through; the first line of
+     * the next window carries the count, with the time since the window the drops fell in */
+    struct gv_log_limit lim = GV_LOG_LIMIT_INIT(3, 1000);
+    uint64_t t0 = 5000 * MS; /* any origin */
+    for (int i = 0; i < 10; i++)
+        gv_log_limited_at(GV_LOG_WARN, &lim, t0 + (uint64_t)i * 90 * MS, "accept: error %d", i);
+    GV_CHECK_EQ(l.n, 3);
+    GV_CHECK_STREQ(l.v[0], "accept: error 0");
+    GV_CHECK_STREQ(l.v[2], "accept: error 2");
+    gv_log_limited_at(GV_LOG_WARN, &lim, t0 + 1000 * MS, "accept: error %d", 10);
+    GV_CHECK_EQ(l.n, 4);
+    GV_CHECK_STREQ(l.v[3], "accept: error 10 (7 similar messages suppressed in the last 1.0 s)");
+    /* the new window has two more lines to give, without a suffix; then one is dropped and
+     * reported, singular, 4 s later */
+    gv_log_limited_at(GV_LOG_WARN, &lim, t0 + 1100 * MS, "b");
+    gv_log_limited_at(GV_LOG_WARN, &lim, t0 + 1200 * MS, "c");
+    gv_log_limited_at(GV_LOG_WARN, &lim, t0 + 1300 * MS, "d");
+    GV_CHECK_EQ(l.n, 6);
+    GV_CHECK_STREQ(l.v[5], "c");
+    gv_log_limited_at(GV_LOG_WARN, &lim, t0 + 5000 * MS, "e");
+    GV_CHECK_EQ(l.n, 7);
+    GV_CHECK_STREQ(l.v[6], "e (1 similar message suppressed in the last 4.0 s)");
+
+    /* below the threshold: neither passes nor counts */
+    struct gv_log_limit quiet = GV_LOG_LIMIT_INIT(1, 1000);
+    l.n = 0;
+    for (int i = 0; i < 5; i++)
+        gv_log_limited_at(GV_LOG_DEBUG, &quiet, t0, "hidden");
+    gv_log_limited_at(GV_LOG_WARN, &quiet, t0, "shown");
+    GV_CHECK_EQ(l.n, 1);
+    GV_CHECK_STREQ(l.v[0], "shown");
+    /* burst 0 acts as 1 */
+    struct gv_log_limit zero = GV_LOG_LIMIT_INIT(0, 1000);
+    l.n = 0;
+    gv_log_limited_at(GV_LOG_WARN, &zero, t0, "one");
+    gv_log_limited_at(GV_LOG_WARN, &zero, t0, "two");
+    GV_CHECK_EQ(l.n, 1);
+
+    /* flush: nothing before the window ends, the count after it, then nothing again */
+    struct gv_log_limit fl = GV_LOG_LIMIT_INIT(2, 500);
+    l.n = 0;
+    for (int i = 0; i < 1002; i++)
+        gv_log_limited_at(GV_LOG_ERROR, &fl, t0 + (uint64_t)i * 100000, "metrics http: x");
+    GV_CHECK_EQ(l.n, 2);
+    gv_log_limit_flush_at(GV_LOG_ERROR, &fl, t0 + 499 * MS, "metrics http");
+    GV_CHECK_EQ(l.n, 2);
+    gv_log_limit_flush_at(GV_LOG_ERROR, &fl, t0 + 1500 * MS, "metrics http");
+    GV_CHECK_EQ(l.n, 3);
+    GV_CHECK_STREQ(l.v[2], "metrics http: 1000 similar messages suppressed in the last 1.5 s");
+    gv_log_limit_flush_at(GV_LOG_ERROR, &fl, t0 + 9000 * MS, "metrics http");
+    GV_CHECK_EQ(l.n, 3);
+    /* the flushed line counts in the window it opened: one more line passes there, not two */
+    gv_log_limited_at(GV_LOG_ERROR, &fl, t0 + 1600 * MS, "y");
+    gv_log_limited_at(GV_LOG_ERROR, &fl, t0 + 1700 * MS, "z");
+    GV_CHECK_EQ(l.n, 4);
+    GV_CHECK_STREQ(l.v[3], "y");
+
+    /* the macro, on the real clock: a window of an hour lets exactly the burst through, and
+     * the arguments of a dropped line are not evaluated */
+    static struct gv_log_limit site = GV_LOG_LIMIT_INIT(2, 3600 * 1000);
+    int evaluated = 0;
+    l.n = 0;
+    for (int i = 0; i < 50; i++)
+        GV_LOG_LIMITED(GV_LOG_WARN, &site, "repeated %d", (evaluated++, i));
+    GV_CHECK_EQ(l.n, 2);
+    GV_CHECK_EQ(evaluated, 2);
+    GV_CHECK_STREQ(l.v[1], "repeated 1");
+    gv_log_suppressed(GV_LOG_WARN, 3, 2500 * MS, "x %s", "y");
+    GV_CHECK_STREQ(l.v[2], "x y (3 similar messages suppressed in the last 2.5 s)");
+    gv_log_set_cb(NULL, NULL);
+}
+
+/* Several threads hitting one limiter at one (fake) instant: exactly `burst` lines pass and
+ * every other call is counted once. */
+struct limit_thread {
+    struct gv_log_limit *lim;
+    uint64_t passed;
+};
+
+static void *limit_hammer(void *p)
+{
+    struct limit_thread *t = p;
+    for (int i = 0; i < 20000; i++) {
+        uint64_t n, span;
+        t->passed += gv_log_limit_pass(t->lim, 7 * MS, &n, &span);
+    }
+    return NULL;
+}
+
+static void test_log_limit_threads(void)
+{
+    struct gv_log_limit lim = GV_LOG_LIMIT_INIT(5, 1000);
+    struct limit_thread t[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = (struct limit_thread){.lim = &lim};
+        pthread_create(&th[i], NULL, limit_hammer, &t[i]);
+    }
+    uint64_t passed = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        passed += t[i].passed;
+    }
+    GV_CHECK_EQ(passed, 5);
+    uint64_t n = 0, span = 0;
+    GV_CHECK(gv_log_limit_pass(&lim, 1007 * MS, &n, &span));
+    GV_CHECK_EQ(n, 4 * 20000 - 5);
+    GV_CHECK_EQ(span, 1000 * MS);
 }
 
 static void test_alloc_fail(void)
@@ -284,6 +419,8 @@ int main(void)
 {
     test_status();
     test_log();
+    test_log_limit();
+    test_log_limit_threads();
     test_alloc_fail();
     test_buf();
     test_time();

@@ -1,7 +1,8 @@
 /* test_metrics_http.c: the /metrics endpoint on 127.0.0.1 with an ephemeral port, scraped by a
  * real HTTP client (curl): values move between scrapes, 404 and 405 elsewhere, garbage on the
  * socket does not stop it serving, a busy port is refused with a clear error, stop releases
- * the port. Skips (77) when curl is not installed. */
+ * the port, the page is cached for the interval given. Skips (77) when curl is not installed.
+ * Hostile clients: test_metrics_http_abuse.c. */
 #include "check.h"
 #include "gv_ops.h"
 
@@ -94,7 +95,9 @@ int main(void)
     struct gv_hostport addr;
     GV_CHECK_OK(gv_parse_hostport("127.0.0.1:0", &addr));
     struct gv_metrics_http *http = NULL;
-    GV_CHECK_OK(gv_metrics_http_start(reg, &addr, &http));
+    /* a 1 ms cache: each scrape below sees what was set before it */
+    const struct gv_metrics_http_limits fresh = {.cache_ms = 1};
+    GV_CHECK_OK(gv_metrics_http_start_limits(reg, &addr, &fresh, &http));
     if (http == NULL)
         return gv_check_summary();
     uint16_t port = gv_metrics_http_port(http);
@@ -106,6 +109,7 @@ int main(void)
     char *a = curl("", port, "/metrics");
     gv_metric_inc(req, 3);
     gv_metric_set(iter, 18);
+    usleep(2000);
     char *b = curl("", port, "/metrics");
     GV_CHECK_MSG(a && strstr(a, "\n200 text/plain; version=0.0.4; charset=utf-8") != NULL,
                  "first scrape: %s", a ? a : "(null)");
@@ -180,6 +184,36 @@ int main(void)
                                  "use", port);
     GV_CHECK_STREQ(last_log, want);
     GV_CHECK(http2 == NULL);
+
+    /* with the default cache (and a long one): scrapes within the interval get the same
+     * rendering; the next one after it sees the new values */
+    struct gv_metrics_http *cached = NULL;
+    const struct gv_metrics_http_limits slow = {.cache_ms = 2000};
+    struct gv_metrics_http_stats st;
+    GV_CHECK_OK(gv_metrics_http_start_limits(reg, &addr, &slow, &cached));
+    if (cached != NULL) {
+        uint16_t cport = gv_metrics_http_port(cached);
+        a = curl("", cport, "/metrics");
+        double v0 = sample(a, "gravac_test_requests_total");
+        free(a);
+        gv_metric_inc(req, 1);
+        a = curl("", cport, "/metrics");
+        GV_CHECK_EQ(sample(a, "gravac_test_requests_total"), v0);
+        free(a);
+        a = curl("-I", cport, "/metrics"); /* HEAD: the cached page's headers */
+        GV_CHECK(a && strstr(a, "HTTP/1.1 200") != NULL);
+        free(a);
+        gv_metrics_http_stats(cached, &st);
+        GV_CHECK_EQ(st.renders, 1);
+        GV_CHECK_EQ(st.requests, 3);
+        usleep(2100000);
+        a = curl("", cport, "/metrics");
+        GV_CHECK_EQ(sample(a, "gravac_test_requests_total"), v0 + 1);
+        free(a);
+        gv_metrics_http_stats(cached, &st);
+        GV_CHECK_EQ(st.renders, 2);
+        gv_metrics_http_stop(cached);
+    }
 
     /* stop: the port is released */
     GV_CHECK_OK(gv_metrics_get(reg, GV_METRIC_GAUGE, "busy", "b", NULL, 0, &busy));
