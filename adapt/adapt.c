@@ -10,12 +10,9 @@
 const char *gv_adapt_level_str(enum gv_adapt_level level)
 {
     switch (level) {
-    case GV_ADAPT_LEVEL_DENSE:
-        return "dense";
-    case GV_ADAPT_LEVEL_FLOOR:
-        return "floor";
-    case GV_ADAPT_LEVEL_CANDIDATE:
-        return "candidate";
+    case GV_ADAPT_LEVEL_DENSE: return "dense";
+    case GV_ADAPT_LEVEL_FLOOR: return "floor";
+    case GV_ADAPT_LEVEL_CANDIDATE: return "candidate";
     }
     return "unknown";
 }
@@ -23,14 +20,10 @@ const char *gv_adapt_level_str(enum gv_adapt_level level)
 const char *gv_adapt_kind_str(enum gv_adapt_kind kind)
 {
     switch (kind) {
-    case GV_ADAPT_DENSE:
-        return "dense";
-    case GV_ADAPT_STATIC:
-        return "static";
-    case GV_ADAPT_GRAVAC:
-        return "gravac";
-    case GV_ADAPT_ACCORDION:
-        return "accordion";
+    case GV_ADAPT_DENSE: return "dense";
+    case GV_ADAPT_STATIC: return "static";
+    case GV_ADAPT_GRAVAC: return "gravac";
+    case GV_ADAPT_ACCORDION: return "accordion";
     }
     return "unknown";
 }
@@ -38,10 +31,8 @@ const char *gv_adapt_kind_str(enum gv_adapt_kind kind)
 const char *gv_adapt_policy_str(enum gv_adapt_policy pol)
 {
     switch (pol) {
-    case GV_ADAPT_POLICY_EXPONENTIAL:
-        return "exponential";
-    case GV_ADAPT_POLICY_GEOMETRIC:
-        return "geometric";
+    case GV_ADAPT_POLICY_EXPONENTIAL: return "exponential";
+    case GV_ADAPT_POLICY_GEOMETRIC: return "geometric";
     }
     return "unknown";
 }
@@ -148,16 +139,13 @@ gv_status_t gv_adapt_config_validate(const struct gv_adapt_config *cfg)
         return GV_ERR_INVAL;
     }
     switch (cfg->kind) {
-    case GV_ADAPT_DENSE:
-        return GV_OK;
+    case GV_ADAPT_DENSE: return GV_OK;
     case GV_ADAPT_STATIC:
         if (!(cfg->static_cf >= 1.0) || !isfinite(cfg->static_cf))
             return cfg_bad("static_cf", cfg->static_cf, "must be finite and >= 1");
         return GV_OK;
-    case GV_ADAPT_GRAVAC:
-        return validate_gravac(&cfg->gravac);
-    case GV_ADAPT_ACCORDION:
-        return validate_accordion(&cfg->accordion);
+    case GV_ADAPT_GRAVAC: return validate_gravac(&cfg->gravac);
+    case GV_ADAPT_ACCORDION: return validate_accordion(&cfg->accordion);
     }
     return cfg_bad("kind", (double)cfg->kind, "must be dense, static, gravac or accordion");
 }
@@ -198,12 +186,8 @@ gv_status_t gv_adapt_create(const struct gv_adapt_config *cfg, struct gv_adapt *
     }
     ctl->cfg = *cfg;
     switch (cfg->kind) {
-    case GV_ADAPT_DENSE:
-        ctl->level = GV_ADAPT_LEVEL_DENSE;
-        break;
-    case GV_ADAPT_STATIC:
-        ctl->level = GV_ADAPT_LEVEL_FLOOR;
-        break;
+    case GV_ADAPT_DENSE: ctl->level = GV_ADAPT_LEVEL_DENSE; break;
+    case GV_ADAPT_STATIC: ctl->level = GV_ADAPT_LEVEL_FLOOR; break;
     case GV_ADAPT_GRAVAC:
         status = adapt_ladder(&cfg->gravac, ctl->rung_cf, &ctl->top_rung);
         if (status != GV_OK)
@@ -254,12 +238,8 @@ void adapt_core_get(const struct gv_adapt *ctl, struct adapt_core *core)
     const struct gv_adapt_config *cfg = &ctl->cfg;
     core->level = ctl->level;
     switch (cfg->kind) {
-    case GV_ADAPT_DENSE:
-        core->cf_send = core->theta_min = core->cf_cand = 1.0;
-        return;
-    case GV_ADAPT_STATIC:
-        core->cf_send = core->theta_min = core->cf_cand = cfg->static_cf;
-        return;
+    case GV_ADAPT_DENSE: core->cf_send = core->theta_min = core->cf_cand = 1.0; return;
+    case GV_ADAPT_STATIC: core->cf_send = core->theta_min = core->cf_cand = cfg->static_cf; return;
     case GV_ADAPT_GRAVAC:
         core->theta_min = ctl->rung_cf[ctl->floor_rung];
         core->cf_cand = ctl->rung_cf[ctl->cand_rung];
@@ -311,15 +291,9 @@ static void fill_decision(const struct gv_adapt *ctl, struct gv_adapt_decision *
     dec->cf_candidate = core.cf_cand;
     dec->theta_s = core.cf_cand / core.theta_min;
     switch (ctl->cfg.kind) {
-    case GV_ADAPT_DENSE:
-        dec->levels = 0;
-        break;
-    case GV_ADAPT_GRAVAC:
-        dec->levels = ctl->cand_rung > ctl->floor_rung ? 2 : 1;
-        break;
-    default:
-        dec->levels = 1;
-        break;
+    case GV_ADAPT_DENSE: dec->levels = 0; break;
+    case GV_ADAPT_GRAVAC: dec->levels = ctl->cand_rung > ctl->floor_rung ? 2 : 1; break;
+    default: dec->levels = 1; break;
     }
     dec->num_layers = decision_layers(ctl);
     if (dec->layer_cf != NULL) {
@@ -375,8 +349,7 @@ static gv_status_t check_obs(const struct gv_adapt *ctl, const struct gv_adapt_o
     uint64_t want = ctl->cfg.first_iter + ctl->n_obs;
     if (obs->iter != want) {
         gv_log(GV_LOG_ERROR,
-               "adapt: observation of iteration %" PRIu64 " out of sequence (expected %" PRIu64
-               ")",
+               "adapt: observation of iteration %" PRIu64 " out of sequence (expected %" PRIu64 ")",
                obs->iter, want);
         return GV_ERR_INVAL;
     }
@@ -394,9 +367,12 @@ static gv_status_t check_obs(const struct gv_adapt *ctl, const struct gv_adapt_o
         const char *name;
         double v;
     } nums[] = {
-        {"norm2_ef", obs->norm2_ef},     {"norm2_min", obs->norm2_min},
-        {"norm2_cand", obs->norm2_cand}, {"t_compute", obs->t_compute},
-        {"t_compress", obs->t_compress}, {"t_comm", obs->t_comm},
+        {"norm2_ef", obs->norm2_ef},
+        {"norm2_min", obs->norm2_min},
+        {"norm2_cand", obs->norm2_cand},
+        {"t_compute", obs->t_compute},
+        {"t_compress", obs->t_compress},
+        {"t_comm", obs->t_comm},
         {"lr", obs->lr},
     };
     for (size_t i = 0; i < GV_ARRAY_LEN(nums); i++)
@@ -427,7 +403,9 @@ gv_status_t gv_adapt_update(struct gv_adapt *ctl, const struct gv_adapt_obs *obs
 {
     if (ctl == NULL || obs == NULL || dec == NULL) {
         gv_log(GV_LOG_ERROR, "adapt: update with a NULL %s",
-               ctl == NULL ? "controller" : obs == NULL ? "observation" : "decision");
+               ctl == NULL   ? "controller"
+               : obs == NULL ? "observation"
+                             : "decision");
         return GV_ERR_INVAL;
     }
     gv_status_t status = check_layer_storage(ctl, dec);
@@ -441,14 +419,9 @@ gv_status_t gv_adapt_update(struct gv_adapt *ctl, const struct gv_adapt_obs *obs
         ctl->t_sys = t_sys;
     ctl->n_obs++;
     switch (ctl->cfg.kind) {
-    case GV_ADAPT_GRAVAC:
-        gravac_update(ctl, obs);
-        break;
-    case GV_ADAPT_ACCORDION:
-        accordion_update(ctl, obs);
-        break;
-    default:
-        break; /* dense and static never change */
+    case GV_ADAPT_GRAVAC: gravac_update(ctl, obs); break;
+    case GV_ADAPT_ACCORDION: accordion_update(ctl, obs); break;
+    default: break; /* dense and static never change */
     }
     ctl->last_lr = obs->lr;
     fill_decision(ctl, dec);

@@ -30,27 +30,27 @@ struct gv_adapt {
     void *log_arg;
 
     /* ---- every controller */
-    uint64_t n_obs;          /* observations accepted; next iteration = first_iter + n_obs */
+    uint64_t n_obs;            /* observations accepted; next iteration = first_iter + n_obs */
     enum gv_adapt_level level; /* level in force for the next iteration */
-    double last_lr;          /* lr of the last observation (valid when n_obs > 0) */
-    double t_sys;            /* last T_sys, info only */
-    uint64_t windows;        /* GraVAC windows / Accordion checks completed */
+    double last_lr;            /* lr of the last observation (valid when n_obs > 0) */
+    double t_sys;              /* last T_sys, info only */
+    uint64_t windows;          /* GraVAC windows / Accordion checks completed */
 
     /* ---- GraVAC */
-    uint32_t top_rung;                    /* rungs 0..top_rung; derived from cfg, not saved */
-    double rung_cf[GV_ADAPT_MAX_RUNGS];   /* derived from cfg, not saved */
-    uint32_t floor_rung, cand_rung;       /* cand_rung == floor_rung: no candidate */
-    double s_min, s_cand;                 /* smoothed gains */
+    uint32_t top_rung;                  /* rungs 0..top_rung; derived from cfg, not saved */
+    double rung_cf[GV_ADAPT_MAX_RUNGS]; /* derived from cfg, not saved */
+    uint32_t floor_rung, cand_rung;     /* cand_rung == floor_rung: no candidate */
+    double s_min, s_cand;               /* smoothed gains */
     bool min_known, cand_known;
-    double r_min, r_cand, alpha;          /* last per-step ratios and factor, info only */
-    uint64_t win_obs;                     /* observations since the last window boundary */
+    double r_min, r_cand, alpha; /* last per-step ratios and factor, info only */
+    uint64_t win_obs;            /* observations since the last window boundary */
     struct adapt_tp_slot tp_dense;
     struct adapt_tp_slot tp[GV_ADAPT_MAX_RUNGS];
 
     /* ---- Accordion (arrays of cfg.accordion.num_layers, owned) */
-    uint8_t *heavy;     /* 1: layer at cf_heavy */
-    double *ref_norm;   /* reference norms of the last check */
-    double *ratio;      /* scratch for the log, not saved */
+    uint8_t *heavy;   /* 1: layer at cf_heavy */
+    double *ref_norm; /* reference norms of the last check */
+    double *ratio;    /* scratch for the log, not saved */
     bool ref_valid;
     uint64_t epochs;      /* epochs ended */
     uint64_t phase_start; /* epoch index that counts as epoch 0 (start or last lr decay) */
@@ -89,8 +89,8 @@ struct gravac_window_log {
     uint32_t sat_rung[2];
     double sat_gap; /* < 0 when not computed */
 };
-void adapt_log_decision(const struct gv_adapt *ctl, uint64_t iter, const struct adapt_core *old_core,
-                        const char *reason);
+void adapt_log_decision(const struct gv_adapt *ctl, uint64_t iter,
+                        const struct adapt_core *old_core, const char *reason);
 void adapt_log_gravac_window(const struct gv_adapt *ctl, uint64_t iter,
                              const struct gravac_window_log *w);
 void adapt_log_accordion_check(const struct gv_adapt *ctl, uint64_t iter, uint64_t epoch,

@@ -86,7 +86,7 @@ enum gv_adapt_level gravac_eligible(const struct gv_adapt *ctl, const char **why
         return GV_ADAPT_LEVEL_CANDIDATE;
     }
     if (ctl->min_known && ctl->s_min >= eps) {
-        *why_p = !has_cand             ? "no-candidate"
+        *why_p = !has_cand          ? "no-candidate"
                  : !ctl->cand_known ? "candidate-unmeasured"
                                     : "candidate-below-epsilon";
         return GV_ADAPT_LEVEL_FLOOR;
@@ -156,8 +156,8 @@ static void gravac_window(struct gv_adapt *ctl, struct gravac_window_log *w)
     }
     ctl->windows++;
 
-    const char *what = saturated                         ? "saturated"
-                       : scaled                          ? "scale-up"
+    const char *what = saturated                          ? "saturated"
+                       : scaled                           ? "scale-up"
                        : ctl->floor_rung == ctl->top_rung ? "floor-at-cap"
                                                           : "at-cap";
     snprintf(w->reason_buf, sizeof(w->reason_buf), "%s%s", raised ? "floor-raise+" : "", what);

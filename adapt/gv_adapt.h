@@ -141,15 +141,15 @@ enum gv_adapt_policy {
 };
 
 struct gv_adapt_gravac_cfg {
-    double theta_min; /* initial floor CF, >= 1 (paper: 10; 1.5 for random-k) */
-    double theta_max; /* largest CF, >= theta_min (paper: 1000 exponential, 2000 geometric) */
-    double epsilon;   /* (0, 1]: smallest smoothed gain a level may be sent with (0.7, 0.9) */
-    double omega;     /* [0, 1): relative tolerance of the floor raise and saturation (0.01) */
-    double theta_s0;  /* > 1: first step, first candidate = theta_min * theta_s0 (2) */
-    double alpha;     /* (0, 1]: gain EWMA factor; 0 = auto, min(1, N/100) per observation */
-    double tp_alpha;  /* [0, 1]: 0 = T[CF] is the latest value (paper); else its EWMA factor */
-    uint32_t window;  /* >= 1: observations per candidate evaluation (500; 2000 geometric) */
-    uint32_t warmup_iters;       /* first W iterations at the floor whatever the gain (0) */
+    double theta_min;      /* initial floor CF, >= 1 (paper: 10; 1.5 for random-k) */
+    double theta_max;      /* largest CF, >= theta_min (paper: 1000 exponential, 2000 geometric) */
+    double epsilon;        /* (0, 1]: smallest smoothed gain a level may be sent with (0.7, 0.9) */
+    double omega;          /* [0, 1): relative tolerance of the floor raise and saturation (0.01) */
+    double theta_s0;       /* > 1: first step, first candidate = theta_min * theta_s0 (2) */
+    double alpha;          /* (0, 1]: gain EWMA factor; 0 = auto, min(1, N/100) per observation */
+    double tp_alpha;       /* [0, 1]: 0 = T[CF] is the latest value (paper); else its EWMA factor */
+    uint32_t window;       /* >= 1: observations per candidate evaluation (500; 2000 geometric) */
+    uint32_t warmup_iters; /* first W iterations at the floor whatever the gain (0) */
     enum gv_adapt_policy policy; /* exponential */
     bool raise_any_gain;         /* true: the paper's floor raise, whatever the gains; false
                                     (default): only when the candidate is eligible (>= eps) */
@@ -233,10 +233,10 @@ struct gv_adapt_info {
     double alpha;                 /* EWMA factor used last */
     double t_sys;                 /* last T_sys in samples/s (0 before any) */
     uint32_t floor_rung, cand_rung, top_rung;
-    uint32_t n_tp;                               /* entries in tp[], ascending cf */
+    uint32_t n_tp;                                 /* entries in tp[], ascending cf */
     struct gv_adapt_tp tp[GV_ADAPT_MAX_RUNGS + 1]; /* dense first when present */
-    uint64_t epochs;                             /* Accordion: epochs ended */
-    uint32_t heavy_layers;                       /* Accordion: layers at cf_heavy */
+    uint64_t epochs;                               /* Accordion: epochs ended */
+    uint32_t heavy_layers;                         /* Accordion: layers at cf_heavy */
 };
 
 struct gv_adapt;
@@ -288,9 +288,9 @@ gv_status_t gv_adapt_save(const struct gv_adapt *ctl, void *buf, size_t cap, siz
  * after a restore gives bit-identical decisions to never having stopped. */
 gv_status_t gv_adapt_restore(struct gv_adapt *ctl, const void *buf, size_t len);
 
-const char *gv_adapt_level_str(enum gv_adapt_level level);  /* "dense", "floor", "candidate" */
-const char *gv_adapt_kind_str(enum gv_adapt_kind kind);     /* "dense", "static", ... */
-const char *gv_adapt_policy_str(enum gv_adapt_policy pol);  /* "exponential", "geometric" */
+const char *gv_adapt_level_str(enum gv_adapt_level level); /* "dense", "floor", "candidate" */
+const char *gv_adapt_kind_str(enum gv_adapt_kind kind);    /* "dense", "static", ... */
+const char *gv_adapt_policy_str(enum gv_adapt_policy pol); /* "exponential", "geometric" */
 
 #ifdef __cplusplus
 }

@@ -124,8 +124,8 @@ static void j_emit(struct jb *b, const struct gv_adapt *ctl, cJSON *o)
     cJSON_Delete(o);
 }
 
-void adapt_log_decision(const struct gv_adapt *ctl, uint64_t iter, const struct adapt_core *old_core,
-                        const char *reason)
+void adapt_log_decision(const struct gv_adapt *ctl, uint64_t iter,
+                        const struct adapt_core *old_core, const char *reason)
 {
     struct jb b = {false};
     cJSON *o = j_head(&b, ctl, "decision", iter, old_core, reason);

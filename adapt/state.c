@@ -305,11 +305,10 @@ static const char *gravac_state_bad(const struct gv_adapt *ctl, uint32_t n_slots
         if (!slot_ok(ctl, &ctl->tp[r]))
             return "throughput map";
     const char *why;
-    enum gv_adapt_level want = ctl->n_obs == 0
-                                   ? (g->warmup_iters > 0 ? GV_ADAPT_LEVEL_FLOOR
-                                                          : GV_ADAPT_LEVEL_DENSE)
-                               : adapt_in_warmup(ctl) ? GV_ADAPT_LEVEL_FLOOR
-                                                      : gravac_eligible(ctl, &why);
+    enum gv_adapt_level want =
+        ctl->n_obs == 0        ? (g->warmup_iters > 0 ? GV_ADAPT_LEVEL_FLOOR : GV_ADAPT_LEVEL_DENSE)
+        : adapt_in_warmup(ctl) ? GV_ADAPT_LEVEL_FLOOR
+                               : gravac_eligible(ctl, &why);
     if (ctl->level != want)
         return "level";
     return NULL;
@@ -343,10 +342,8 @@ static const char *state_bad(const struct gv_adapt *ctl, uint32_t n_slots)
         return ctl->level == GV_ADAPT_LEVEL_DENSE && ctl->windows == 0 ? NULL : "level";
     case GV_ADAPT_STATIC:
         return ctl->level == GV_ADAPT_LEVEL_FLOOR && ctl->windows == 0 ? NULL : "level";
-    case GV_ADAPT_GRAVAC:
-        return gravac_state_bad(ctl, n_slots);
-    case GV_ADAPT_ACCORDION:
-        return accordion_state_bad(ctl);
+    case GV_ADAPT_GRAVAC: return gravac_state_bad(ctl, n_slots);
+    case GV_ADAPT_ACCORDION: return accordion_state_bad(ctl);
     }
     return "kind";
 }
@@ -410,8 +407,8 @@ static gv_status_t check_header(const uint8_t *b, size_t len, uint16_t *kind_p)
     if (csum != adapt_state_checksum(b, len))
         return proto_err("checksum mismatch (corrupt)");
     if (version != ADAPT_STATE_VERSION) {
-        gv_log(GV_LOG_ERROR, "adapt: checkpoint format version %u, this build reads %u",
-               version, ADAPT_STATE_VERSION);
+        gv_log(GV_LOG_ERROR, "adapt: checkpoint format version %u, this build reads %u", version,
+               ADAPT_STATE_VERSION);
         return GV_ERR_VERSION;
     }
     *kind_p = kind;

@@ -26,7 +26,7 @@ struct opts {
     int threads[4]; /* 1 and 0 (= all) by default */
     int nthreads;
     int reps;
-    int warm;       /* 1: leave the input in cache between reps */
+    int warm; /* 1: leave the input in cache between reps */
     int json;
     int multilevel;
     int cuda;
@@ -36,19 +36,18 @@ struct opts {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: gravac-bench compress [options]\n"
-            "  --sizes a,b,..      tensor sizes (default 1e4,1e5,1e6,1e7,2.5e7,1e8)\n"
-            "  --cfs a,b,..        compression factors (default 10,100,1000)\n"
-            "  --compressors list  topk,randomk,dgc,redsync,dense (default all)\n"
-            "  --threads list      1 and/or all, or numbers (default 1,all)\n"
-            "  --reps N            timed repetitions, the median is reported (default 7)\n"
-            "  --warm              keep the input cached between reps (default: flushed)\n"
-            "  --multilevel a,b    the multi-level row: cf_min, candidate (default 10,1000)\n"
-            "  --no-multilevel     skip it\n"
-            "  --device cpu|cuda   backend (default cpu)\n"
-            "  --seed S            data and sampling seed (default 1)\n"
-            "  --json              one JSON document instead of the table\n");
+    fprintf(f, "usage: gravac-bench compress [options]\n"
+               "  --sizes a,b,..      tensor sizes (default 1e4,1e5,1e6,1e7,2.5e7,1e8)\n"
+               "  --cfs a,b,..        compression factors (default 10,100,1000)\n"
+               "  --compressors list  topk,randomk,dgc,redsync,dense (default all)\n"
+               "  --threads list      1 and/or all, or numbers (default 1,all)\n"
+               "  --reps N            timed repetitions, the median is reported (default 7)\n"
+               "  --warm              keep the input cached between reps (default: flushed)\n"
+               "  --multilevel a,b    the multi-level row: cf_min, candidate (default 10,1000)\n"
+               "  --no-multilevel     skip it\n"
+               "  --device cpu|cuda   backend (default cpu)\n"
+               "  --seed S            data and sampling seed (default 1)\n"
+               "  --json              one JSON document instead of the table\n");
 }
 
 static int parse_list(const char *s, double *out, int max)
@@ -79,7 +78,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     memcpy(o->cfs, def_cfs, sizeof(def_cfs));
     o->ncfs = 3;
     for (int k = 0; k <= GV_CMP_REDSYNC; k++)
-        o->kinds[o->nkinds++] = (enum gv_cmp_kind)(k == 0 ? GV_CMP_TOPK : k == 1 ? GV_CMP_DENSE : k);
+        o->kinds[o->nkinds++] = (enum gv_cmp_kind)(k == 0   ? GV_CMP_TOPK
+                                                   : k == 1 ? GV_CMP_DENSE
+                                                            : k);
     o->threads[0] = 1;
     o->threads[1] = 0;
     o->nthreads = 2;
@@ -225,7 +226,7 @@ struct ctx {
     struct gv_cmp *any; /* for memory of the backend's kind */
     float *x;           /* input, host or device */
     float *x_host;
-    float *dst;         /* memcpy destination */
+    float *dst; /* memcpy destination */
     struct gv_sparse out, out2, out3;
     cJSON *rows;
     int hdr_done;
@@ -423,7 +424,8 @@ static void run_ef_multilevel(struct ctx *c, int threads, uint32_t n, double mem
     double direct[1000], ml[1000];
     double a = c->o->ml_min, b = c->o->ml_cand;
     struct gv_ef *e1, *e2, *e3;
-    if (gv_ef_create(c->cmp, n, NULL, &e1) != GV_OK || gv_ef_create(c->cmp, n, NULL, &e2) != GV_OK ||
+    if (gv_ef_create(c->cmp, n, NULL, &e1) != GV_OK ||
+        gv_ef_create(c->cmp, n, NULL, &e2) != GV_OK ||
         gv_ef_create(c->cmp, n, NULL, &e3) != GV_OK) {
         fprintf(stderr, "compress: cannot allocate residuals for n %u\n", n);
         exit(1);
@@ -613,8 +615,8 @@ static int run(struct ctx *c)
         emit_row(c, "memcpy", 1, n, 1, n, mc1, mc1_gbs, 0);
         for (int t = 0; t < nthr; t++) {
             if (thr[t] > 1 && !o->cuda && n >= 1000000) /* thread start-up dominates below */
-                emit_row(c, "memcpy", thr[t], n, 1, n, time_memcpy(c, c->any, n, thr[t]),
-                         mc1_gbs, 0);
+                emit_row(c, "memcpy", thr[t], n, 1, n, time_memcpy(c, c->any, n, thr[t]), mc1_gbs,
+                         0);
             if (run_kinds(c, n, thr[t], min_cf, mc1_gbs) != 0)
                 goto out;
         }

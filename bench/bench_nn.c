@@ -99,12 +99,12 @@ out:
 static int nn_bench_parse(int argc, char **argv, struct nn_bench_opts *o)
 {
     static const struct option lo[] = {
-        {"batch", required_argument, NULL, 'b'}, {"threads", required_argument, NULL, 't'},
+        {"batch", required_argument, NULL, 'b'},   {"threads", required_argument, NULL, 't'},
         {"seconds", required_argument, NULL, 's'}, {"device", required_argument, NULL, 'd'},
-        {"models", required_argument, NULL, 'm'}, {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    *o = (struct nn_bench_opts){.batch = 64, .threads = 1, .seconds = 2.0, .dev_cpu = 1,
-                                .dev_cuda = 1};
+        {"models", required_argument, NULL, 'm'},  {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    *o = (struct nn_bench_opts){
+        .batch = 64, .threads = 1, .seconds = 2.0, .dev_cpu = 1, .dev_cuda = 1};
     snprintf(o->models, sizeof(o->models), "softmax,mlp,cnn,lstm");
     int c;
     optind = 1;
@@ -121,8 +121,7 @@ static int nn_bench_parse(int argc, char **argv, struct nn_bench_opts *o)
             if (!o->dev_cpu && !o->dev_cuda)
                 return -1;
             break;
-        default:
-            return -1;
+        default: return -1;
         }
     }
     if (o->batch < 1 || o->batch > 4096 || o->threads < 1 || o->threads > 256 ||
@@ -159,8 +158,8 @@ int gv_bench_nn_main(int argc, char **argv)
         printf("# gravac-bench nn: batch %d (lstm: %d windows of 64 chars), %d OpenBLAS "
                "thread(s), >= %.1f s per measurement; baselines: forward pass, cpu backend\n"
                "%-8s %-6s %9s %16s %16s %10s %8s\n",
-               o.batch, o.batch, o.threads, o.seconds, "model", "device", "params",
-               "fwd samples/s", "train samples/s", "train/fwd", "vs cpu");
+               o.batch, o.batch, o.threads, o.seconds, "model", "device", "params", "fwd samples/s",
+               "train samples/s", "train/fwd", "vs cpu");
     if (o.dev_cuda) { /* probe once: without a GPU, say so and measure the CPU only */
         struct gv_nn_backend *be = NULL;
         gv_status_t status = gv_nn_backend_create(GV_NN_CUDA, 0, &be);

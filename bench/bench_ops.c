@@ -26,17 +26,35 @@ struct bops_cfg {
 };
 
 static const struct gv_opt bops_opts[] = {
-    {.name = "dir", .type = GV_OPT_STRING, .offset = offsetof(struct bops_cfg, dir),
-     .def = "/tmp", .help = "directory for the checkpoint files (a temporary subdirectory)"},
-    {.name = "size", .type = GV_OPT_SIZE, .offset = offsetof(struct bops_cfg, size),
-     .def = "64M", .help = "checkpoint payload (split into params and momentum)",
-     .flags = GV_OPT_RANGE, .min = 4096, .max = 17179869184.0},
-    {.name = "repeat", .type = GV_OPT_INT, .offset = offsetof(struct bops_cfg, repeat),
-     .def = "5", .help = "repetitions; the median is reported", .flags = GV_OPT_RANGE, .min = 1,
+    {.name = "dir",
+     .type = GV_OPT_STRING,
+     .offset = offsetof(struct bops_cfg, dir),
+     .def = "/tmp",
+     .help = "directory for the checkpoint files (a temporary subdirectory)"},
+    {.name = "size",
+     .type = GV_OPT_SIZE,
+     .offset = offsetof(struct bops_cfg, size),
+     .def = "64M",
+     .help = "checkpoint payload (split into params and momentum)",
+     .flags = GV_OPT_RANGE,
+     .min = 4096,
+     .max = 17179869184.0},
+    {.name = "repeat",
+     .type = GV_OPT_INT,
+     .offset = offsetof(struct bops_cfg, repeat),
+     .def = "5",
+     .help = "repetitions; the median is reported",
+     .flags = GV_OPT_RANGE,
+     .min = 1,
      .max = 1000},
-    {.name = "ops", .type = GV_OPT_UINT64, .offset = offsetof(struct bops_cfg, ops),
-     .def = "2000000", .help = "metric updates and HMACs per timing", .flags = GV_OPT_RANGE,
-     .min = 1000, .max = 1e10},
+    {.name = "ops",
+     .type = GV_OPT_UINT64,
+     .offset = offsetof(struct bops_cfg, ops),
+     .def = "2000000",
+     .help = "metric updates and HMACs per timing",
+     .flags = GV_OPT_RANGE,
+     .min = 1000,
+     .max = 1e10},
 };
 
 static int bops_cmp(const void *a, const void *b)
@@ -179,8 +197,8 @@ static int bops_metrics(const struct bops_cfg *c)
     uint64_t t3 = gv_now_ns();
     double base = (double)(t1 - t0) / (double)c->ops, inc = (double)(t2 - t1) / (double)c->ops;
     double obs = (double)(t3 - t2) / (double)c->ops;
-    printf("%-34s %10.1f ns/op    baseline %-26s %10.1f ns/op    ratio %.2f\n", "metric counter inc",
-           inc, "mutex + add", base, inc / base);
+    printf("%-34s %10.1f ns/op    baseline %-26s %10.1f ns/op    ratio %.2f\n",
+           "metric counter inc", inc, "mutex + add", base, inc / base);
     printf("%-34s %10.1f ns/op    baseline %-26s %10.1f ns/op    ratio %.2f\n",
            "metric summary observe", obs, "mutex + add", base, obs / base);
     /* rendering a server's worth of series: 64 workers x 2 gauges, a few counters, 4 summaries */
@@ -249,7 +267,9 @@ int gv_bench_ops_main(int argc, char **argv)
     struct gv_opt_table tab = {bops_opts, GV_ARRAY_LEN(bops_opts), &c};
     struct gv_cfg_spec spec = {.program = "gravac-bench ops",
                                .summary = "cost of checkpoints, metrics and handshakes",
-                               .section = "bench", .tables = &tab, .n_tables = 1};
+                               .section = "bench",
+                               .tables = &tab,
+                               .n_tables = 1};
     struct gv_cfg *cfg;
     if (gv_cfg_create(&spec, &cfg) != GV_OK)
         return 2;

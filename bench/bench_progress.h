@@ -19,17 +19,17 @@ enum bp_mode {
     BP_OFF = 2,  /* never (--quiet) */
 };
 
-#define BP_EVERY_TTY_S 0.5   /* default interval between updates on a terminal */
-#define BP_EVERY_LINES_S 10  /* ... and in a file, where every update is a line */
+#define BP_EVERY_TTY_S 0.5  /* default interval between updates on a terminal */
+#define BP_EVERY_LINES_S 10 /* ... and in a file, where every update is a line */
 
 struct bp {
-    FILE *f;          /* borrowed; stderr in the programs */
-    bool on;          /* print at all */
-    bool tty;         /* redraw one line in place instead of writing lines */
-    bool shown;       /* a redrawn line is on the terminal now */
-    double t0;        /* gv_now_s() at bp_init: the bench's start */
-    double every_s;   /* at most one update per every_s, forced ones excepted */
-    double last_s;    /* time of the last update (< 0: none yet) */
+    FILE *f;        /* borrowed; stderr in the programs */
+    bool on;        /* print at all */
+    bool tty;       /* redraw one line in place instead of writing lines */
+    bool shown;     /* a redrawn line is on the terminal now */
+    double t0;      /* gv_now_s() at bp_init: the bench's start */
+    double every_s; /* at most one update per every_s, forced ones excepted */
+    double last_s;  /* time of the last update (< 0: none yet) */
 };
 
 /* "auto", "on" or "off" into *mode_p; GV_ERR_INVAL otherwise (nothing written). */

@@ -100,8 +100,7 @@ static void pb_fill(struct gv_proto_msg *m, enum gv_proto_msg_type type, uint64_
         gv_proto_seg_add(m, GV_PROTO_SEG_INDICES, GV_PROTO_ENC_U32, nnz, 4 * nnz);
         gv_proto_seg_add(m, GV_PROTO_SEG_VALUES, GV_PROTO_ENC_F32, nnz, 4 * nnz);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 

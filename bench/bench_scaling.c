@@ -28,22 +28,22 @@ struct sc_opts {
     int batches[SC_MAX_B];
     int n_b;
     int trials, refine;
-    bool transfer;          /* also try the previous batch size's best (lr, 2 lr) */
-    double goal;            /* validation error to get below */
+    bool transfer; /* also try the previous batch size's best (lr, 2 lr) */
+    double goal;   /* validation error to get below */
     double max_epochs;
-    int val;                /* validation samples (end of the training file) */
+    int val;                           /* validation samples (end of the training file) */
     double lr_lo, lr_hi, om_lo, om_hi; /* lr and 1 - momentum ranges (log scale) */
     bool nesterov;
     uint64_t seed;
     int threads;
-    int eval_samples;       /* at least this many training samples between evaluations */
-    double eval_growth;     /* and at least this relative growth of the step count */
+    int eval_samples;   /* at least this many training samples between evaluations */
+    double eval_growth; /* and at least this relative growth of the step count */
     char data_dir[512];
     char out[512];
     bool plots;
     char plot_fmt[8];
-    enum bp_mode progress;  /* --progress (--quiet: off) */
-    double progress_every;  /* --progress-every S (0: the default for the output) */
+    enum bp_mode progress; /* --progress (--quiet: off) */
+    double progress_every; /* --progress-every S (0: the default for the output) */
 };
 
 /* diverged: a non-finite or exploding (> 1e3) training loss, or a non-finite validation loss;
@@ -67,15 +67,15 @@ struct sc_trial {
     int b, stage;
     double lr, momentum;
     enum sc_outcome outcome;
-    int64_t steps;          /* to the goal (reached), else steps run */
-    double best_err;        /* lowest validation error seen */
+    int64_t steps;   /* to the goal (reached), else steps run */
+    double best_err; /* lowest validation error seen */
     int evals;
     double seconds;
 };
 
 struct sc_best {
     int b;
-    int64_t steps;          /* -1: no trial reached the goal */
+    int64_t steps; /* -1: no trial reached the goal */
     double lr, momentum;
     int n_trials;
     double seconds;
@@ -89,13 +89,13 @@ struct sc_data {
 /* Where the study is, for the progress line. */
 struct sc_prog {
     struct bp bp;
-    int bi, nb;             /* the batch size going on (0-based), of */
-    int done;               /* batch sizes finished, and their total time */
+    int bi, nb; /* the batch size going on (0-based), of */
+    int done;   /* batch sizes finished, and their total time */
     double done_s;
-    double tb0;             /* gv_now_s() at this batch size's start */
-    int stage, running, n;  /* the stage, its trials still running, of */
-    int64_t at, budget;     /* the step its trials run to next, and the step budget */
-    double samples;         /* trained in this batch size so far, over every trial */
+    double tb0;            /* gv_now_s() at this batch size's start */
+    int stage, running, n; /* the stage, its trials still running, of */
+    int64_t at, budget;    /* the step its trials run to next, and the step budget */
+    double samples;        /* trained in this batch size so far, over every trial */
 };
 
 /* ---------------------------------------------------------------- options */
@@ -163,26 +163,47 @@ static int sc_pair(const char *s, double *a, double *b)
 
 static int sc_parse(int argc, char **argv, struct sc_opts *o)
 {
-    static const struct option lo[] = {
-        {"model", required_argument, NULL, 'm'},    {"widths", required_argument, NULL, 'w'},
-        {"batches", required_argument, NULL, 'b'},  {"trials", required_argument, NULL, 't'},
-        {"refine", required_argument, NULL, 'r'},   {"goal-error", required_argument, NULL, 'g'},
-        {"max-epochs", required_argument, NULL, 'E'}, {"val", required_argument, NULL, 'v'},
-        {"lr-range", required_argument, NULL, 'l'}, {"om-range", required_argument, NULL, 'M'},
-        {"nesterov", no_argument, NULL, 'n'},       {"seed", required_argument, NULL, 's'},
-        {"threads", required_argument, NULL, 'T'},  {"eval-samples", required_argument, NULL, 'e'},
-        {"eval-growth", required_argument, NULL, 'G'}, {"data-dir", required_argument, NULL, 'd'},
-        {"out", required_argument, NULL, 'o'},      {"plot-format", required_argument, NULL, 'f'},
-        {"no-plots", no_argument, NULL, 'P'},       {"help", no_argument, NULL, 'h'},
-        {"no-transfer", no_argument, NULL, 'X'},
-        {"progress", required_argument, NULL, 'p'},
-        {"progress-every", required_argument, NULL, 'U'}, {"quiet", no_argument, NULL, 'q'},
-        {NULL, 0, NULL, 0}};
-    *o = (struct sc_opts){.model = GV_NN_MLP, .trials = 8, .refine = 4, .transfer = true,
+    static const struct option lo[] = {{"model", required_argument, NULL, 'm'},
+                                       {"widths", required_argument, NULL, 'w'},
+                                       {"batches", required_argument, NULL, 'b'},
+                                       {"trials", required_argument, NULL, 't'},
+                                       {"refine", required_argument, NULL, 'r'},
+                                       {"goal-error", required_argument, NULL, 'g'},
+                                       {"max-epochs", required_argument, NULL, 'E'},
+                                       {"val", required_argument, NULL, 'v'},
+                                       {"lr-range", required_argument, NULL, 'l'},
+                                       {"om-range", required_argument, NULL, 'M'},
+                                       {"nesterov", no_argument, NULL, 'n'},
+                                       {"seed", required_argument, NULL, 's'},
+                                       {"threads", required_argument, NULL, 'T'},
+                                       {"eval-samples", required_argument, NULL, 'e'},
+                                       {"eval-growth", required_argument, NULL, 'G'},
+                                       {"data-dir", required_argument, NULL, 'd'},
+                                       {"out", required_argument, NULL, 'o'},
+                                       {"plot-format", required_argument, NULL, 'f'},
+                                       {"no-plots", no_argument, NULL, 'P'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {"no-transfer", no_argument, NULL, 'X'},
+                                       {"progress", required_argument, NULL, 'p'},
+                                       {"progress-every", required_argument, NULL, 'U'},
+                                       {"quiet", no_argument, NULL, 'q'},
+                                       {NULL, 0, NULL, 0}};
+    *o = (struct sc_opts){.model = GV_NN_MLP,
+                          .trials = 8,
+                          .refine = 4,
+                          .transfer = true,
                           .goal = 0.13,
-                          .max_epochs = 20, .val = 5000, .lr_lo = 0.001, .lr_hi = 3,
-                          .om_lo = 0.01, .om_hi = 0.5, .seed = 1, .threads = 1,
-                          .eval_samples = 2048, .eval_growth = 0.05, .plots = true};
+                          .max_epochs = 20,
+                          .val = 5000,
+                          .lr_lo = 0.001,
+                          .lr_hi = 3,
+                          .om_lo = 0.01,
+                          .om_hi = 0.5,
+                          .seed = 1,
+                          .threads = 1,
+                          .eval_samples = 2048,
+                          .eval_growth = 0.05,
+                          .plots = true};
     snprintf(o->widths, sizeof(o->widths), "256,128");
     snprintf(o->data_dir, sizeof(o->data_dir), "%s", GV_NN_FASHION_MNIST_DIR);
     snprintf(o->out, sizeof(o->out), "bench-scaling");
@@ -228,9 +249,8 @@ static int sc_parse(int argc, char **argv, struct sc_opts *o)
     }
     if (bad || optind < argc || o->n_b < 1 || o->trials < 1 || o->trials > SC_MAX_TRIALS ||
         o->refine < 0 || o->trials + o->refine + 2 > SC_MAX_TRIALS ||
-        !(o->goal > 0 && o->goal < 1) ||
-        !(o->max_epochs > 0 && o->max_epochs <= 1000) || o->val < 100 || o->threads < 1 ||
-        !(o->progress_every >= 0 && o->progress_every <= 3600) ||
+        !(o->goal > 0 && o->goal < 1) || !(o->max_epochs > 0 && o->max_epochs <= 1000) ||
+        o->val < 100 || o->threads < 1 || !(o->progress_every >= 0 && o->progress_every <= 3600) ||
         o->threads > 64 || o->eval_samples < 1 || !(o->eval_growth >= 0 && o->eval_growth < 1) ||
         o->model == GV_NN_LSTM)
         return -1;
@@ -291,7 +311,7 @@ struct sc_run {
 
 /* A trial between its turns: its parameters, momentum and data order. */
 struct sc_state {
-    float *params, *mom;     /* float[numel], host */
+    float *params, *mom; /* float[numel], host */
     struct gv_nn_sampler smp;
     bool alive;
 };
@@ -343,8 +363,8 @@ static void sc_state_cleanup(struct sc_state *st)
 }
 
 /* Every trial starts from the same initial model and sees the same batches (one seed). */
-static gv_status_t sc_state_init(const struct sc_opts *o, const struct sc_data *d,
-                                 struct sc_run *r, struct sc_state *st)
+static gv_status_t sc_state_init(const struct sc_opts *o, const struct sc_data *d, struct sc_run *r,
+                                 struct sc_state *st)
 {
     memset(st, 0, sizeof(*st));
     st->params = gv_malloc(r->numel * sizeof(float));
@@ -423,13 +443,13 @@ static void sc_progress(struct sc_prog *pg, int b, bool force)
     double b_s = gv_now_s() - pg->tb0, mean = pg->done > 0 ? pg->done_s / pg->done : -1;
     double left = mean < 0 ? -1 : GV_MAX(0.0, mean - b_s) + (pg->nb - pg->bi - 1) * mean;
     if (pg->at == 0)
-        bp_update(&pg->bp, force, left, "batch size %d/%d (B %d): starting", pg->bi + 1, pg->nb,
-                  b);
+        bp_update(&pg->bp, force, left, "batch size %d/%d (B %d): starting", pg->bi + 1, pg->nb, b);
     else
-        bp_update(&pg->bp, force, left, "batch size %d/%d (B %d), stage %d: %d of %d trials "
-                  "running, step %lld/%lld, %.0f samples/s", pg->bi + 1, pg->nb, b, pg->stage,
-                  pg->running, pg->n, (long long)pg->at, (long long)pg->budget,
-                  b_s > 0 ? pg->samples / b_s : 0.0);
+        bp_update(&pg->bp, force, left,
+                  "batch size %d/%d (B %d), stage %d: %d of %d trials "
+                  "running, step %lld/%lld, %.0f samples/s",
+                  pg->bi + 1, pg->nb, b, pg->stage, pg->running, pg->n, (long long)pg->at,
+                  (long long)pg->budget, b_s > 0 ? pg->samples / b_s : 0.0);
 }
 
 /* Runs the n trials of one stage in lockstep, one evaluation interval at a time (every
@@ -496,7 +516,7 @@ static gv_status_t sc_stage(const struct sc_opts *o, const struct sc_data *d, st
         if (*winner_p >= 0 || at >= budget) {
             for (int i = 0; i < n; i++)
                 if (st[i].alive)
-                    t[i].outcome = i == *winner_p          ? SC_REACHED
+                    t[i].outcome = i == *winner_p   ? SC_REACHED
                                    : *winner_p >= 0 ? SC_PRUNED
                                                     : SC_NOT_REACHED;
             break;
@@ -530,9 +550,9 @@ static void sc_point(int i, double l0, double l1, double m0, double m1, double *
 static void sc_print_trial(const struct sc_trial *t)
 {
     printf("  B %5d stage %d lr %-9.4g momentum %-7.4f eff-lr %-9.4g %-11s steps %-7lld best "
-           "err %.4f (%d evals, %.1f s)\n", t->b, t->stage, t->lr, t->momentum,
-           t->lr / (1 - t->momentum), sc_outcome_str(t->outcome), (long long)t->steps,
-           t->best_err, t->evals, t->seconds);
+           "err %.4f (%d evals, %.1f s)\n",
+           t->b, t->stage, t->lr, t->momentum, t->lr / (1 - t->momentum),
+           sc_outcome_str(t->outcome), (long long)t->steps, t->best_err, t->evals, t->seconds);
     fflush(stdout);
 }
 
@@ -546,8 +566,7 @@ static gv_status_t sc_batch(const struct sc_opts *o, const struct sc_data *d, in
 {
     struct sc_run run;
     gv_status_t status = sc_run_init(o, d, b, &run);
-    double l0 = log10(o->lr_lo), l1 = log10(o->lr_hi), m0 = log10(o->om_lo),
-           m1 = log10(o->om_hi);
+    double l0 = log10(o->lr_lo), l1 = log10(o->lr_hi), m0 = log10(o->om_lo), m1 = log10(o->om_hi);
     *best = (struct sc_best){.b = b, .steps = -1};
     double t0 = gv_now_s(), c_lr = 0, c_mom = 0, c_err = 1.0;
     for (int stage = 1; stage <= 2 && status == GV_OK; stage++) {
@@ -581,8 +600,7 @@ static gv_status_t sc_batch(const struct sc_opts *o, const struct sc_data *d, in
                 continue;
             }
             /* stage 2 continues the sequence, so its points differ from stage 1's pattern */
-            sc_point(i + (stage == 2 ? o->trials : 0), l0, l1, m0, m1, &t[i].lr,
-                     &t[i].momentum);
+            sc_point(i + (stage == 2 ? o->trials : 0), l0, l1, m0, m1, &t[i].lr, &t[i].momentum);
         }
         int win = -1;
         pg->stage = stage;
@@ -616,8 +634,9 @@ enum sc_regime { SC_PERFECT = 0, SC_DIMINISHING, SC_MAXIMAL };
 
 static const char *sc_regime_str(enum sc_regime r)
 {
-    return r == SC_PERFECT ? "perfect scaling" : r == SC_DIMINISHING ? "diminishing returns"
-                                                                      : "maximal data parallelism";
+    return r == SC_PERFECT       ? "perfect scaling"
+           : r == SC_DIMINISHING ? "diminishing returns"
+                                 : "maximal data parallelism";
 }
 
 /* Slope of segment i (between measured neighbours i and i + 1): halvings of the steps per
@@ -680,13 +699,13 @@ static void sc_print_regimes(const struct sc_best *best, int n, double goal)
     const struct sc_best *m[SC_MAX_B];
     int k = sc_measured(best, n, m);
     printf("\n== steps to validation error < %.3f (best trial per batch size)\n", goal);
-    printf("%-8s %-10s %-12s %-10s %-10s %-9s %-9s %s\n", "B", "steps", "perfect", "lr",
-           "momentum", "trials", "time[s]", "slope to next B (regime)");
+    printf("%-8s %-10s %-12s %-10s %-10s %-9s %-9s %s\n", "B", "steps", "perfect", "lr", "momentum",
+           "trials", "time[s]", "slope to next B (regime)");
     for (int i = 0; i < n; i++) {
         const struct sc_best *b = &best[i];
         if (b->steps < 0) {
-            printf("%-8d %-10s %-12s %-10s %-10s %-9d %-9.0f\n", b->b, "not reached", "-", "-",
-                   "-", b->n_trials, b->seconds);
+            printf("%-8d %-10s %-12s %-10s %-10s %-9d %-9.0f\n", b->b, "not reached", "-", "-", "-",
+                   b->n_trials, b->seconds);
             continue;
         }
         double perfect = k > 0 ? (double)m[0]->steps * m[0]->b / b->b : 0;
@@ -696,8 +715,8 @@ static void sc_print_regimes(const struct sc_best *best, int n, double goal)
                 double s = sc_slope(m[j], m[j + 1]);
                 snprintf(slope, sizeof(slope), "%.2f (%s)", s, sc_regime_str(sc_classify(s)));
             }
-        printf("%-8d %-10lld %-12.0f %-10.4g %-10.4f %-9d %-9.0f %s\n", b->b,
-               (long long)b->steps, perfect, b->lr, b->momentum, b->n_trials, b->seconds, slope);
+        printf("%-8d %-10lld %-12.0f %-10.4g %-10.4f %-9d %-9.0f %s\n", b->b, (long long)b->steps,
+               perfect, b->lr, b->momentum, b->n_trials, b->seconds, slope);
     }
     if (k < 2) {
         printf("regimes: fewer than two batch sizes reached the goal; none identified\n");
@@ -749,8 +768,9 @@ static gv_status_t sc_write_json(const struct sc_opts *o, const struct sc_trial 
     cJSON_AddStringToObject(s, "model", gv_nn_model_kind_str(o->model));
     if (o->model == GV_NN_MLP)
         cJSON_AddStringToObject(s, "widths", o->widths);
-    cJSON_AddStringToObject(s, "data", "fashion-mnist training file; validation = its last "
-                                       "--val samples; test set unused");
+    cJSON_AddStringToObject(s, "data",
+                            "fashion-mnist training file; validation = its last "
+                            "--val samples; test set unused");
     cJSON_AddNumberToObject(s, "validation_samples", o->val);
     cJSON_AddNumberToObject(s, "goal_validation_error", o->goal);
     cJSON_AddNumberToObject(s, "trials", o->trials);
@@ -858,10 +878,12 @@ static gv_status_t sc_plot(const struct sc_opts *o, const struct sc_best *best, 
         return GV_ERR_IO;
     bt_gnuplot_terminal(o->plot_fmt, 1100, 480, term, sizeof(term));
     fprintf(f, "%s\nset output '%s'\nset multiplot layout 1,2\nset grid\n", term, img);
-    fprintf(f, "set title 'Steps to validation error < %.3f (%s, Fashion-MNIST)'\n"
-               "set logscale xy 2\nset format x '2^{%%L}'\nset format y '2^{%%L}'\n"
-               "set xlabel 'global batch size B'\nset ylabel 'steps (best trial)'\n"
-               "set key bottom left\n", o->goal, gv_nn_model_kind_str(o->model));
+    fprintf(f,
+            "set title 'Steps to validation error < %.3f (%s, Fashion-MNIST)'\n"
+            "set logscale xy 2\nset format x '2^{%%L}'\nset format y '2^{%%L}'\n"
+            "set xlabel 'global batch size B'\nset ylabel 'steps (best trial)'\n"
+            "set key bottom left\n",
+            o->goal, gv_nn_model_kind_str(o->model));
     /* the regimes, shaded behind the curves and named at the top */
     struct sc_regimes g;
     sc_regimes_of(best, nb, &g);
@@ -870,22 +892,28 @@ static gv_status_t sc_plot(const struct sc_opts *o, const struct sc_best *best, 
         int lo, hi;
         if (!sc_regime_span(&g, (enum sc_regime)r, &lo, &hi))
             continue;
-        fprintf(f, "set object %d rect from %d, graph 0 to %d, graph 1 behind fc rgb '%s' "
-                   "fs solid 1.0 noborder\nset label %d '%s' at %g, graph 0.97 center front "
-                   "font ',9'\n", r + 1, lo, hi, shade[r], r + 1, sc_regime_str((enum sc_regime)r),
+        fprintf(f,
+                "set object %d rect from %d, graph 0 to %d, graph 1 behind fc rgb '%s' "
+                "fs solid 1.0 noborder\nset label %d '%s' at %g, graph 0.97 center front "
+                "font ',9'\n",
+                r + 1, lo, hi, shade[r], r + 1, sc_regime_str((enum sc_regime)r),
                 sqrt((double)lo * hi));
     }
-    fprintf(f, "plot '%s' using 1:3 with lines dt 2 lw 2 lc rgb '#808080' title 'perfect "
-               "scaling', \\\n     '%s' using 1:2 with linespoints pt 7 ps 1 lw 2 "
-               "lc rgb '#1f77b4' title 'measured'\n", dat, dat);
+    fprintf(f,
+            "plot '%s' using 1:3 with lines dt 2 lw 2 lc rgb '#808080' title 'perfect "
+            "scaling', \\\n     '%s' using 1:2 with linespoints pt 7 ps 1 lw 2 "
+            "lc rgb '#1f77b4' title 'measured'\n",
+            dat, dat);
     fprintf(f, "unset object 1\nunset object 2\nunset object 3\nunset label 1\n"
                "unset label 2\nunset label 3\n");
-    fprintf(f, "set title 'Best trial: effective learning rate lr/(1-momentum)'\n"
-               "set format y '10^{%%L}'\nset logscale y 10\nset ylabel 'lr / (1 - momentum)'\n"
-               "set key top left\n"
-               "plot '%s' using 1:6 with linespoints pt 7 lw 2 lc rgb '#d62728' title "
-               "'effective lr', '%s' using 1:4 with linespoints pt 5 lw 2 lc rgb '#2ca02c' "
-               "title 'lr'\nunset multiplot\n", dat, dat);
+    fprintf(f,
+            "set title 'Best trial: effective learning rate lr/(1-momentum)'\n"
+            "set format y '10^{%%L}'\nset logscale y 10\nset ylabel 'lr / (1 - momentum)'\n"
+            "set key top left\n"
+            "plot '%s' using 1:6 with linespoints pt 7 lw 2 lc rgb '#d62728' title "
+            "'effective lr', '%s' using 1:4 with linespoints pt 5 lw 2 lc rgb '#2ca02c' "
+            "title 'lr'\nunset multiplot\n",
+            dat, dat);
     if (fclose(f) != 0)
         return GV_ERR_IO;
     return bt_gnuplot(gp);
@@ -920,9 +948,9 @@ int gv_bench_scaling_main(int argc, char **argv)
            "constant lr, budget %g epochs; %d OpenBLAS thread(s), load %.2f\n",
            gv_nn_model_kind_str(o.model), o.model == GV_NN_MLP ? " " : "",
            o.model == GV_NN_MLP ? o.widths : "", d.train.n, d.val.n, o.goal, o.trials,
-           o.transfer ? " + 2 transferred from the previous B (stage 0)" : "", o.refine,
-           o.lr_lo, o.lr_hi, o.om_lo, o.om_hi, o.nesterov ? "Nesterov" : "heavy-ball",
-           o.max_epochs, o.threads, load[0]);
+           o.transfer ? " + 2 transferred from the previous B (stage 0)" : "", o.refine, o.lr_lo,
+           o.lr_hi, o.om_lo, o.om_hi, o.nesterov ? "Nesterov" : "heavy-ball", o.max_epochs,
+           o.threads, load[0]);
     struct sc_trial *trials = gv_calloc((size_t)o.n_b * SC_MAX_TRIALS, sizeof(*trials));
     struct sc_best best[SC_MAX_B];
     int nt = 0, rc = 1;

@@ -34,51 +34,50 @@ static void bt_at_exit(void)
 
 static void bt_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: gravac-bench train [options] [-- job options for every process]\n"
-            "Runs S servers and W workers per method and reports time and iterations to a\n"
-            "target test accuracy, accuracy at the budget, bytes each way, samples/s and the\n"
-            "CF timeline (table, CSV, JSON, plots). Every process runs in its own network\n"
-            "namespace behind a tbf-shaped link (root needed), or on loopback.\n\n"
-            "  --servers N          servers (default 2)\n"
-            "  --workers N          workers (default 4)\n"
-            "  --rates LIST         link rates, e.g. 10gbit,1gbit,100mbit (default 100mbit);\n"
-            "                       'none' = namespaces without shaping\n"
-            "  --methods LIST       of dense, static-<CF>, gravac-exp, gravac-geo, accordion\n"
-            "                       (default " BT_DEFAULT_METHODS ")\n"
-            "  --add-method L=OPTS  a method labelled L with its own job options (repeatable)\n"
-            "  --gravac OPTS        options of both GraVAC methods\n"
-            "                       (default '" BT_DEFAULT_GRAVAC "';\n"
-            "                       exp adds --theta-max 1000, geo --theta-max 2000)\n"
-            "  --accordion OPTS     Accordion's options (default '" BT_DEFAULT_ACCORDION "')\n"
-            "  --repeats N          runs of each method (default 2)\n"
-            "  --seed N             seed of the first repeat (default 1)\n"
-            "  --same-seed          every repeat uses --seed (default: repeat k uses seed + k)\n"
-            "  --target A           target test accuracy, 0..1 or a percentage (default 0.87:\n"
-            "                       about one point under dense's final accuracy, default job)\n"
-            "  --also-targets LIST  more targets, reported apart\n"
-            "                       (default 0.8,0.84,0.85,0.86,0.88)\n"
-            "  --steps N            iteration budget of every run (default 1000)\n"
-            "  --eval-every N       worker 0 evaluates every N iterations (default 20)\n"
-            "  --out DIR            results (default bench-train)\n"
-            "  --bin-dir DIR        gravac-server and gravac-worker (default: next to this\n"
-            "                       program)\n"
-            "  --net MODE           auto | netns | loopback (default auto: namespaces when\n"
-            "                       permitted, else loopback, said so)\n"
-            "  --latency T          tbf latency: the queue bound (default 100ms)\n"
-            "  --run-timeout S      a run taking longer is stopped and reported failed (1800)\n"
-            "  --iperf S            measure each shaped link with iperf3 for S s (default 2;\n"
-            "                       0: off)\n"
-            "  --plot-format F      png | svg (default png); --no-plots\n"
-            "  --progress MODE      auto | on | off: where the bench is (run i of n, method,\n"
-            "                       link, iteration, it/s, elapsed, estimated remaining) on\n"
-            "                       stderr; auto (default): on a terminal only, redrawn in\n"
-            "                       place; on: also into a file, one line per update\n"
-            "  --progress-every S   seconds between updates (default 0.5 on a terminal, 10\n"
-            "                       otherwise)\n"
-            "  --quiet              no progress (--progress off)\n"
-            "Job options default to '" BT_DEFAULT_JOB " --lr-schedule step:S'\n"
-            "with S = 3/4 of --steps.\n");
+    fprintf(f, "usage: gravac-bench train [options] [-- job options for every process]\n"
+               "Runs S servers and W workers per method and reports time and iterations to a\n"
+               "target test accuracy, accuracy at the budget, bytes each way, samples/s and the\n"
+               "CF timeline (table, CSV, JSON, plots). Every process runs in its own network\n"
+               "namespace behind a tbf-shaped link (root needed), or on loopback.\n\n"
+               "  --servers N          servers (default 2)\n"
+               "  --workers N          workers (default 4)\n"
+               "  --rates LIST         link rates, e.g. 10gbit,1gbit,100mbit (default 100mbit);\n"
+               "                       'none' = namespaces without shaping\n"
+               "  --methods LIST       of dense, static-<CF>, gravac-exp, gravac-geo, accordion\n"
+               "                       (default " BT_DEFAULT_METHODS ")\n"
+               "  --add-method L=OPTS  a method labelled L with its own job options (repeatable)\n"
+               "  --gravac OPTS        options of both GraVAC methods\n"
+               "                       (default '" BT_DEFAULT_GRAVAC "';\n"
+               "                       exp adds --theta-max 1000, geo --theta-max 2000)\n"
+               "  --accordion OPTS     Accordion's options (default '" BT_DEFAULT_ACCORDION "')\n"
+               "  --repeats N          runs of each method (default 2)\n"
+               "  --seed N             seed of the first repeat (default 1)\n"
+               "  --same-seed          every repeat uses --seed (default: repeat k uses seed + k)\n"
+               "  --target A           target test accuracy, 0..1 or a percentage (default 0.87:\n"
+               "                       about one point under dense's final accuracy, default job)\n"
+               "  --also-targets LIST  more targets, reported apart\n"
+               "                       (default 0.8,0.84,0.85,0.86,0.88)\n"
+               "  --steps N            iteration budget of every run (default 1000)\n"
+               "  --eval-every N       worker 0 evaluates every N iterations (default 20)\n"
+               "  --out DIR            results (default bench-train)\n"
+               "  --bin-dir DIR        gravac-server and gravac-worker (default: next to this\n"
+               "                       program)\n"
+               "  --net MODE           auto | netns | loopback (default auto: namespaces when\n"
+               "                       permitted, else loopback, said so)\n"
+               "  --latency T          tbf latency: the queue bound (default 100ms)\n"
+               "  --run-timeout S      a run taking longer is stopped and reported failed (1800)\n"
+               "  --iperf S            measure each shaped link with iperf3 for S s (default 2;\n"
+               "                       0: off)\n"
+               "  --plot-format F      png | svg (default png); --no-plots\n"
+               "  --progress MODE      auto | on | off: where the bench is (run i of n, method,\n"
+               "                       link, iteration, it/s, elapsed, estimated remaining) on\n"
+               "                       stderr; auto (default): on a terminal only, redrawn in\n"
+               "                       place; on: also into a file, one line per update\n"
+               "  --progress-every S   seconds between updates (default 0.5 on a terminal, 10\n"
+               "                       otherwise)\n"
+               "  --quiet              no progress (--progress off)\n"
+               "Job options default to '" BT_DEFAULT_JOB " --lr-schedule step:S'\n"
+               "with S = 3/4 of --steps.\n");
 }
 
 static gv_status_t bt_add_method(struct bt_opts *o, const char *label, const char *opts)
@@ -153,26 +152,45 @@ static void bt_default_bin_dir(char *out, size_t len)
 
 static int bt_parse(int argc, char **argv, struct bt_opts *o)
 {
-    static const struct option lo[] = {
-        {"servers", required_argument, NULL, 'S'},   {"workers", required_argument, NULL, 'W'},
-        {"rates", required_argument, NULL, 'r'},     {"methods", required_argument, NULL, 'm'},
-        {"add-method", required_argument, NULL, 'a'}, {"gravac", required_argument, NULL, 'g'},
-        {"accordion", required_argument, NULL, 'A'}, {"repeats", required_argument, NULL, 'R'},
-        {"seed", required_argument, NULL, 's'},      {"same-seed", no_argument, NULL, 'x'},
-        {"target", required_argument, NULL, 't'},    {"steps", required_argument, NULL, 'n'},
-        {"eval-every", required_argument, NULL, 'e'}, {"out", required_argument, NULL, 'o'},
-        {"bin-dir", required_argument, NULL, 'b'},   {"net", required_argument, NULL, 'N'},
-        {"latency", required_argument, NULL, 'l'},   {"run-timeout", required_argument, NULL, 'T'},
-        {"iperf", required_argument, NULL, 'i'},     {"plot-format", required_argument, NULL, 'f'},
-        {"no-plots", no_argument, NULL, 'P'},        {"help", no_argument, NULL, 'h'},
-        {"also-targets", required_argument, NULL, 'X'},
-        {"progress", required_argument, NULL, 'p'},
-        {"progress-every", required_argument, NULL, 'U'}, {"quiet", no_argument, NULL, 'q'},
-        {NULL, 0, NULL, 0}};
+    static const struct option lo[] = {{"servers", required_argument, NULL, 'S'},
+                                       {"workers", required_argument, NULL, 'W'},
+                                       {"rates", required_argument, NULL, 'r'},
+                                       {"methods", required_argument, NULL, 'm'},
+                                       {"add-method", required_argument, NULL, 'a'},
+                                       {"gravac", required_argument, NULL, 'g'},
+                                       {"accordion", required_argument, NULL, 'A'},
+                                       {"repeats", required_argument, NULL, 'R'},
+                                       {"seed", required_argument, NULL, 's'},
+                                       {"same-seed", no_argument, NULL, 'x'},
+                                       {"target", required_argument, NULL, 't'},
+                                       {"steps", required_argument, NULL, 'n'},
+                                       {"eval-every", required_argument, NULL, 'e'},
+                                       {"out", required_argument, NULL, 'o'},
+                                       {"bin-dir", required_argument, NULL, 'b'},
+                                       {"net", required_argument, NULL, 'N'},
+                                       {"latency", required_argument, NULL, 'l'},
+                                       {"run-timeout", required_argument, NULL, 'T'},
+                                       {"iperf", required_argument, NULL, 'i'},
+                                       {"plot-format", required_argument, NULL, 'f'},
+                                       {"no-plots", no_argument, NULL, 'P'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {"also-targets", required_argument, NULL, 'X'},
+                                       {"progress", required_argument, NULL, 'p'},
+                                       {"progress-every", required_argument, NULL, 'U'},
+                                       {"quiet", no_argument, NULL, 'q'},
+                                       {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof(*o));
-    *o = (struct bt_opts){.servers = 2, .workers = 4, .repeats = 2, .seed = 1, .target = 0.87,
-                          .steps = 1000, .eval_every = 20, .net = BT_NET_AUTO,
-                          .run_timeout_s = 1800, .plots = true, .iperf_secs = 2};
+    *o = (struct bt_opts){.servers = 2,
+                          .workers = 4,
+                          .repeats = 2,
+                          .seed = 1,
+                          .target = 0.87,
+                          .steps = 1000,
+                          .eval_every = 20,
+                          .net = BT_NET_AUTO,
+                          .run_timeout_s = 1800,
+                          .plots = true,
+                          .iperf_secs = 2};
     snprintf(o->out, sizeof(o->out), "bench-train");
     snprintf(o->latency, sizeof(o->latency), "100ms");
     snprintf(o->plot_fmt, sizeof(o->plot_fmt), "png");
@@ -217,7 +235,7 @@ static int bt_parse(int argc, char **argv, struct bt_opts *o)
         case 'N':
             o->net = strcmp(optarg, "netns") == 0      ? BT_NET_NETNS
                      : strcmp(optarg, "loopback") == 0 ? BT_NET_LOOPBACK
-                                                        : BT_NET_AUTO;
+                                                       : BT_NET_AUTO;
             bad |= o->net == BT_NET_AUTO && strcmp(optarg, "auto") != 0;
             break;
         case 'l': bad |= snprintf(o->latency, sizeof(o->latency), "%s", optarg) >= 16; break;
@@ -281,9 +299,9 @@ static int bt_parse(int argc, char **argv, struct bt_opts *o)
             o->also[o->n_also++] = more[i];
     }
     if (bad || o->n_rates < 1 || o->n_methods < 1 || o->servers < 1 || o->workers < 1 ||
-        o->servers + o->workers > BT_MAX_NODES || o->repeats < 1 ||
-        o->repeats > BT_MAX_REPEATS || !(o->target > 0 && o->target <= 1) || o->steps < 1 ||
-        o->eval_every < 1 || o->run_timeout_s < 1 || o->iperf_secs < 0 || o->iperf_secs > 60 ||
+        o->servers + o->workers > BT_MAX_NODES || o->repeats < 1 || o->repeats > BT_MAX_REPEATS ||
+        !(o->target > 0 && o->target <= 1) || o->steps < 1 || o->eval_every < 1 ||
+        o->run_timeout_s < 1 || o->iperf_secs < 0 || o->iperf_secs > 60 ||
         !(o->progress_every >= 0 && o->progress_every <= 3600))
         return -1;
     return 0;
@@ -294,18 +312,18 @@ static int bt_parse(int argc, char **argv, struct bt_opts *o)
 struct bt_ctx {
     const struct bt_opts *o;
     bool netns;
-    struct bp bp;            /* the progress line */
-    int run, n_runs;         /* the run going on (1-based), of */
-    int runs_done;           /* runs finished, and their total time */
+    struct bp bp;    /* the progress line */
+    int run, n_runs; /* the run going on (1-based), of */
+    int runs_done;   /* runs finished, and their total time */
     double runs_s;
-    double run_t0;           /* gv_now_s() at this run's start */
-    long it0;                /* the first iteration seen in this run (-1: none yet), when */
+    double run_t0; /* gv_now_s() at this run's start */
+    long it0;      /* the first iteration seen in this run (-1: none yet), when */
     double it_t0;
 };
 
 /* argv of one process: [ip netns exec NS] BIN job method common role-specific */
-static gv_status_t bt_argv(const struct bt_ctx *x, const struct bt_result *r, bool server,
-                           int rank, char **argv, char *store, size_t store_len)
+static gv_status_t bt_argv(const struct bt_ctx *x, const struct bt_result *r, bool server, int rank,
+                           char **argv, char *store, size_t store_len)
 {
     const struct bt_opts *o = x->o;
     int argc = 0;
@@ -320,8 +338,9 @@ static gv_status_t bt_argv(const struct bt_ctx *x, const struct bt_result *r, bo
     }
     snprintf(line + strlen(line), sizeof(line) - strlen(line),
              "%s %s %s --seed %llu --steps %llu --num-workers %d --insecure "
-             "--connect-timeout 60s --rank %d ", bin, o->job, o->methods[r->method].opts,
-             (unsigned long long)r->seed, (unsigned long long)o->steps, o->workers, rank);
+             "--connect-timeout 60s --rank %d ",
+             bin, o->job, o->methods[r->method].opts, (unsigned long long)r->seed,
+             (unsigned long long)o->steps, o->workers, rank);
     if (x->netns) {
         char list[BT_MAX_NODES * 24] = "", ip[32];
         for (int s = 0; s < o->servers; s++) {
@@ -532,12 +551,13 @@ static gv_status_t bt_setup_net(struct bt_opts *o, struct bt_ctx *x)
     if (status == GV_ERR_CLOSED)
         return status;
     if (o->net == BT_NET_NETNS) {
-        fprintf(stderr, "gravac-bench train: cannot create the network namespaces (root, "
-                        "CAP_SYS_ADMIN, veth, bridge and tbf are needed): %s\n", why);
+        fprintf(stderr,
+                "gravac-bench train: cannot create the network namespaces (root, "
+                "CAP_SYS_ADMIN, veth, bridge and tbf are needed): %s\n",
+                why);
         return GV_ERR_UNSUPPORTED;
     }
-    printf("# network namespaces not available (%s): running on loopback, links not shaped\n",
-           why);
+    printf("# network namespaces not available (%s): running on loopback, links not shaped\n", why);
     o->n_rates = 1;
     snprintf(o->rates[0], sizeof(o->rates[0]), "loopback");
     return GV_OK;
@@ -546,14 +566,16 @@ static gv_status_t bt_setup_net(struct bt_opts *o, struct bt_ctx *x)
 static void bt_header(const struct bt_opts *o, const struct bt_machine *m, bool netns)
 {
     printf("# gravac-bench train: %d servers, %d workers (%d processes) on %ld CPU(s) (%s), load "
-           "%.2f before; %s\n", o->servers, o->workers, o->servers + o->workers, m->cpus,
-           m->cpu_model, m->load_before[0],
+           "%.2f before; %s\n",
+           o->servers, o->workers, o->servers + o->workers, m->cpus, m->cpu_model,
+           m->load_before[0],
            netns ? "every process in its own namespace, link shaped both ways with tbf"
                  : "loopback, no shaping");
     printf("# job: %s; budget %llu iterations, evaluation every %llu, target %.2f%% test "
-           "accuracy, %d repeat(s), seeds %llu%s\n", o->job, (unsigned long long)o->steps,
-           (unsigned long long)o->eval_every, 100.0 * o->target, o->repeats,
-           (unsigned long long)o->seed, o->same_seed ? " (all)" : " + repeat");
+           "accuracy, %d repeat(s), seeds %llu%s\n",
+           o->job, (unsigned long long)o->steps, (unsigned long long)o->eval_every,
+           100.0 * o->target, o->repeats, (unsigned long long)o->seed,
+           o->same_seed ? " (all)" : " + repeat");
     for (int i = 0; i < o->n_methods; i++)
         printf("# method %-12s %s\n", o->methods[i].label, o->methods[i].opts);
     fflush(stdout);
@@ -572,8 +594,8 @@ static void bt_print_run(const struct bt_opts *o, const struct bt_result *r)
         else
             snprintf(tgt, sizeof(tgt), "target not reached");
         printf("[%s] %-12s r%d seed %llu: %llu its in %.1f s (%.1f ms/it, %.0f samples/s), "
-               "%.2f%% at budget, %s, up %.1f MiB down %.1f MiB, mean CF %.1f\n", r->rate,
-               o->methods[r->method].label, r->repeat, (unsigned long long)r->seed,
+               "%.2f%% at budget, %s, up %.1f MiB down %.1f MiB, mean CF %.1f\n",
+               r->rate, o->methods[r->method].label, r->repeat, (unsigned long long)r->seed,
                (unsigned long long)r->iters, r->train_s,
                1e3 * r->train_s / (double)GV_MAX(r->iters, 1), r->samples_per_s,
                100.0 * r->final_acc, tgt, (double)r->up_bytes / 1048576.0,
@@ -600,13 +622,12 @@ static gv_status_t bt_run_all(struct bt_opts *o, struct bt_ctx *x, struct bt_mac
                 bp_clear(&x->bp);
                 if (status == GV_OK)
                     printf("# link %s: iperf3 worker0 -> server0 %.1f Mbit/s, server0 -> "
-                           "worker0 %.1f Mbit/s\n", rate, mach->iperf_up[ri] / 1e6,
-                           mach->iperf_down[ri] / 1e6);
+                           "worker0 %.1f Mbit/s\n",
+                           rate, mach->iperf_up[ri] / 1e6, mach->iperf_down[ri] / 1e6);
                 else if (status == GV_ERR_CLOSED)
                     return status;
                 else
-                    printf("# link %s: not measured (iperf3: %s)\n", rate,
-                           gv_status_str(status));
+                    printf("# link %s: not measured (iperf3: %s)\n", rate, gv_status_str(status));
             }
         }
         /* repeats outside, methods inside: a drift of the machine's load spreads over all */

@@ -16,10 +16,10 @@
 
 #define BT_MAX_METHODS 16
 #define BT_MAX_RATES 8
-#define BT_MAX_NODES 64      /* servers + workers */
-#define BT_MAX_HIST 32       /* distinct CFs per run */
+#define BT_MAX_NODES 64 /* servers + workers */
+#define BT_MAX_HIST 32  /* distinct CFs per run */
 #define BT_MAX_REPEATS 16
-#define BT_MAX_TARGETS 8     /* --also-targets */
+#define BT_MAX_TARGETS 8 /* --also-targets */
 
 /* ---------------------------------------------------------------- child processes */
 
@@ -43,14 +43,14 @@ void bt_children_kill(int grace_ms);
 gv_status_t bt_exec(char *const argv[], int timeout_ms, char *out, size_t out_len, int *rc_p);
 /* Splits s at blanks into argv[*argc ...], up to cap entries in all (the strings are copied
  * into the caller's store of store_len bytes). GV_ERR_INVAL when it does not fit. */
-gv_status_t bt_split(const char *s, char **argv, int *argc, int cap, char *store,
-                     size_t store_len, size_t *used);
+gv_status_t bt_split(const char *s, char **argv, int *argc, int cap, char *store, size_t store_len,
+                     size_t *used);
 
 /* ---------------------------------------------------------------- the network */
 
 enum bt_net_mode {
-    BT_NET_AUTO = 0,   /* namespaces when permitted, else loopback (said so) */
-    BT_NET_NETNS = 1,  /* namespaces or fail */
+    BT_NET_AUTO = 0,  /* namespaces when permitted, else loopback (said so) */
+    BT_NET_NETNS = 1, /* namespaces or fail */
     BT_NET_LOOPBACK = 2,
 };
 
@@ -61,9 +61,9 @@ enum bt_net_mode {
 struct bt_net {
     char prefix[24];
     int S, W;
-    int n_made;              /* namespaces created (hub first) */
+    int n_made; /* namespaces created (hub first) */
     bool hub_made;
-    char rate[24];           /* current shaping ("" = none) */
+    char rate[24]; /* current shaping ("" = none) */
 };
 
 /* Creates the namespaces. GV_ERR_UNSUPPORTED (with the reason in why) when namespaces, veth,
@@ -84,8 +84,8 @@ gv_status_t bt_net_iperf(const struct bt_net *net, int secs, double *up_bps, dou
 /* ---------------------------------------------------------------- options */
 
 struct bt_method {
-    char label[32];  /* "dense", "static-10", "gravac-exp", "accordion", ... */
-    char opts[600];  /* job options of this method, for every process */
+    char label[32]; /* "dense", "static-10", "gravac-exp", "accordion", ... */
+    char opts[600]; /* job options of this method, for every process */
 };
 
 struct bt_opts {
@@ -96,8 +96,8 @@ struct bt_opts {
     int n_methods;
     int repeats;
     uint64_t seed;
-    bool same_seed;          /* every repeat with --seed (else repeat k uses seed + k) */
-    double target;           /* test accuracy in (0, 1] */
+    bool same_seed;              /* every repeat with --seed (else repeat k uses seed + k) */
+    double target;               /* test accuracy in (0, 1] */
     double also[BT_MAX_TARGETS]; /* more targets, reported in a second table and the JSON */
     int n_also;
     uint64_t steps, eval_every;
@@ -107,28 +107,28 @@ struct bt_opts {
     char latency[16];
     int run_timeout_s;
     bool plots;
-    char plot_fmt[8];        /* png | svg */
-    int iperf_secs;          /* 0: no link measurement */
-    char job[2048];          /* options after "--": for every process of every run */
+    char plot_fmt[8];                 /* png | svg */
+    int iperf_secs;                   /* 0: no link measurement */
+    char job[2048];                   /* options after "--": for every process of every run */
     char gravac[600], accordion[600]; /* method options (overridable) */
-    enum bp_mode progress;   /* --progress (--quiet: off) */
-    double progress_every;   /* --progress-every S (0: the default for the output) */
+    enum bp_mode progress;            /* --progress (--quiet: off) */
+    double progress_every;            /* --progress-every S (0: the default for the output) */
 };
 
 /* ---------------------------------------------------------------- one run's results */
 
 struct bt_eval {
-    uint64_t step;      /* iterations done */
-    double train_s;     /* training time at the evaluation (evaluations excluded) */
-    double time_s;      /* wall time since training started */
+    uint64_t step;  /* iterations done */
+    double train_s; /* training time at the evaluation (evaluations excluded) */
+    double time_s;  /* wall time since training started */
     double acc, loss;
 };
 
 struct bt_iter {
-    double train_s;     /* after this iteration */
+    double train_s; /* after this iteration */
     double cf;
-    uint8_t level;      /* 0 dense, 1 floor, 2 candidate */
-    uint64_t up, down;  /* bytes of this iteration, summed over the workers */
+    uint8_t level;     /* 0 dense, 1 floor, 2 candidate */
+    uint64_t up, down; /* bytes of this iteration, summed over the workers */
     /* worker 0's split of the iteration: forward/backward; compression and pushing as the
      * shards complete; waiting for every server's update (network, the other ranks, the
      * servers, applying the updates) */
@@ -143,7 +143,7 @@ struct bt_cf_count {
 struct bt_result {
     bool ok;
     char err[300];
-    char dir[700];              /* the run's directory */
+    char dir[700]; /* the run's directory */
     char rate[24];
     int method, repeat;
     uint64_t seed;
@@ -153,14 +153,14 @@ struct bt_result {
     double final_acc, best_acc; /* final: at the iteration budget */
     int64_t target_iter;        /* first evaluation at or above the target; -1: never */
     double target_train_s, target_wall_s;
-    uint64_t up_bytes, down_bytes;         /* all workers, whole run */
-    uint64_t up_target, down_target;       /* all workers, up to the target */
-    int64_t also_iter[BT_MAX_TARGETS];     /* the same for opts.also[] (-1: never) */
+    uint64_t up_bytes, down_bytes;     /* all workers, whole run */
+    uint64_t up_target, down_target;   /* all workers, up to the target */
+    int64_t also_iter[BT_MAX_TARGETS]; /* the same for opts.also[] (-1: never) */
     double also_train_s[BT_MAX_TARGETS];
-    struct bt_cf_count hist[BT_MAX_HIST];  /* iterations per CF */
+    struct bt_cf_count hist[BT_MAX_HIST]; /* iterations per CF */
     int n_hist;
     uint64_t cf_changes, n_dense, n_floor, n_cand;
-    double mean_cf;             /* over iterations */
+    double mean_cf;                       /* over iterations */
     double compute_s, compress_s, wait_s; /* worker 0, sums over the run (see bt_iter) */
     struct bt_eval *ev;
     size_t n_ev;
@@ -205,26 +205,26 @@ void bt_print_summary(const struct bt_opts *o, const struct bt_result *rs, int n
  * repeats that ran, n_reached those that reached the target. */
 struct bt_agg {
     int n_ok, n_reached;
-    double time_mean, time_min, time_max;     /* to the target (reached repeats) */
+    double time_mean, time_min, time_max; /* to the target (reached repeats) */
     double iter_mean, iter_min, iter_max;
-    double acc_mean, acc_min, acc_max;        /* at the budget */
+    double acc_mean, acc_min, acc_max; /* at the budget */
     double sps_mean;
-    double up_mean, down_mean;                /* whole run, all workers */
-    double up_t_mean, down_t_mean;            /* to the target */
+    double up_mean, down_mean;     /* whole run, all workers */
+    double up_t_mean, down_t_mean; /* to the target */
     double cf_mean;
     double ms_it, compute_ms, compress_ms, wait_ms; /* per iteration, worker 0 */
-    double up_it, down_it;                    /* bytes per iteration and worker */
+    double up_it, down_it;                          /* bytes per iteration and worker */
 };
 void bt_aggregate(const struct bt_opts *o, const struct bt_result *rs, int n, const char *rate,
                   int method, struct bt_agg *a);
 
 /* Claim check for one GraVAC method at one rate (see docs/results.md). */
 struct bt_claim {
-    bool have;                /* dense and this method reached the target in every repeat */
-    double speedup_vs_dense;  /* dense time / method time (means) */
-    double iter_ratio;        /* method iterations / dense iterations (means) */
-    double vs_best_static;    /* method time / best static time (means); 0: no static reached */
-    int best_static;          /* method index, -1: none */
+    bool have;               /* dense and this method reached the target in every repeat */
+    double speedup_vs_dense; /* dense time / method time (means) */
+    double iter_ratio;       /* method iterations / dense iterations (means) */
+    double vs_best_static;   /* method time / best static time (means); 0: no static reached */
+    int best_static;         /* method index, -1: none */
     bool pass;
 };
 void bt_claim(const struct bt_opts *o, const struct bt_result *rs, int n, const char *rate,

@@ -26,7 +26,7 @@ long bt_last_iter(const char *dir, int worker)
         buf[n] = '\0';
         static const char key[] = "{\"type\":\"iter\",\"iter\":";
         for (const char *p = buf; (p = strstr(p, key)) != NULL; p++) /* max: the last */
-            it = GV_MAX(it, strtol(p + sizeof(key) - 1, NULL, 10)); /* may be cut short */
+            it = GV_MAX(it, strtol(p + sizeof(key) - 1, NULL, 10));  /* may be cut short */
     }
     fclose(f);
     return it;
@@ -135,14 +135,19 @@ static gv_status_t data_worker(struct bt_result *r, const char *path, int rank, 
                        tw = data_num(o, "comm_s", &ok);
                 const cJSON *lv = cJSON_GetObjectItem(o, "level");
                 ok = ok && cJSON_IsString(lv) && it == (double)r->n_it;
-                if (ok && (status = data_grow((void **)&r->it, it_cap, r->n_it,
-                                              sizeof(*r->it))) == GV_OK) {
+                if (ok && (status = data_grow((void **)&r->it, it_cap, r->n_it, sizeof(*r->it))) ==
+                              GV_OK) {
                     const char *l = lv->valuestring;
-                    r->it[r->n_it++] = (struct bt_iter){
-                        .train_s = ts, .cf = cf,
-                        .level = strcmp(l, "dense") == 0 ? 0 : strcmp(l, "floor") == 0 ? 1 : 2,
-                        .up = (uint64_t)up, .down = (uint64_t)down, .compute_s = (float)tc,
-                        .compress_s = (float)tz, .wait_s = (float)tw};
+                    r->it[r->n_it++] = (struct bt_iter){.train_s = ts,
+                                                        .cf = cf,
+                                                        .level = strcmp(l, "dense") == 0   ? 0
+                                                                 : strcmp(l, "floor") == 0 ? 1
+                                                                                           : 2,
+                                                        .up = (uint64_t)up,
+                                                        .down = (uint64_t)down,
+                                                        .compute_s = (float)tc,
+                                                        .compress_s = (float)tz,
+                                                        .wait_s = (float)tw};
                 }
             } else {
                 ok = ok && it == (double)n_iter && n_iter < r->n_it;
@@ -158,8 +163,8 @@ static gv_status_t data_worker(struct bt_result *r, const char *path, int rank, 
                                 .time_s = data_num(o, "time_s", &ok),
                                 .acc = data_num(o, "accuracy", &ok),
                                 .loss = data_num(o, "loss", &ok)};
-            if (ok && (status = data_grow((void **)&r->ev, ev_cap, r->n_ev, sizeof(*r->ev))) ==
-                          GV_OK)
+            if (ok &&
+                (status = data_grow((void **)&r->ev, ev_cap, r->n_ev, sizeof(*r->ev))) == GV_OK)
                 r->ev[r->n_ev++] = e;
         } else if (strcmp(type, "summary") == 0 && rank == 0) {
             r->samples_per_s = data_num(o, "samples_per_s", &ok);
@@ -177,8 +182,7 @@ static gv_status_t data_worker(struct bt_result *r, const char *path, int rank, 
         status = GV_ERR_PROTO;
     }
     if (status == GV_OK && rank > 0 && n_iter != r->n_it) {
-        data_err(r, "%s: %zu iterations, worker 0 has %zu", path, n_iter,
-                 r->n_it);
+        data_err(r, "%s: %zu iterations, worker 0 has %zu", path, n_iter, r->n_it);
         status = GV_ERR_PROTO;
     }
     return status;

@@ -26,8 +26,7 @@ static gv_status_t net_run(char *why, size_t why_len, char *const argv[])
             out[--n] = '\0';
         char cmd[256] = "";
         for (int i = 0; argv[i] != NULL && strlen(cmd) < 200; i++)
-            snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%s%s", i ? " " : "",
-                     argv[i]);
+            snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%s%s", i ? " " : "", argv[i]);
         snprintf(why, why_len, "'%s' failed: %s", cmd, out[0] ? out : gv_status_str(status));
     }
     return status;
@@ -61,8 +60,8 @@ static gv_status_t net_node(struct bt_net *net, const char *ns, const char *ip, 
     if (status != GV_OK)
         return status;
     net->n_made++;
-    char *veth[] = {"ip", "-n", hub, "link", "add", (char *)port, "type", "veth", "peer", "name",
-                    "eth0", "netns", (char *)ns, NULL};
+    char *veth[] = {"ip",   "-n",   hub,    "link", "add",   (char *)port, "type",
+                    "veth", "peer", "name", "eth0", "netns", (char *)ns,   NULL};
     char *a1[] = {"ip", "-n", (char *)ns, "addr", "add", addr, "dev", "eth0", NULL};
     char *a2[] = {"ip", "-n", (char *)ns, "link", "set", "eth0", "up", NULL};
     char *a3[] = {"ip", "-n", (char *)ns, "link", "set", "lo", "up", NULL};
@@ -150,14 +149,16 @@ gv_status_t bt_net_shape(struct bt_net *net, const char *rate, const char *laten
         for (int e = 0; e < 2; e++) {
             char why[600];
             if (none) {
-                char *del[] = {"tc", "-n", (char *)where[e][0], "qdisc", "del", "dev",
-                               (char *)where[e][1], "root", NULL};
+                char *del[] = {"tc",  "-n",  (char *)where[e][0], "qdisc",
+                               "del", "dev", (char *)where[e][1], "root",
+                               NULL};
                 (void)net_run(NULL, 0, del); /* none there: nothing to remove */
                 continue;
             }
-            char *tbf[] = {"tc", "-n", (char *)where[e][0], "qdisc", "replace", "dev",
-                           (char *)where[e][1], "root", "tbf", "rate", (char *)rate, "burst",
-                           burst, "latency", (char *)latency, NULL};
+            char *tbf[] = {"tc",      "-n",      (char *)where[e][0], "qdisc",
+                           "replace", "dev",     (char *)where[e][1], "root",
+                           "tbf",     "rate",    (char *)rate,        "burst",
+                           burst,     "latency", (char *)latency,     NULL};
             gv_status_t status = net_run(why, sizeof(why), tbf);
             if (status != GV_OK) {
                 gv_log(GV_LOG_ERROR, "bench: cannot shape the links: %s", why);
@@ -207,8 +208,7 @@ void bt_net_remove_stale(void)
         line[strcspn(line, " ")] = '\0';
         char *del[] = {"ip", "netns", "del", line, NULL};
         if (net_run(NULL, 0, del) == GV_OK)
-            fprintf(stderr, "gravac-bench train: removed namespace %s left by a dead run\n",
-                    line);
+            fprintf(stderr, "gravac-bench train: removed namespace %s left by a dead run\n", line);
     }
 }
 
@@ -225,8 +225,10 @@ static gv_status_t net_iperf_one(const struct bt_net *net, bool reverse, int sec
     if (status != GV_OK)
         return status;
     static char out[1 << 16];
-    char *cli[] = {"ip", "netns", "exec", wns, "iperf3", "-c", ip, "-p", "5299", "-t", t,
-                   "-i", "0", "-J", reverse ? "-R" : NULL, NULL};
+    char *cli[] = {"ip", "netns", "exec", wns,    "iperf3",
+                   "-c", ip,      "-p",   "5299", "-t",
+                   t,    "-i",    "0",    "-J",   reverse ? "-R" : NULL,
+                   NULL};
     for (int attempt = 0; attempt < 20; attempt++) { /* until the server listens */
         usleep(100000);
         status = bt_exec(cli, (secs + 10) * 1000, out, sizeof(out), NULL);

@@ -161,9 +161,9 @@ gv_status_t bt_write_csv(const struct bt_opts *o, const struct bt_result *rs, in
             fprintf(f, ",,,,,,%.4f,,,,,,,,,,,,,,,,\n", o->target);
             continue;
         }
-        fprintf(f, "%llu,%.3f,%.3f,%.1f,%.4f,%.4f,%.4f,", (unsigned long long)r->iters,
-                r->train_s, 1e3 * r->train_s / (double)GV_MAX(r->iters, 1), r->samples_per_s,
-                r->final_acc, r->best_acc, o->target);
+        fprintf(f, "%llu,%.3f,%.3f,%.1f,%.4f,%.4f,%.4f,", (unsigned long long)r->iters, r->train_s,
+                1e3 * r->train_s / (double)GV_MAX(r->iters, 1), r->samples_per_s, r->final_acc,
+                r->best_acc, o->target);
         if (r->target_iter >= 0)
             fprintf(f, "%lld,%.3f,%.3f,", (long long)r->target_iter, r->target_train_s,
                     r->target_wall_s);
@@ -416,8 +416,8 @@ static void out_timeline(const struct bt_opts *o, const struct bt_result *rs, in
         if (!r->ok || r->method != m || strcmp(r->rate, rate) != 0)
             continue;
         for (int k = 0; k < r->n_hist && strlen(buf) + 24 < len; k++)
-            snprintf(buf + strlen(buf), len - strlen(buf), "%s%gx%llu", k ? " " : "",
-                     r->hist[k].cf, (unsigned long long)r->hist[k].n);
+            snprintf(buf + strlen(buf), len - strlen(buf), "%s%gx%llu", k ? " " : "", r->hist[k].cf,
+                     (unsigned long long)r->hist[k].n);
         snprintf(buf + strlen(buf), len - strlen(buf), " (%llu changes)",
                  (unsigned long long)r->cf_changes);
         return; /* the first repeat */
@@ -426,13 +426,13 @@ static void out_timeline(const struct bt_opts *o, const struct bt_result *rs, in
 }
 
 /* Time and iterations to each of --also-targets: means over the repeats that reached it. */
-static void out_also(const struct bt_opts *o, const struct bt_result *rs, int n,
-                     const char *rate)
+static void out_also(const struct bt_opts *o, const struct bt_result *rs, int n, const char *rate)
 {
     if (o->n_also == 0)
         return;
     printf("more targets: mean time [s] / iterations over the repeats that reached it (reached "
-           "of run)\n%-12s", "method");
+           "of run)\n%-12s",
+           "method");
     for (int k = 0; k < o->n_also; k++)
         printf(" %-22.2f", 100.0 * o->also[k]);
     printf("\n");
@@ -464,8 +464,7 @@ static void out_also(const struct bt_opts *o, const struct bt_result *rs, int n,
 }
 
 /* Where an iteration's time goes (worker 0) and what one worker moves per iteration. */
-static void out_split(const struct bt_opts *o, const struct bt_result *rs, int n,
-                      const char *rate)
+static void out_split(const struct bt_opts *o, const struct bt_result *rs, int n, const char *rate)
 {
     printf("per iteration (worker 0; means over the repeats): ms = compute + compress&push + "
            "wait for the updates; bytes per worker\n%-12s %-8s %-8s %-9s %-8s %-11s %-11s %s\n",
@@ -478,8 +477,8 @@ static void out_split(const struct bt_opts *o, const struct bt_result *rs, int n
         char up[24], down[24];
         out_bytes(a.up_it, up, sizeof(up));
         out_bytes(a.down_it, down, sizeof(down));
-        printf("%-12s %-8.1f %-8.2f %-9.2f %-8.1f %-11s %-11s %.2f\n", o->methods[m].label,
-               a.ms_it, a.compute_ms, a.compress_ms, a.wait_ms, up, down,
+        printf("%-12s %-8.1f %-8.2f %-9.2f %-8.1f %-11s %-11s %.2f\n", o->methods[m].label, a.ms_it,
+               a.compute_ms, a.compress_ms, a.wait_ms, up, down,
                a.up_it > 0 ? a.down_it / a.up_it : 0);
     }
 }
@@ -491,18 +490,17 @@ void bt_print_summary(const struct bt_opts *o, const struct bt_result *rs, int n
         printf("\n== %s: target %.2f%% test accuracy, budget %llu iterations; mean [min, max] "
                "over %d repeat(s); times exclude evaluation\n",
                rate, 100.0 * o->target, (unsigned long long)o->steps, o->repeats);
-        printf("%-12s %-24s %-20s %-9s %-11s %-11s %-10s %-8s %s\n", "method",
-               "time to target [s]", "iters to target", "acc@budget", "up (run)", "down (run)",
-               "samples/s", "mean CF", "iterations per CF (first repeat)");
+        printf("%-12s %-24s %-20s %-9s %-11s %-11s %-10s %-8s %s\n", "method", "time to target [s]",
+               "iters to target", "acc@budget", "up (run)", "down (run)", "samples/s", "mean CF",
+               "iterations per CF (first repeat)");
         for (int m = 0; m < o->n_methods; m++) {
             struct bt_agg a;
             bt_aggregate(o, rs, n, rate, m, &a);
             char t[40], it[40], up[24], down[24], tl[400];
             if (a.n_reached > 0) {
-                snprintf(t, sizeof(t), "%.1f [%.1f, %.1f]%s", a.time_mean, a.time_min,
-                         a.time_max, a.n_reached < a.n_ok ? "*" : "");
-                snprintf(it, sizeof(it), "%.0f [%.0f, %.0f]", a.iter_mean, a.iter_min,
-                         a.iter_max);
+                snprintf(t, sizeof(t), "%.1f [%.1f, %.1f]%s", a.time_mean, a.time_min, a.time_max,
+                         a.n_reached < a.n_ok ? "*" : "");
+                snprintf(it, sizeof(it), "%.0f [%.0f, %.0f]", a.iter_mean, a.iter_min, a.iter_max);
             } else {
                 snprintf(t, sizeof(t), "%s", a.n_ok ? "not reached" : "failed");
                 snprintf(it, sizeof(it), "-");
@@ -510,9 +508,8 @@ void bt_print_summary(const struct bt_opts *o, const struct bt_result *rs, int n
             out_bytes(a.up_mean, up, sizeof(up));
             out_bytes(a.down_mean, down, sizeof(down));
             out_timeline(o, rs, n, rate, m, tl, sizeof(tl));
-            printf("%-12s %-24s %-20s %-9.2f %-11s %-11s %-10.0f %-8.1f %s\n",
-                   o->methods[m].label, t, it, 100.0 * a.acc_mean, up, down, a.sps_mean,
-                   a.cf_mean, tl);
+            printf("%-12s %-24s %-20s %-9.2f %-11s %-11s %-10.0f %-8.1f %s\n", o->methods[m].label,
+                   t, it, 100.0 * a.acc_mean, up, down, a.sps_mean, a.cf_mean, tl);
         }
         out_also(o, rs, n, rate);
         out_split(o, rs, n, rate);
@@ -523,11 +520,13 @@ void bt_print_summary(const struct bt_opts *o, const struct bt_result *rs, int n
             bt_claim(o, rs, n, rate, m, &c);
             if (!c.have) {
                 printf("claim %s at %s: not measurable (dense or %s did not reach the target in "
-                       "every repeat)\n", o->methods[m].label, rate, o->methods[m].label);
+                       "every repeat)\n",
+                       o->methods[m].label, rate, o->methods[m].label);
                 continue;
             }
             printf("claim %s at %s: %.2fx sooner than dense (>= 3: %s), %.2fx dense's "
-                   "iterations (<= 1.1: %s), ", o->methods[m].label, rate, c.speedup_vs_dense,
+                   "iterations (<= 1.1: %s), ",
+                   o->methods[m].label, rate, c.speedup_vs_dense,
                    c.speedup_vs_dense >= 3 ? "yes" : "no", c.iter_ratio,
                    c.iter_ratio <= 1.1 ? "yes" : "no");
             if (c.best_static >= 0)
@@ -549,8 +548,7 @@ static const char *out_colors[] = {"#000000", "#1f77b4", "#2ca02c", "#9467bd", "
 /* The plot commands for every method's first successful run at rate: one entry per method
  * "'<dir>/<file>' using <cols> with <style> lw 2 lc rgb '<c>' title '<label>'". */
 static void out_plot_lines(FILE *f, const struct bt_opts *o, const struct bt_result *rs, int n,
-                           const char *rate, const char *file, const char *cols,
-                           const char *style)
+                           const char *rate, const char *file, const char *cols, const char *style)
 {
     bool first = true;
     for (int m = 0; m < o->n_methods; m++)
@@ -569,8 +567,8 @@ static void out_plot_lines(FILE *f, const struct bt_opts *o, const struct bt_res
 }
 
 static gv_status_t out_plot(const struct bt_opts *o, const struct bt_result *rs, int n,
-                            const char *rate, const char *name, const char *title,
-                            const char *body, int kind)
+                            const char *rate, const char *name, const char *title, const char *body,
+                            int kind)
 {
     char dir[600], script[800], img[800], term[160];
     snprintf(dir, sizeof(dir), "%s/plots", o->out);
@@ -590,15 +588,17 @@ static gv_status_t out_plot(const struct bt_opts *o, const struct bt_result *rs,
         fprintf(f, "set multiplot layout 2,1 title '%s (%s links, %d servers, %d workers)'\n",
                 title, rate, o->servers, o->workers);
     else
-        fprintf(f, "set title '%s (%s links, %d servers, %d workers)'\n", title, rate,
-                o->servers, o->workers);
+        fprintf(f, "set title '%s (%s links, %d servers, %d workers)'\n", title, rate, o->servers,
+                o->workers);
     fprintf(f, "%s\n", body);
     double tgt = 100.0 * o->target;
     switch (kind) {
     case 0: /* accuracy vs training time */
     case 1: /* accuracy vs iteration */
-        fprintf(f, "set yrange [%g:*]\nset arrow from graph 0, first %g to graph 1, first %g "
-                   "nohead dt 2 lc rgb '#808080'\n", GV_MAX(0.0, tgt - 15.0), tgt, tgt);
+        fprintf(f,
+                "set yrange [%g:*]\nset arrow from graph 0, first %g to graph 1, first %g "
+                "nohead dt 2 lc rgb '#808080'\n",
+                GV_MAX(0.0, tgt - 15.0), tgt, tgt);
         out_plot_lines(f, o, rs, n, rate, "eval.dat", kind == 0 ? "2:4" : "1:4",
                        "linespoints pt 7 ps 0.4");
         break;
@@ -631,13 +631,12 @@ gv_status_t bt_plots(const struct bt_opts *o, const struct bt_result *rs, int n)
         {"cf-iteration", "Compression factor sent vs iteration",
          "set xlabel 'iteration'\nset ylabel 'CF (1 = dense)'\nset logscale y\n"
          "set yrange [0.8:*]"},
-        {"bytes", "Cumulative bytes, all workers",
-         "set ylabel 'MiB (log scale)'\nset logscale y"},
+        {"bytes", "Cumulative bytes, all workers", "set ylabel 'MiB (log scale)'\nset logscale y"},
     };
     gv_status_t status = GV_OK;
     for (int ri = 0; ri < o->n_rates && status == GV_OK; ri++)
         for (int k = 0; k < (int)GV_ARRAY_LEN(plots) && status == GV_OK; k++)
-            status = out_plot(o, rs, n, o->rates[ri], plots[k].name, plots[k].title,
-                              plots[k].body, k);
+            status =
+                out_plot(o, rs, n, o->rates[ri], plots[k].name, plots[k].title, plots[k].body, k);
     return status;
 }

@@ -227,8 +227,8 @@ gv_status_t bt_exec(char *const argv[], int timeout_ms, char *out, size_t out_le
     return status;
 }
 
-gv_status_t bt_split(const char *s, char **argv, int *argc, int cap, char *store,
-                     size_t store_len, size_t *used)
+gv_status_t bt_split(const char *s, char **argv, int *argc, int cap, char *store, size_t store_len,
+                     size_t *used)
 {
     const char *p = s;
     for (;;) {

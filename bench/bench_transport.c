@@ -57,9 +57,21 @@ static int bt_parse_size(const char *s, uint64_t *v_p)
         return -1;
     int shift = 0;
     switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
     default: break;
     }
     if (*end == 'B' || *end == 'b')
@@ -117,16 +129,26 @@ static int bt_parse_int(const char *s, long lo, long hi, long *v_p)
 static int bt_parse_args(struct bt_opts *o, int argc, char **argv)
 {
     static const struct option lo[] = {
-        {"loopback", no_argument, 0, 'L'}, {"server", no_argument, 0, 'S'},
-        {"client", required_argument, 0, 'c'}, {"bind", required_argument, 0, 'b'},
-        {"port", required_argument, 0, 'p'}, {"mode", required_argument, 0, 'm'},
-        {"sizes", required_argument, 0, 's'}, {"window", required_argument, 0, 'w'},
-        {"conns", required_argument, 0, 'n'}, {"iters", required_argument, 0, 'i'},
-        {"duration", required_argument, 0, 'd'}, {"warmup", required_argument, 0, 'W'},
-        {"rtt", no_argument, 0, 'r'}, {"busy-poll", no_argument, 0, 'B'},
-        {"sockbuf", required_argument, 0, 'k'}, {"transport", required_argument, 0, 't'},
-        {"json", no_argument, 0, 'j'}, {"csv", no_argument, 0, 'v'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"loopback", no_argument, 0, 'L'},
+        {"server", no_argument, 0, 'S'},
+        {"client", required_argument, 0, 'c'},
+        {"bind", required_argument, 0, 'b'},
+        {"port", required_argument, 0, 'p'},
+        {"mode", required_argument, 0, 'm'},
+        {"sizes", required_argument, 0, 's'},
+        {"window", required_argument, 0, 'w'},
+        {"conns", required_argument, 0, 'n'},
+        {"iters", required_argument, 0, 'i'},
+        {"duration", required_argument, 0, 'd'},
+        {"warmup", required_argument, 0, 'W'},
+        {"rtt", no_argument, 0, 'r'},
+        {"busy-poll", no_argument, 0, 'B'},
+        {"sockbuf", required_argument, 0, 'k'},
+        {"transport", required_argument, 0, 't'},
+        {"json", no_argument, 0, 'j'},
+        {"csv", no_argument, 0, 'v'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     long v;
     uint64_t u;
@@ -257,8 +279,7 @@ static void bt_banner(const struct bt_opts *o, const char *addr)
     static const char *const roles[] = {"loopback (server thread + client)", "server", "client"};
     static const char *const lat_text[] = {
         "usec from post to local send completion (stream)",
-        "usec, half round trip (RTT/2, as sockperf reports)",
-        "usec, full push + pull round trip",
+        "usec, half round trip (RTT/2, as sockperf reports)", "usec, full push + pull round trip",
         "usec per blocking write of a whole message (baseline, no transport)"};
     char iters[64], warm[32];
     if (o->duration_s > 0)
@@ -276,8 +297,7 @@ static void bt_banner(const struct bt_opts *o, const char *addr)
     printf("                    gravac transport benchmark: %s\n", mode_names[o->mode]);
     printf(" Transport      : %-24s Role         : %s\n", o->transport, roles[o->role]);
     printf(" Server address : %-24s Connections  : %d\n", addr, o->conns);
-    printf(" Sizes          : %-24s Window       : %d per connection\n", o->sizes_desc,
-           o->window);
+    printf(" Sizes          : %-24s Window       : %d per connection\n", o->sizes_desc, o->window);
     printf(" Iterations     : %-24s Warmup       : %s\n", iters, warm);
     printf(" Socket buffers : %-24d Polling      : %s\n", o->sock_buf,
            o->mode == BT_RAWSTREAM ? "blocking read/write"
@@ -292,8 +312,7 @@ static void bt_banner(const struct bt_opts *o, const char *addr)
            "-----\n");
     printf(" %10s %9s %12s %9s %9s %9s %9s %9s %9s\n", "bytes", "iters",
            bt_one_way(o) ? "Gb/s(1-way)" : "Gb/s(2-way)", bt_one_way(o) ? "Mmsg/s" : "Mrt/s",
-           "lat_min", "p50",
-           "p99", "p99.9", "max");
+           "lat_min", "p50", "p99", "p99.9", "max");
     fflush(stdout);
 }
 
@@ -345,8 +364,8 @@ static void bt_header(const struct bt_opts *o, const char *addr)
         bt_json_string(addr);
         printf(", \"conns\": %d, \"window\": %d, \"sock_buf\": %d, \"busy_poll\": %s, "
                "\"direction\": \"%s\", \"latency\": \"%s\", \"results\": [",
-               o->conns, o->window, o->sock_buf, o->busy_poll ? "true" : "false",
-               bt_direction(o), bt_latency_kind(o));
+               o->conns, o->window, o->sock_buf, o->busy_poll ? "true" : "false", bt_direction(o),
+               bt_latency_kind(o));
     } else if (o->csv) {
         printf("transport,mode,conns,window,direction,latency,bytes,iters,seconds,gbps,mrate,"
                "lat_min_us,lat_p50_us,lat_p99_us,lat_p999_us,lat_max_us\n");

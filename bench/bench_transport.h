@@ -25,19 +25,19 @@ struct bt_opts {
     enum bt_mode mode;
     enum bt_role role;
     const char *transport;
-    char host[256];     /* client: server host; loopback/server: bind host ("" = any) */
-    uint16_t port;      /* client: server port; server: listen port (0: ephemeral) */
+    char host[256]; /* client: server host; loopback/server: bind host ("" = any) */
+    uint16_t port;  /* client: server port; server: listen port (0: ephemeral) */
     uint64_t sizes[BT_MAX_SIZES];
     int n_sizes;
     char sizes_desc[96];
-    int window;         /* messages (stream) or round trips (others) in flight per conn */
+    int window; /* messages (stream) or round trips (others) in flight per conn */
     int conns;
-    uint64_t iters;     /* 0: automatic per size */
-    double duration_s;  /* > 0: bound each size by time instead of iterations */
-    int64_t warmup;     /* < 0: automatic */
-    int rtt;            /* pingpong: report full RTT instead of RTT/2 */
-    int busy_poll;      /* spin in progress(0) instead of sleeping in epoll_wait */
-    int sock_buf;       /* SO_SNDBUF/SO_RCVBUF request, bytes */
+    uint64_t iters;    /* 0: automatic per size */
+    double duration_s; /* > 0: bound each size by time instead of iterations */
+    int64_t warmup;    /* < 0: automatic */
+    int rtt;           /* pingpong: report full RTT instead of RTT/2 */
+    int busy_poll;     /* spin in progress(0) instead of sleeping in epoll_wait */
+    int sock_buf;      /* SO_SNDBUF/SO_RCVBUF request, bytes */
     int json, csv;
 };
 
@@ -47,8 +47,8 @@ struct bt_result {
     uint64_t iters;       /* measured messages (stream) or round trips */
     uint64_t total_bytes; /* payload bytes moved, all directions */
     double seconds;
-    double gbps;          /* total_bytes * 8 / seconds / 1e9 */
-    double mrate;         /* iters / seconds / 1e6 */
+    double gbps;  /* total_bytes * 8 / seconds / 1e9 */
+    double mrate; /* iters / seconds / 1e6 */
     double lat_min, lat_p50, lat_p99, lat_p999, lat_max;
 };
 

@@ -12,20 +12,20 @@
 #define BT_MAGIC 0x54424756u /* "VGBT" */
 #define BT_VERSION 1
 #define BT_PREFIX_LEN 16
-#define BT_HDR_LEN 48                  /* prefix + header */
-#define BT_MAX_SIZE (1ull << 30)       /* largest message size the bench accepts */
+#define BT_HDR_LEN 48            /* prefix + header */
+#define BT_MAX_SIZE (1ull << 30) /* largest message size the bench accepts */
 #define BT_SERVER_QUEUE (2 * BT_MAX_WINDOW + 8)
 
 enum bt_kind {
     BT_HELLO = 1, /* seq: mode, arg: largest size; answered by BT_HELLO_ACK */
     BT_HELLO_ACK,
-    BT_DATA,      /* stream payload; no answer */
-    BT_PING,      /* answered by BT_PONG with as many payload bytes */
+    BT_DATA, /* stream payload; no answer */
+    BT_PING, /* answered by BT_PONG with as many payload bytes */
     BT_PONG,
-    BT_PUSH,      /* payload; no answer (the PULL that follows is answered) */
-    BT_PULL,      /* arg: size wanted; answered by BT_PULL_RESP */
+    BT_PUSH, /* payload; no answer (the PULL that follows is answered) */
+    BT_PULL, /* arg: size wanted; answered by BT_PULL_RESP */
     BT_PULL_RESP,
-    BT_SYNC,      /* answered by BT_SYNC_ACK once everything before it was received */
+    BT_SYNC, /* answered by BT_SYNC_ACK once everything before it was received */
     BT_SYNC_ACK,
 };
 
@@ -71,8 +71,8 @@ static void bt_encode(uint8_t *h, uint32_t kind, uint64_t seq, uint64_t t_ns, ui
     memcpy(h + 24, w64, 24);
 }
 
-static gv_status_t bt_parse_prefix(const void *prefix, uint32_t *hdr_len_p,
-                                   uint64_t *payload_len_p, void *user)
+static gv_status_t bt_parse_prefix(const void *prefix, uint32_t *hdr_len_p, uint64_t *payload_len_p,
+                                   void *user)
 {
     uint32_t w32[2];
     uint64_t pl;
@@ -203,8 +203,7 @@ static void bt_srv_accept(struct gv_listener *l, struct gv_conn *c, void *user)
 }
 
 static gv_status_t bt_srv_header(struct gv_conn *c, const void *msg, size_t msg_len,
-                                 uint64_t payload_len, struct gv_iov *dst, int *dst_cnt,
-                                 void *user)
+                                 uint64_t payload_len, struct gv_iov *dst, int *dst_cnt, void *user)
 {
     struct bt_peer *p = c->user;
     struct bt_msg m;
@@ -234,8 +233,7 @@ static gv_status_t bt_srv_hello(struct bt_peer *p, const struct bt_msg *m)
     p->tx = answers ? bt_buf_alloc(cap, 0xa5) : NULL;
     p->own_tx = 1;
     if (p->rx == NULL || (answers && p->tx == NULL)) {
-        gv_log(GV_LOG_ERROR, "bench: out of memory for %llu-byte buffers",
-               (unsigned long long)cap);
+        gv_log(GV_LOG_ERROR, "bench: out of memory for %llu-byte buffers", (unsigned long long)cap);
         return GV_ERR_NOMEM;
     }
     p->rx_cap = cap;
@@ -263,9 +261,9 @@ static void bt_srv_msg(struct gv_conn *c, const void *msg, size_t msg_len, void 
                          : bt_send(p, BT_PONG, m.seq, m.t_ns, 0, p->tx, m.payload_len, NULL);
             break;
         case BT_PULL:
-            status = m.arg > p->tx_cap ? GV_ERR_PROTO
-                                       : bt_send(p, BT_PULL_RESP, m.seq, m.t_ns, 0, p->tx,
-                                                 m.arg, NULL);
+            status = m.arg > p->tx_cap
+                         ? GV_ERR_PROTO
+                         : bt_send(p, BT_PULL_RESP, m.seq, m.t_ns, 0, p->tx, m.arg, NULL);
             break;
         case BT_SYNC: status = bt_send(p, BT_SYNC_ACK, m.seq, m.t_ns, 0, NULL, 0, NULL); break;
         default: status = GV_ERR_PROTO; break;
@@ -421,8 +419,7 @@ static void bt_issue(struct bt_client *cl, struct bt_peer *p)
 }
 
 static gv_status_t bt_cli_header(struct gv_conn *c, const void *msg, size_t msg_len,
-                                 uint64_t payload_len, struct gv_iov *dst, int *dst_cnt,
-                                 void *user)
+                                 uint64_t payload_len, struct gv_iov *dst, int *dst_cnt, void *user)
 {
     struct bt_peer *p = c->user;
     struct bt_msg m;
@@ -603,9 +600,8 @@ gv_status_t bt_client_run(struct bt_client *cl, uint64_t size, uint64_t iters, u
     if ((status = bt_phase(cl, iters, 1)) != GV_OK)
         return status;
     double secs = (double)(gv_now_ns() - t0) * 1e-9;
-    bt_result_fill(res, size, cl->issued,
-                   size * cl->issued * (cl->o.mode == BT_STREAM ? 1 : 2), secs, cl->lat,
-                   cl->n_lat);
+    bt_result_fill(res, size, cl->issued, size * cl->issued * (cl->o.mode == BT_STREAM ? 1 : 2),
+                   secs, cl->lat, cl->n_lat);
     return GV_OK;
 }
 

@@ -18,19 +18,19 @@ extern "C" {
 /* Every fallible function returns one of these; never a raw errno, never mixed signs. */
 typedef enum {
     GV_OK = 0,
-    GV_INPROGRESS = 1,       /* accepted; completion is reported later by callback */
+    GV_INPROGRESS = 1, /* accepted; completion is reported later by callback */
     GV_ERR_NOMEM = -1,
-    GV_ERR_INVAL = -2,       /* bad argument, option or value (caller's fault) */
-    GV_ERR_IO = -3,          /* syscall or file error (logged with strerror where detected) */
-    GV_ERR_PROTO = -4,       /* malformed or oversized input from the network or a file */
-    GV_ERR_AGAIN = -5,       /* resource busy (send queue full): progress, then retry */
+    GV_ERR_INVAL = -2, /* bad argument, option or value (caller's fault) */
+    GV_ERR_IO = -3,    /* syscall or file error (logged with strerror where detected) */
+    GV_ERR_PROTO = -4, /* malformed or oversized input from the network or a file */
+    GV_ERR_AGAIN = -5, /* resource busy (send queue full): progress, then retry */
     GV_ERR_TIMEOUT = -6,
     GV_ERR_CLOSED = -7,      /* peer closed or connection already closed */
     GV_ERR_UNSUPPORTED = -8, /* not built in, or not offered by this backend */
     GV_ERR_NODEV = -9,       /* no GPU / no RDMA device */
     GV_ERR_CUDA = -10,
-    GV_ERR_AUTH = -11,       /* authentication failed */
-    GV_ERR_VERSION = -12,    /* peer speaks another protocol or file version */
+    GV_ERR_AUTH = -11,    /* authentication failed */
+    GV_ERR_VERSION = -12, /* peer speaks another protocol or file version */
 } gv_status_t;
 
 /* Static string naming the status ("ok", "out of memory", ...). Unknown values give "unknown". */
@@ -80,16 +80,18 @@ void gv_vlog(enum gv_log_level level, const char *fmt, va_list ap)
  * A line below the log threshold neither passes nor counts. Times are nanoseconds on the
  * monotonic clock (gv_now_ns); the *_at forms take the time so tests can inject a fake clock. */
 struct gv_log_limit {
-    uint64_t interval_ns;       /* window length */
-    uint32_t burst;             /* lines let through per window (0 acts as 1) */
-    uint32_t passed;            /* lines let through in the current window */
-    bool open;                  /* a window has been opened */
-    uint64_t window_ns;         /* when the current window opened */
-    uint64_t suppressed;        /* lines dropped since the last one reported them */
-    uint64_t suppressed_ns;     /* start of the window in which the first of them fell */
+    uint64_t interval_ns;   /* window length */
+    uint32_t burst;         /* lines let through per window (0 acts as 1) */
+    uint32_t passed;        /* lines let through in the current window */
+    bool open;              /* a window has been opened */
+    uint64_t window_ns;     /* when the current window opened */
+    uint64_t suppressed;    /* lines dropped since the last one reported them */
+    uint64_t suppressed_ns; /* start of the window in which the first of them fell */
 };
 #define GV_LOG_LIMIT_INIT(burst_, interval_ms_)                                                    \
-    {.interval_ns = (uint64_t)(interval_ms_) * 1000000u, .burst = (burst_)}
+    {                                                                                              \
+        .interval_ns = (uint64_t)(interval_ms_)*1000000u, .burst = (burst_)                        \
+    }
 
 /* The decision alone: true when a line may pass at now_ns; then *suppressed_p and *span_ns_p
  * get how many lines were dropped before it and the time since the window the first of them
@@ -100,8 +102,8 @@ bool gv_log_limit_pass(struct gv_log_limit *lim, uint64_t now_ns, uint64_t *supp
 void gv_log_limited_at(enum gv_log_level level, struct gv_log_limit *lim, uint64_t now_ns,
                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* gv_log with " (N similar messages suppressed in the last X.X s)" appended when n > 0. */
-void gv_log_suppressed(enum gv_log_level level, uint64_t n, uint64_t span_ns, const char *fmt,
-                       ...) __attribute__((format(printf, 4, 5)));
+void gv_log_suppressed(enum gv_log_level level, uint64_t n, uint64_t span_ns, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* The arguments are evaluated only for a line that passes: a dropped line costs a lock and a
  * clock read. */
 #define GV_LOG_LIMITED(level, lim, ...)                                                            \

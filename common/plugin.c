@@ -18,8 +18,7 @@ static void plugin_note(struct gv_plugin *pl, const char *what, const char *why)
     size_t off = strlen(pl->why);
     if (off + 1 >= sizeof(pl->why))
         return;
-    int n = snprintf(pl->why + off, sizeof(pl->why) - off, "%s%s (%s)", off ? "; " : "", what,
-                     why);
+    int n = snprintf(pl->why + off, sizeof(pl->why) - off, "%s%s (%s)", off ? "; " : "", what, why);
     if (n < 0)
         pl->why[off] = '\0';
 }
@@ -118,8 +117,10 @@ static gv_status_t plugin_enter(const struct gv_plugin_spec *spec, struct gv_plu
     if (entry == NULL || spec->api_size < sizeof(*hdr) ||
         entry(&host, spec->abi, spec->api, spec->api_size) != GV_OK || hdr->abi != spec->abi ||
         hdr->size != spec->api_size) {
-        snprintf(pl->why, sizeof(pl->why), "%.1000s is not a plugin of this build of gravac "
-                 "(entry point or interface version differs)", pl->path);
+        snprintf(pl->why, sizeof(pl->why),
+                 "%.1000s is not a plugin of this build of gravac "
+                 "(entry point or interface version differs)",
+                 pl->path);
         return GV_ERR_UNSUPPORTED;
     }
     return GV_OK;

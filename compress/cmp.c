@@ -56,8 +56,9 @@ gv_status_t gv_cmp_create(const struct gv_cmp_config *cfg, struct gv_cmp **cmp_p
         return GV_ERR_NOMEM;
     c->cfg = *cfg;
     c->ops = cfg->mem == GV_MEM_DEVICE ? &gv_cmp_cuda_ops : &gv_cmp_cpu_ops;
-    c->nthreads = cfg->mem == GV_MEM_DEVICE ? 1 : cfg->nthreads == 0 ? gv_online_cpus()
-                                                                      : cfg->nthreads;
+    c->nthreads = cfg->mem == GV_MEM_DEVICE ? 1
+                  : cfg->nthreads == 0      ? gv_online_cpus()
+                                            : cfg->nthreads;
     struct gv_scan_kernels kern;
     gv_scan_pick(&kern);
     c->scan = kern.scan;
@@ -218,8 +219,10 @@ static gv_status_t level1(struct gv_cmp *c, const float *x, uint32_t n, double c
 {
     uint32_t k = cmp_k(c, n, cf);
     if (x == NULL || k == 0) {
-        gv_log(GV_LOG_ERROR, "compress: cannot select %u entries at cf %g (max_numel %llu, "
-               "min_cf %g)", n, cf, (unsigned long long)c->cfg.max_numel, c->cfg.min_cf);
+        gv_log(GV_LOG_ERROR,
+               "compress: cannot select %u entries at cf %g (max_numel %llu, "
+               "min_cf %g)",
+               n, cf, (unsigned long long)c->cfg.max_numel, c->cfg.min_cf);
         return GV_ERR_INVAL;
     }
     gv_status_t status = out_check(c, out, gv_cmp_bound(c, n, cf), "first-level");
@@ -266,13 +269,15 @@ static gv_status_t levels_topk2(struct gv_cmp *c, const float *x, uint32_t n, do
 {
     uint32_t k1 = cmp_k(c, n, cf_min), k2 = cmp_k(c, n, cf_cand);
     if (x == NULL || k1 == 0) {
-        gv_log(GV_LOG_ERROR, "compress: cannot select %u entries at cf %g (max_numel %llu, "
-               "min_cf %g)", n, cf_min, (unsigned long long)c->cfg.max_numel, c->cfg.min_cf);
+        gv_log(GV_LOG_ERROR,
+               "compress: cannot select %u entries at cf %g (max_numel %llu, "
+               "min_cf %g)",
+               n, cf_min, (unsigned long long)c->cfg.max_numel, c->cfg.min_cf);
         return GV_ERR_INVAL;
     }
     if (k2 == 0) {
-        gv_log(GV_LOG_ERROR, "compress: second level at cf %g is invalid for %u entries",
-               cf_cand, n);
+        gv_log(GV_LOG_ERROR, "compress: second level at cf %g is invalid for %u entries", cf_cand,
+               n);
         return GV_ERR_INVAL;
     }
     gv_status_t status = out_check(c, lvl_min, gv_cmp_bound(c, n, cf_min), "first-level");
@@ -404,7 +409,7 @@ static gv_status_t req_check(const struct gv_cmp *c, const struct gv_ef *ef, con
 {
     if (ef == NULL || ef->cmp != c || g == NULL || req == NULL) {
         gv_log(GV_LOG_ERROR, "compress: missing residual, gradient or request (or the residual "
-               "belongs to another compressor)");
+                             "belongs to another compressor)");
         return GV_ERR_INVAL;
     }
     if (ef->pending) {
@@ -412,8 +417,8 @@ static gv_status_t req_check(const struct gv_cmp *c, const struct gv_ef *ef, con
         return GV_ERR_INVAL;
     }
     if (!isfinite(req->cf_min) || req->cf_min < c->cfg.min_cf) {
-        gv_log(GV_LOG_ERROR, "compress: cf_min %g is below the configured min_cf %g",
-               req->cf_min, c->cfg.min_cf);
+        gv_log(GV_LOG_ERROR, "compress: cf_min %g is below the configured min_cf %g", req->cf_min,
+               c->cfg.min_cf);
         return GV_ERR_INVAL;
     }
     if (req->cf_cand != 0 && !(isfinite(req->cf_cand) && req->cf_cand >= req->cf_min)) {
@@ -447,8 +452,8 @@ gv_status_t gv_cmp_compress(struct gv_cmp *c, struct gv_ef *ef, const float *g,
     ef->last_cand = NULL;
     /* the second level ranks the first level's unrounded values, then both are rounded */
     if (req->cf_cand != 0)
-        status = levels(c, ef->r, n, req->cf_min, req->cf_cand, req->iter, req->tensor_id,
-                        lvl_min, lvl_cand);
+        status = levels(c, ef->r, n, req->cf_min, req->cf_cand, req->iter, req->tensor_id, lvl_min,
+                        lvl_cand);
     else
         status = level1(c, ef->r, n, req->cf_min, req->iter, req->tensor_id, lvl_min);
     if (status != GV_OK)
@@ -483,8 +488,7 @@ gv_status_t gv_cmp_apply(struct gv_cmp *c, struct gv_ef *ef, enum gv_sent what,
             gv_log(GV_LOG_ERROR, "compress: apply: `sent` is not an output of this step");
             return GV_ERR_INVAL;
         }
-        status = c->ops->ef_apply(c, ef->r, sent->dense ? NULL : sent->idx, sent->val,
-                                  sent->count);
+        status = c->ops->ef_apply(c, ef->r, sent->dense ? NULL : sent->idx, sent->val, sent->count);
         break;
     case GV_SENT_DENSE: status = c->ops->zero(c, ef->r, ef->n); break;
     case GV_SENT_NOTHING: status = GV_OK; break;
@@ -532,8 +536,8 @@ gv_status_t gv_cmp_sparse_to_host(struct gv_cmp *c, const struct gv_sparse *src,
 {
     if (host_dst->cap < src->count || host_dst->val == NULL ||
         (!src->dense && src->count > 0 && host_dst->idx == NULL)) {
-        gv_log(GV_LOG_ERROR, "compress: host copy of %u entries does not fit (cap %u)",
-               src->count, host_dst->cap);
+        gv_log(GV_LOG_ERROR, "compress: host copy of %u entries does not fit (cap %u)", src->count,
+               host_dst->cap);
         return GV_ERR_INVAL;
     }
     gv_status_t status = GV_OK;

@@ -170,14 +170,14 @@ struct gv_topk_stats {
 void gv_topk_ws_stats(const struct gv_topk_ws *ws, struct gv_topk_stats *st);
 
 /* CPU primitives on host memory (topk_cpu.c, cpu.c); pool may be NULL (one thread). */
-gv_status_t gv_topk_cpu(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads,
-                        uint64_t seed, const float *x, uint32_t n, uint32_t k,
-                        const uint32_t *map, struct gv_sparse *out);
+gv_status_t gv_topk_cpu(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads, uint64_t seed,
+                        const float *x, uint32_t n, uint32_t k, const uint32_t *map,
+                        struct gv_sparse *out);
 /* Both levels of a two-level top-k (k2 <= k1): out1 = top-k1 of x, out2 = top-k2 of x, as two
  * gv_topk_cpu calls would give them (the second over the first's output); the first level's
  * write step captures the second's candidates when the sample allows. */
-gv_status_t gv_topk_cpu2(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads,
-                         uint64_t seed, const float *x, uint32_t n, uint32_t k1, uint32_t k2,
+gv_status_t gv_topk_cpu2(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads, uint64_t seed,
+                         const float *x, uint32_t n, uint32_t k1, uint32_t k2,
                          struct gv_sparse *out1, struct gv_sparse *out2);
 /* The sampled path's cache lines for (n, k, seed): the first index of each 16-entry line it
  * reads, in draw order, into pos (up to 4096 of them); returns how many. Tests use it to build
@@ -214,16 +214,16 @@ size_t gv_scan_split_generic(const float *x, size_t n, uint32_t lo, uint32_t hi,
  * beyond oi[want]. */
 typedef size_t (*gv_compact_fn)(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
                                 uint32_t *oi, float *ov, size_t want);
-size_t gv_compact_generic(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
-                          uint32_t *oi, float *ov, size_t want);
+size_t gv_compact_generic(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t, uint32_t *oi,
+                          float *ov, size_t want);
 
 /* The write step with the second level of a two-level top-k captured on the way: as
  * gv_compact_fn, and the kept entries whose key is also >= t2 are appended, in order, to
  * (c2i, c2v) from *n2_p on. When they would pass cap2, *n2_p becomes cap2 + 1 and the capture
  * stops (the compaction goes on); nothing is written at or beyond c2i/c2v[cap2]. */
 typedef size_t (*gv_compact2_fn)(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
-                                 uint32_t *oi, float *ov, size_t want, uint32_t t2,
-                                 uint32_t *c2i, float *c2v, size_t cap2, size_t *n2_p);
+                                 uint32_t *oi, float *ov, size_t want, uint32_t t2, uint32_t *c2i,
+                                 float *c2v, size_t cap2, size_t *n2_p);
 size_t gv_compact2_generic(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
                            uint32_t *oi, float *ov, size_t want, uint32_t t2, uint32_t *c2i,
                            float *c2v, size_t cap2, size_t *n2_p);
@@ -251,18 +251,18 @@ struct gv_cmp {
     struct gv_topk_ws *topk_ws; /* CPU backend */
     void *be;                   /* backend state (cpu.c: struct cpu_ws, CUDA: device workspace) */
     /* host scratch of the shared compressor logic */
-    uint64_t *bitmap;           /* random-k membership, max_numel bits */
-    uint32_t *pos;              /* random-k / DGC positions, host */
-    float *samp;                /* DGC sample values, host */
+    uint64_t *bitmap; /* random-k membership, max_numel bits */
+    uint32_t *pos;    /* random-k / DGC positions, host */
+    float *samp;      /* DGC sample values, host */
     uint32_t pos_cap;
 };
 
 struct gv_ef {
     struct gv_cmp *cmp;
-    float *r;      /* float[n], cmp's kind */
+    float *r; /* float[n], cmp's kind */
     uint32_t n;
-    int owned;     /* r was allocated here */
-    int pending;   /* between compress and apply */
+    int owned;                                    /* r was allocated here */
+    int pending;                                  /* between compress and apply */
     const struct gv_sparse *last_min, *last_cand; /* this step's outputs, to check `sent` */
 };
 

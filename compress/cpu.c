@@ -9,11 +9,11 @@
 #define PAR_MIN (1u << 18) /* entries below which one thread does the work */
 
 struct cpu_ws {
-    double *part;    /* per GV_SUMSQ_BLOCK partial sums */
-    float *pmax;     /* per block max |x| (abs_stats) */
-    uint64_t *pcnt;  /* per block counts (abs_stats) */
+    double *part;   /* per GV_SUMSQ_BLOCK partial sums */
+    float *pmax;    /* per block max |x| (abs_stats) */
+    uint64_t *pcnt; /* per block counts (abs_stats) */
     size_t nblocks;
-    uint64_t *cnt;   /* per thread counts */
+    uint64_t *cnt; /* per thread counts */
 };
 
 static int cpu_nth(const struct gv_cmp *c, uint64_t n)
@@ -188,11 +188,10 @@ static gv_status_t cpu_topk(struct gv_cmp *c, const float *x, uint32_t n, uint32
     return gv_topk_cpu(c->topk_ws, c->pool, c->nthreads, c->cfg.seed, x, n, k, map, out);
 }
 
-static gv_status_t cpu_topk2(struct gv_cmp *c, const float *x, uint32_t n, uint32_t k1,
-                             uint32_t k2, struct gv_sparse *out1, struct gv_sparse *out2)
+static gv_status_t cpu_topk2(struct gv_cmp *c, const float *x, uint32_t n, uint32_t k1, uint32_t k2,
+                             struct gv_sparse *out1, struct gv_sparse *out2)
 {
-    return gv_topk_cpu2(c->topk_ws, c->pool, c->nthreads, c->cfg.seed, x, n, k1, k2, out1,
-                        out2);
+    return gv_topk_cpu2(c->topk_ws, c->pool, c->nthreads, c->cfg.seed, x, n, k1, k2, out1, out2);
 }
 
 struct thr_job {
@@ -247,8 +246,8 @@ static void job_select(void *arg, int tid, int nth)
     for (int t = 0; t < tid; t++)
         off += j->cnt[t];
     uint32_t *oi = j->out->idx + off;
-    size_t got = j->scan(j->x + b, e - b, j->key_min, (uint32_t)b, oi, j->out->val + off,
-                         j->cnt[tid]);
+    size_t got =
+        j->scan(j->x + b, e - b, j->key_min, (uint32_t)b, oi, j->out->val + off, j->cnt[tid]);
     GV_ASSERT(got == j->cnt[tid]);
     if (j->map != NULL)
         for (size_t i = 0; i < got; i++)
@@ -260,8 +259,8 @@ static gv_status_t cpu_select_ge(struct gv_cmp *c, const float *x, uint32_t n, u
 {
     struct cpu_ws *w = c->be;
     int nth = cpu_nth(c, n);
-    struct thr_job j = {.x = x, .n = n, .key_min = key_min, .cnt = w->cnt, .map = map,
-                        .out = out, .scan = c->scan};
+    struct thr_job j = {
+        .x = x, .n = n, .key_min = key_min, .cnt = w->cnt, .map = map, .out = out, .scan = c->scan};
     gv_pool_run(c->pool, nth, job_count, &j);
     uint64_t total = 0;
     for (int t = 0; t < nth; t++)
@@ -273,8 +272,8 @@ static gv_status_t cpu_select_ge(struct gv_cmp *c, const float *x, uint32_t n, u
     return GV_OK;
 }
 
-static gv_status_t cpu_gather(struct gv_cmp *c, const float *x, const uint32_t *pos,
-                              uint32_t count, const uint32_t *map, struct gv_sparse *out)
+static gv_status_t cpu_gather(struct gv_cmp *c, const float *x, const uint32_t *pos, uint32_t count,
+                              const uint32_t *map, struct gv_sparse *out)
 {
     (void)c;
     for (uint32_t i = 0; i < count; i++) {
@@ -285,8 +284,8 @@ static gv_status_t cpu_gather(struct gv_cmp *c, const float *x, const uint32_t *
     return GV_OK;
 }
 
-static gv_status_t cpu_sample(struct gv_cmp *c, const float *x, const uint32_t *pos,
-                              uint32_t count, float *vals)
+static gv_status_t cpu_sample(struct gv_cmp *c, const float *x, const uint32_t *pos, uint32_t count,
+                              float *vals)
 {
     (void)c;
     for (uint32_t i = 0; i < count; i++)

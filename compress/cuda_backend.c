@@ -119,8 +119,7 @@ static gv_status_t cu_count_ge(struct gv_cmp *c, const float *x, uint32_t n, uin
 static gv_status_t cu_select_ge(struct gv_cmp *c, const float *x, uint32_t n, uint32_t key_min,
                                 const uint32_t *map, struct gv_sparse *out)
 {
-    return cu->select_ge(ws_of(c), x, n, key_min, map, out->cap, out->idx, out->val,
-                             &out->count);
+    return cu->select_ge(ws_of(c), x, n, key_min, map, out->cap, out->idx, out->val, &out->count);
 }
 
 static gv_status_t cu_gather(struct gv_cmp *c, const float *x, const uint32_t *pos_host,

@@ -50,8 +50,10 @@ gv_status_t gv_sparse_plan(const struct gv_sparse *sp, enum gv_val_type vt, enum
     lay.val_len = gv_sparse_val_len(sp->count, vt);
     if (sp->dense) {
         if (sp->count != sp->n || (enc != GV_IDX_AUTO && enc != GV_IDX_DENSE)) {
-            gv_log(GV_LOG_ERROR, "sparse encode: a dense tensor needs the dense encoding "
-                   "and count == n (%u vs %u)", sp->count, sp->n);
+            gv_log(GV_LOG_ERROR,
+                   "sparse encode: a dense tensor needs the dense encoding "
+                   "and count == n (%u vs %u)",
+                   sp->count, sp->n);
             return GV_ERR_INVAL;
         }
         lay.desc.enc = GV_IDX_DENSE;
@@ -205,15 +207,19 @@ gv_status_t gv_sparse_desc_check(const struct gv_sparse_desc *d, size_t idx_len,
         return GV_ERR_PROTO;
     }
     if (idx_len != want) {
-        gv_log(GV_LOG_ERROR, "sparse decode: %s index segment of %u entries is %zu bytes, "
-               "expected %zu (%s)", gv_idx_enc_str(d->enc), d->count, idx_len, want,
+        gv_log(GV_LOG_ERROR,
+               "sparse decode: %s index segment of %u entries is %zu bytes, "
+               "expected %zu (%s)",
+               gv_idx_enc_str(d->enc), d->count, idx_len, want,
                idx_len < want ? "truncated" : "trailing bytes");
         return GV_ERR_PROTO;
     }
     size_t vwant = gv_sparse_val_len(d->count, d->vt);
     if (val_len != vwant) {
-        gv_log(GV_LOG_ERROR, "sparse decode: value segment is %zu bytes, %u %s values need %zu "
-               "(%s)", val_len, d->count, d->vt == GV_VAL_F16 ? "f16" : "f32", vwant,
+        gv_log(GV_LOG_ERROR,
+               "sparse decode: value segment is %zu bytes, %u %s values need %zu "
+               "(%s)",
+               val_len, d->count, d->vt == GV_VAL_F16 ? "f16" : "f32", vwant,
                val_len < vwant ? "truncated" : "trailing bytes");
         return GV_ERR_PROTO;
     }
@@ -225,20 +231,20 @@ gv_status_t gv_sparse_desc_check(const struct gv_sparse_desc *d, size_t idx_len,
  * the first bad one. */
 typedef void (*idx_emit_fn)(void *arg, uint32_t i, uint32_t idx);
 
-static gv_status_t walk_raw32(const struct gv_sparse_desc *d, const uint8_t *q,
-                              unsigned flags, idx_emit_fn emit, void *arg)
+static gv_status_t walk_raw32(const struct gv_sparse_desc *d, const uint8_t *q, unsigned flags,
+                              idx_emit_fn emit, void *arg)
 {
     int64_t prev = -1;
     for (uint32_t i = 0; i < d->count; i++) {
         uint32_t x = get_u32(q + (size_t)i * 4);
         if (x >= d->n) {
-            gv_log(GV_LOG_ERROR, "sparse decode: index %u at entry %u is out of range (n %u)",
-                   x, i, d->n);
+            gv_log(GV_LOG_ERROR, "sparse decode: index %u at entry %u is out of range (n %u)", x, i,
+                   d->n);
             return GV_ERR_PROTO;
         }
         if (!(flags & GV_DECODE_ALLOW_DUP) && (int64_t)x <= prev) {
-            gv_log(GV_LOG_ERROR, "sparse decode: index %u at entry %u is %s (previous %lld)",
-                   x, i, (int64_t)x == prev ? "a duplicate" : "out of order", (long long)prev);
+            gv_log(GV_LOG_ERROR, "sparse decode: index %u at entry %u is %s (previous %lld)", x, i,
+                   (int64_t)x == prev ? "a duplicate" : "out of order", (long long)prev);
             return GV_ERR_PROTO;
         }
         prev = x;
@@ -304,8 +310,8 @@ static gv_status_t walk_varint(const struct gv_sparse_desc *d, const uint8_t *q,
     return GV_OK;
 }
 
-static gv_status_t walk_bitmap(const struct gv_sparse_desc *d, const uint8_t *q,
-                               idx_emit_fn emit, void *arg)
+static gv_status_t walk_bitmap(const struct gv_sparse_desc *d, const uint8_t *q, idx_emit_fn emit,
+                               void *arg)
 {
     const uint32_t n = d->n;
     size_t nbytes = bitmap_len(n);
@@ -357,9 +363,8 @@ static float get_val(enum gv_val_type vt, const uint8_t *v, uint32_t i)
 }
 
 /* The description, the lengths, every index and (with GV_DECODE_FINITE) every value. */
-static gv_status_t decode_check(const struct gv_sparse_desc *d, const void *idx_seg,
-                                size_t idx_len, const void *val_seg, size_t val_len,
-                                unsigned flags)
+static gv_status_t decode_check(const struct gv_sparse_desc *d, const void *idx_seg, size_t idx_len,
+                                const void *val_seg, size_t val_len, unsigned flags)
 {
     gv_status_t status = gv_sparse_desc_check(d, idx_len, val_len, flags);
     if (status != GV_OK)
@@ -402,15 +407,15 @@ static void emit_add(void *arg, uint32_t i, uint32_t idx)
 }
 
 gv_status_t gv_sparse_decode(const struct gv_sparse_desc *d, const void *idx_seg, size_t idx_len,
-                             const void *val_seg, size_t val_len, unsigned flags,
-                             uint32_t *idx_out, float *val_out, uint32_t cap)
+                             const void *val_seg, size_t val_len, unsigned flags, uint32_t *idx_out,
+                             float *val_out, uint32_t cap)
 {
     gv_status_t status = decode_check(d, idx_seg, idx_len, val_seg, val_len, flags);
     if (status != GV_OK)
         return status;
     if (cap < d->count || (d->count > 0 && (idx_out == NULL || val_out == NULL))) {
-        gv_log(GV_LOG_ERROR, "sparse decode: %u entries do not fit the output (cap %u)",
-               d->count, cap);
+        gv_log(GV_LOG_ERROR, "sparse decode: %u entries do not fit the output (cap %u)", d->count,
+               cap);
         return GV_ERR_INVAL;
     }
     struct emit_arrays a = {.vt = d->vt, .v = val_seg, .idx = idx_out, .val = val_out};

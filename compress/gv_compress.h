@@ -71,13 +71,13 @@ struct gv_cmp;
 
 struct gv_cmp_config {
     enum gv_cmp_kind kind;
-    enum gv_mem mem;            /* GV_MEM_HOST: CPU backend; GV_MEM_DEVICE: CUDA backend. All
-                                 * gradients, residuals and outputs passed in are of this kind. */
+    enum gv_mem mem; /* GV_MEM_HOST: CPU backend; GV_MEM_DEVICE: CUDA backend. All
+                      * gradients, residuals and outputs passed in are of this kind. */
     enum gv_val_type val_type;
-    uint64_t max_numel;         /* largest tensor that will be compressed, 1..UINT32_MAX */
-    double min_cf;              /* smallest CF that will be asked for (sizes the workspace), >=1 */
-    int nthreads;               /* CPU threads: 0 = all online CPUs, 1 = the calling thread only */
-    uint64_t seed;              /* identical on all workers: random-k positions, sampling */
+    uint64_t max_numel; /* largest tensor that will be compressed, 1..UINT32_MAX */
+    double min_cf;      /* smallest CF that will be asked for (sizes the workspace), >=1 */
+    int nthreads;       /* CPU threads: 0 = all online CPUs, 1 = the calling thread only */
+    uint64_t seed;      /* identical on all workers: random-k positions, sampling */
 };
 
 /* Defaults: top-k, host memory, f32 values, max_numel 0 (must be set), min_cf 1, one thread,
@@ -286,9 +286,10 @@ gv_status_t gv_sparse_encode(const struct gv_sparse *sp, enum gv_val_type vt, en
                              struct gv_sparse_layout *lay_p);
 
 /* Decoder flags. */
-#define GV_DECODE_ALLOW_DUP 0x1u /* RAW32 indices may repeat and come in any order (sums of
-                                  * several workers); count may then exceed n */
-#define GV_DECODE_FINITE 0x2u    /* reject NaN and Inf values */
+#define GV_DECODE_ALLOW_DUP                                                                        \
+    0x1u                      /* RAW32 indices may repeat and come in any order (sums of           \
+                               * several workers); count may then exceed n */
+#define GV_DECODE_FINITE 0x2u /* reject NaN and Inf values */
 
 /* Checks a description against the segment lengths, before the segments are read: a known
  * encoding and value type, count == n for DENSE, count <= n (RAW32: unless
@@ -306,8 +307,8 @@ gv_status_t gv_sparse_desc_check(const struct gv_sparse_desc *d, size_t idx_len,
  * GV_DECODE_FINITE every value finite. Segments are host memory, borrowed, of any alignment.
  * GV_ERR_PROTO with one log line naming what is wrong; GV_ERR_INVAL if cap < count. */
 gv_status_t gv_sparse_decode(const struct gv_sparse_desc *d, const void *idx_seg, size_t idx_len,
-                             const void *val_seg, size_t val_len, unsigned flags,
-                             uint32_t *idx_out, float *val_out, uint32_t cap);
+                             const void *val_seg, size_t val_len, unsigned flags, uint32_t *idx_out,
+                             float *val_out, uint32_t cap);
 /* Same validation, then dense[idx] += val (host float[d->n]), duplicates accumulating. On
  * error dense is untouched. */
 gv_status_t gv_sparse_decode_add(const struct gv_sparse_desc *d, const void *idx_seg,

@@ -60,8 +60,7 @@ size_t gv_scan_generic(const float *x, size_t n, uint32_t key_min, uint32_t base
 }
 
 static size_t split_tail(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t base,
-                         uint32_t *ci, float *cv, uint32_t *mk, size_t *mid_p, size_t cap,
-                         size_t c)
+                         uint32_t *ci, float *cv, uint32_t *mk, size_t *mid_p, size_t cap, size_t c)
 {
     size_t mid = *mid_p;
     for (size_t i = 0; i < n; i++) {
@@ -121,8 +120,8 @@ size_t gv_scan_split_generic(const float *x, size_t n, uint32_t lo, uint32_t hi,
     return split_tail(x + i, n - i, lo, hi, base + (uint32_t)i, ci, cv, mk, mid_p, cap, c);
 }
 
-size_t gv_compact_generic(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
-                          uint32_t *oi, float *ov, size_t want)
+size_t gv_compact_generic(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t, uint32_t *oi,
+                          float *ov, size_t want)
 {
     size_t o = 0;
     /* branch-free: written at o (< want) always, kept when selected */

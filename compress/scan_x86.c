@@ -24,9 +24,9 @@ static void pack_lut_init(void)
     }
 }
 
-__attribute__((target("avx2,popcnt"))) static size_t
-scan_avx2(const float *x, size_t n, uint32_t key_min, uint32_t base, uint32_t *ci, float *cv,
-          size_t cap)
+__attribute__((target("avx2,popcnt"))) static size_t scan_avx2(const float *x, size_t n,
+                                                               uint32_t key_min, uint32_t base,
+                                                               uint32_t *ci, float *cv, size_t cap)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF);
     const __m256i tv = _mm256_set1_epi32((int32_t)key_min - 1); /* a > key_min - 1 */
@@ -56,8 +56,8 @@ scan_avx2(const float *x, size_t n, uint32_t key_min, uint32_t base, uint32_t *c
     }
     if (i >= n)
         return c;
-    size_t rest = gv_scan_generic(x + i, n - i, key_min, base + (uint32_t)i, ci + c, cv + c,
-                                  cap - c);
+    size_t rest =
+        gv_scan_generic(x + i, n - i, key_min, base + (uint32_t)i, ci + c, cv + c, cap - c);
     return rest > cap - c ? cap + 1 : c + rest;
 }
 
@@ -112,9 +112,10 @@ scan_split_avx2(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t bas
 
 /* AVX-512: 16 lanes a compare, and vpcompressd packs the hits in registers (a full 16-lane
  * store follows, so the same cap rule as the AVX2 kernel applies). */
-__attribute__((target("avx512f,popcnt"))) static size_t
-scan_avx512(const float *x, size_t n, uint32_t key_min, uint32_t base, uint32_t *ci, float *cv,
-            size_t cap)
+__attribute__((target("avx512f,popcnt"))) static size_t scan_avx512(const float *x, size_t n,
+                                                                    uint32_t key_min, uint32_t base,
+                                                                    uint32_t *ci, float *cv,
+                                                                    size_t cap)
 {
     const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
     const __m512i tv = _mm512_set1_epi32((int32_t)key_min);
@@ -139,14 +140,14 @@ scan_avx512(const float *x, size_t n, uint32_t key_min, uint32_t base, uint32_t 
     }
     if (i >= n)
         return c;
-    size_t rest = gv_scan_generic(x + i, n - i, key_min, base + (uint32_t)i, ci + c, cv + c,
-                                  cap - c);
+    size_t rest =
+        gv_scan_generic(x + i, n - i, key_min, base + (uint32_t)i, ci + c, cv + c, cap - c);
     return rest > cap - c ? cap + 1 : c + rest;
 }
 
 __attribute__((target("avx512f,popcnt"))) static size_t
-scan_split_avx512(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t base,
-                  uint32_t *ci, float *cv, uint32_t *mk, size_t *mid_p, size_t cap)
+scan_split_avx512(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t base, uint32_t *ci,
+                  float *cv, uint32_t *mk, size_t *mid_p, size_t cap)
 {
     const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
     const __m512i nan_key = _mm512_set1_epi32((int32_t)GV_KEY_NAN);
@@ -188,9 +189,10 @@ scan_split_avx512(const float *x, size_t n, uint32_t lo, uint32_t hi, uint32_t b
 
 /* Top-k's write step: 16 (AVX-512) or 8 (AVX2) candidates per step, packed by the key >= t
  * mask; the vector path stops 16 short of `want` so that no store reaches past it. */
-__attribute__((target("avx512f,popcnt"))) static size_t
-compact_avx512(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t, uint32_t *oi,
-               float *ov, size_t want)
+__attribute__((target("avx512f,popcnt"))) static size_t compact_avx512(const uint32_t *ci,
+                                                                       const float *cv, size_t cnt,
+                                                                       uint32_t t, uint32_t *oi,
+                                                                       float *ov, size_t want)
 {
     const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
     const __m512i nan_key = _mm512_set1_epi32((int32_t)GV_KEY_NAN);
@@ -208,9 +210,10 @@ compact_avx512(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t, uint
     return o + gv_compact_generic(ci + i, cv + i, cnt - i, t, oi + o, ov + o, want - o);
 }
 
-__attribute__((target("avx2,popcnt"))) static size_t
-compact_avx2(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t, uint32_t *oi,
-             float *ov, size_t want)
+__attribute__((target("avx2,popcnt"))) static size_t compact_avx2(const uint32_t *ci,
+                                                                  const float *cv, size_t cnt,
+                                                                  uint32_t t, uint32_t *oi,
+                                                                  float *ov, size_t want)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF);
     const __m256i nan_key = _mm256_set1_epi32((int32_t)GV_KEY_NAN);
@@ -284,9 +287,8 @@ compact2_avx512(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t, uin
 }
 
 __attribute__((target("avx2,popcnt"))) static size_t
-compact2_avx2(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t, uint32_t *oi,
-              float *ov, size_t want, uint32_t t2, uint32_t *c2i, float *c2v, size_t cap2,
-              size_t *n2_p)
+compact2_avx2(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t, uint32_t *oi, float *ov,
+              size_t want, uint32_t t2, uint32_t *c2i, float *c2v, size_t cap2, size_t *n2_p)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF);
     const __m256i nan_key = _mm256_set1_epi32((int32_t)GV_KEY_NAN);
@@ -305,10 +307,8 @@ compact2_avx2(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t, uint3
         o += (size_t)__builtin_popcount((unsigned)m);
         if (m2 != 0 && n2 + 8 <= cap2) {
             __m256i p2 = _mm256_loadu_si256((const __m256i *)(const void *)pack_lut[m2]);
-            _mm256_storeu_si256((__m256i *)(void *)(c2i + n2),
-                                _mm256_permutevar8x32_epi32(id, p2));
-            _mm256_storeu_si256((__m256i *)(void *)(c2v + n2),
-                                _mm256_permutevar8x32_epi32(v, p2));
+            _mm256_storeu_si256((__m256i *)(void *)(c2i + n2), _mm256_permutevar8x32_epi32(id, p2));
+            _mm256_storeu_si256((__m256i *)(void *)(c2v + n2), _mm256_permutevar8x32_epi32(v, p2));
             n2 += (size_t)__builtin_popcount((unsigned)m2);
         } else if (m2 != 0 && n2 <= cap2) { /* near the cap: one by one, exactly */
             uint32_t ids[8];

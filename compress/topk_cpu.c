@@ -26,12 +26,12 @@
 #include <math.h>
 #include <stdlib.h>
 
-#define SAMPLE_MAX 65536u      /* sample keys; a multiple of 16 (one cache line per draw) */
+#define SAMPLE_MAX 65536u /* sample keys; a multiple of 16 (one cache line per draw) */
 #define SAMPLE_MIN 4096u
-#define SAMPLED_MIN_N 65536u   /* below this the exact path is as fast */
-#define SAMPLED_MAX_FRAC 4u    /* the sampled path serves k <= n / 4 */
-#define PAR_MIN_N (1u << 18)   /* below this one thread beats waking the others */
-#define NB 2048u               /* buckets of the 11-bit digits; the last digit has 9 bits */
+#define SAMPLED_MIN_N 65536u /* below this the exact path is as fast */
+#define SAMPLED_MAX_FRAC 4u  /* the sampled path serves k <= n / 4 */
+#define PAR_MIN_N (1u << 18) /* below this one thread beats waking the others */
+#define NB 2048u             /* buckets of the 11-bit digits; the last digit has 9 bits */
 
 /* Sample margin, in standard deviations (+ a constant for the binomial's skew at small means):
  * P(the sample misses) is about 3e-5 per call; a miss costs one exact pass, never a wrong
@@ -59,23 +59,23 @@ struct topk_region {
 /* Candidate regions: per thread, the candidates (index, value) in index order, and the
  * segment of "middle" keys the radix select runs over. */
 struct topk_set {
-    size_t cap;               /* candidates per thread */
-    uint32_t *ci;             /* [nthreads][cap] */
-    float *cv;                /* [nthreads][cap] */
-    uint32_t *keys;           /* [nthreads][cap] */
-    uint32_t *c2i;            /* [nthreads][cap]: second-level captures of a two-level run */
-    float *c2v;               /* [nthreads][cap] */
-    struct topk_region *reg;  /* [nthreads] */
-    struct topk_hist *hist;   /* [nthreads] */
+    size_t cap;              /* candidates per thread */
+    uint32_t *ci;            /* [nthreads][cap] */
+    float *cv;               /* [nthreads][cap] */
+    uint32_t *keys;          /* [nthreads][cap] */
+    uint32_t *c2i;           /* [nthreads][cap]: second-level captures of a two-level run */
+    float *c2v;              /* [nthreads][cap] */
+    struct topk_region *reg; /* [nthreads] */
+    struct topk_hist *hist;  /* [nthreads] */
 };
 
 struct gv_topk_ws {
     int nthreads;
     struct gv_scan_kernels kern;
-    struct topk_set s1;       /* candidate regions */
-    uint32_t *samp;           /* [3][SAMPLE_MAX]: the sample, and two copies to select in */
-    double *bsum;             /* per GV_SUMSQ_BLOCK-entry block of an output: sum of squares */
-    size_t nbsum;             /* blocks it holds: those of any k <= max_n */
+    struct topk_set s1; /* candidate regions */
+    uint32_t *samp;     /* [3][SAMPLE_MAX]: the sample, and two copies to select in */
+    double *bsum;       /* per GV_SUMSQ_BLOCK-entry block of an output: sum of squares */
+    size_t nbsum;       /* blocks it holds: those of any k <= max_n */
     struct gv_topk_stats stats;
 };
 
@@ -311,14 +311,14 @@ struct topk_job {
     uint32_t k;
     const uint32_t *map;
     struct gv_sparse *out;
-    uint32_t lo, hi;      /* thresholds of the candidate scan */
-    uint32_t lo2;         /* two-level run: a key at least k2 entries reach (UINT32_MAX: none) */
-    uint32_t t2;          /* the write step captures kept entries with key >= t2 (or none) */
+    uint32_t lo, hi; /* thresholds of the candidate scan */
+    uint32_t lo2;    /* two-level run: a key at least k2 entries reach (UINT32_MAX: none) */
+    uint32_t t2;     /* the write step captures kept entries with key >= t2 (or none) */
     uint32_t k2;
-    struct digits dg;     /* digits of the radix select over the regions' keys */
-    uint32_t t;           /* the k-th key once known; during the passes, the digits so far */
+    struct digits dg; /* digits of the radix select over the regions' keys */
+    uint32_t t;       /* the k-th key once known; during the passes, the digits so far */
     int pass;
-    int summed;           /* the write step filled ws->bsum for the blocks inside a region */
+    int summed; /* the write step filled ws->bsum for the blocks inside a region */
 };
 
 static void chunk_of(uint32_t n, int tid, int nth, size_t *b_p, size_t *e_p)
@@ -345,8 +345,8 @@ static void job_scan(void *arg, int tid, int nth)
     size_t start = b, nd = 0, dmid = 0, mid = 0;
     if (nth == 1) {
         const size_t dcap = GV_MIN((size_t)j->k, set->cap);
-        size_t c = split(j->x + b, e - b, j->lo, j->hi, (uint32_t)b, j->out->idx, j->out->val,
-                         keys, &dmid, dcap);
+        size_t c = split(j->x + b, e - b, j->lo, j->hi, (uint32_t)b, j->out->idx, j->out->val, keys,
+                         &dmid, dcap);
         nd = GV_MIN(c, dcap);
         start = c <= dcap ? e : (size_t)j->out->idx[dcap - 1] + 1; /* after the last written */
     }
@@ -421,9 +421,8 @@ static void job_seg_pass(void *arg, int tid, int nth)
 /* Keeps, in order, the candidates (ci, cv)[0..cnt) with key > t and the first (take - *taken)
  * equal to t, writing them from (oi, ov)[o] on and stopping at `want`; returns the new o. May
  * run in place (oi == ci, then o <= i throughout). */
-static size_t keep_ties(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t,
-                        size_t take, size_t *taken_p, uint32_t *oi, float *ov, size_t o,
-                        size_t want)
+static size_t keep_ties(const uint32_t *ci, const float *cv, size_t cnt, uint32_t t, size_t take,
+                        size_t *taken_p, uint32_t *oi, float *ov, size_t o, size_t want)
 {
     size_t taken = *taken_p;
     /* branch-free: every candidate is written at o (< want) and o advances for the kept */
@@ -473,9 +472,9 @@ static void block_sums(struct topk_job *j, size_t done, size_t *next_p)
 }
 
 /* One piece of a region's candidates (ci, cv)[0..cnt), kept ones appended at o. */
-static size_t write_piece(struct topk_job *j, struct topk_region *r, int tid,
-                          const uint32_t *ci, const float *cv, size_t cnt, uint32_t *oi,
-                          float *ov, size_t o, size_t want, size_t *taken_p)
+static size_t write_piece(struct topk_job *j, struct topk_region *r, int tid, const uint32_t *ci,
+                          const float *cv, size_t cnt, uint32_t *oi, float *ov, size_t o,
+                          size_t want, size_t *taken_p)
 {
     const struct gv_scan_kernels *kern = &j->ws->kern;
     struct topk_set *set = j->set;
@@ -486,8 +485,8 @@ static size_t write_piece(struct topk_job *j, struct topk_region *r, int tid,
         return o + kern->compact(ci, cv, cnt, t, oi + o, ov + o, want - o);
     /* the same, capturing the second level's candidates */
     return o + kern->compact2(ci, cv, cnt, t, oi + o, ov + o, want - o, t2,
-                              set->c2i + (size_t)tid * set->cap,
-                              set->c2v + (size_t)tid * set->cap, set->cap, &r->n2);
+                              set->c2i + (size_t)tid * set->cap, set->c2v + (size_t)tid * set->cap,
+                              set->cap, &r->n2);
 }
 
 /* The write step of a region: the part already in the output first (off is 0 there: a
@@ -513,8 +512,8 @@ static void job_region_write(void *arg, int tid, int nth)
         const float *cv = part == 0 ? ov : set->cv + (size_t)tid * set->cap;
         const size_t cnt = part == 0 ? r->nd : r->cnt;
         for (size_t i = 0; i < cnt && o < want; i += WRITE_PIECE) {
-            o = write_piece(j, r, tid, ci + i, cv + i, GV_MIN((size_t)WRITE_PIECE, cnt - i), oi,
-                            ov, o, want, &taken);
+            o = write_piece(j, r, tid, ci + i, cv + i, GV_MIN((size_t)WRITE_PIECE, cnt - i), oi, ov,
+                            o, want, &taken);
             block_sums(j, r->off + o, &next);
         }
     }
@@ -637,8 +636,7 @@ static int topk_finish_regions(struct topk_job *j, struct gv_pool *pool, int nth
         j->t = j->dg.base + rel;
     }
     for (int t = 0; t < nth; t++)
-        set->reg[t].eq = j->dg.npass == 0 ? set->reg[t].len
-                                          : set->hist[t].h[j->dg.npass - 1][b];
+        set->reg[t].eq = j->dg.npass == 0 ? set->reg[t].len : set->hist[t].h[j->dg.npass - 1][b];
     size_t emitted = sel_layout(set->reg, nth, k);
     GV_ASSERT(emitted == k);
     /* a two-level run captures its second level on the way when that is a small part of
@@ -698,8 +696,8 @@ static uint32_t draw_sample(struct topk_job *j, uint64_t seed)
 
 /* Thresholds lo < hi for k of n from the sample (which it leaves intact, so that other ranks
  * can be read from it); returns the expected number of candidates. */
-static double thresholds(struct gv_topk_ws *ws, uint32_t s, uint32_t n, uint32_t k,
-                         uint32_t *lo_p, uint32_t *hi_p)
+static double thresholds(struct gv_topk_ws *ws, uint32_t s, uint32_t n, uint32_t k, uint32_t *lo_p,
+                         uint32_t *hi_p)
 {
     uint32_t *w1 = ws->samp + SAMPLE_MAX, *w2 = ws->samp + 2 * SAMPLE_MAX;
     double mu = (double)s * k / n;
@@ -874,23 +872,30 @@ static int topk_trivial(uint32_t n, uint32_t k, const float *x, const uint32_t *
     return k == 0 || k == n;
 }
 
-gv_status_t gv_topk_cpu(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads,
-                        uint64_t seed, const float *x, uint32_t n, uint32_t k,
-                        const uint32_t *map, struct gv_sparse *out)
+gv_status_t gv_topk_cpu(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads, uint64_t seed,
+                        const float *x, uint32_t n, uint32_t k, const uint32_t *map,
+                        struct gv_sparse *out)
 {
     if (k > n || k > out->cap || (k > 0 && (out->idx == NULL || out->val == NULL)))
         return GV_ERR_INVAL;
     int nth = n >= PAR_MIN_N ? GV_MIN(nthreads, ws->nthreads) : 1;
-    struct topk_job j = {.ws = ws, .set = &ws->s1, .x = x, .n = n, .k = k, .map = map,
-                         .out = out, .lo2 = UINT32_MAX, .t2 = UINT32_MAX};
+    struct topk_job j = {.ws = ws,
+                         .set = &ws->s1,
+                         .x = x,
+                         .n = n,
+                         .k = k,
+                         .map = map,
+                         .out = out,
+                         .lo2 = UINT32_MAX,
+                         .t2 = UINT32_MAX};
     if (!topk_trivial(n, k, x, map, out))
         topk_level(&j, pool, nth, seed);
     topk_sums(&j, pool, nth);
     return GV_OK;
 }
 
-gv_status_t gv_topk_cpu2(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads,
-                         uint64_t seed, const float *x, uint32_t n, uint32_t k1, uint32_t k2,
+gv_status_t gv_topk_cpu2(struct gv_topk_ws *ws, struct gv_pool *pool, int nthreads, uint64_t seed,
+                         const float *x, uint32_t n, uint32_t k1, uint32_t k2,
                          struct gv_sparse *out1, struct gv_sparse *out2)
 {
     if (k1 > n || k2 > k1 || k1 > out1->cap || k2 > out2->cap ||
@@ -899,8 +904,15 @@ gv_status_t gv_topk_cpu2(struct gv_topk_ws *ws, struct gv_pool *pool, int nthrea
         return GV_ERR_INVAL;
     struct topk_set *set = &ws->s1;
     int nth = n >= PAR_MIN_N ? GV_MIN(nthreads, ws->nthreads) : 1;
-    struct topk_job j = {.ws = ws, .set = set, .x = x, .n = n, .k = k1, .out = out1,
-                         .lo2 = UINT32_MAX, .t2 = UINT32_MAX, .k2 = k2};
+    struct topk_job j = {.ws = ws,
+                         .set = set,
+                         .x = x,
+                         .n = n,
+                         .k = k1,
+                         .out = out1,
+                         .lo2 = UINT32_MAX,
+                         .t2 = UINT32_MAX,
+                         .k2 = k2};
     if (!topk_trivial(n, k1, x, NULL, out1))
         topk_level(&j, pool, nth, seed);
     topk_sums(&j, pool, nth); /* before level 2, which reuses the block sums */
@@ -924,8 +936,8 @@ gv_status_t gv_topk_cpu2(struct gv_topk_ws *ws, struct gv_pool *pool, int nthrea
                         set->reg[t].n2 * sizeof(float));
             }
             ws->stats.captured++;
-            return gv_topk_cpu(ws, pool, nthreads, seed, set->c2v, (uint32_t)total, k2,
-                               set->c2i, out2);
+            return gv_topk_cpu(ws, pool, nthreads, seed, set->c2v, (uint32_t)total, k2, set->c2i,
+                               out2);
         }
     }
     return gv_topk_cpu(ws, pool, nthreads, seed, out1->val, k1, k2, out1->idx, out2);

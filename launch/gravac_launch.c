@@ -28,42 +28,73 @@ extern char **environ;
 struct launch_opts {
     int servers, workers;
     const char *bin_dir;
-    uint64_t grace;  /* ns */
+    uint64_t grace; /* ns */
     bool keep_dir;
     const char *tmp_dir;
 };
 
 #define L(f) offsetof(struct launch_opts, f)
 static const struct gv_opt launch_options[] = {
-    {.name = "servers", .type = GV_OPT_INT, .offset = L(servers), .def = "2",
-     .help = "servers to start", .group = "launch", .flags = GV_OPT_RANGE, .min = 1, .max = 32},
-    {.name = "workers", .type = GV_OPT_INT, .offset = L(workers), .def = "3",
-     .help = "workers to start", .group = "launch", .flags = GV_OPT_RANGE, .min = 1, .max = 31},
-    {.name = "bin-dir", .type = GV_OPT_STRING, .offset = L(bin_dir), .def = "",
+    {.name = "servers",
+     .type = GV_OPT_INT,
+     .offset = L(servers),
+     .def = "2",
+     .help = "servers to start",
+     .group = "launch",
+     .flags = GV_OPT_RANGE,
+     .min = 1,
+     .max = 32},
+    {.name = "workers",
+     .type = GV_OPT_INT,
+     .offset = L(workers),
+     .def = "3",
+     .help = "workers to start",
+     .group = "launch",
+     .flags = GV_OPT_RANGE,
+     .min = 1,
+     .max = 31},
+    {.name = "bin-dir",
+     .type = GV_OPT_STRING,
+     .offset = L(bin_dir),
+     .def = "",
      .help = "directory of gravac-server and gravac-worker (default: this program's)",
      .group = "launch"},
-    {.name = "grace", .type = GV_OPT_DURATION, .offset = L(grace), .def = "5s",
-     .help = "after SIGTERM, children still running this long are killed", .group = "launch",
-     .flags = GV_OPT_RANGE, .min = 0.01, .max = 3600},
-    {.name = "keep-dir", .type = GV_OPT_BOOL, .offset = L(keep_dir), .def = "false",
-     .help = "keep the run directory (rendezvous files, metrics)", .group = "launch"},
-    {.name = "tmp-dir", .type = GV_OPT_STRING, .offset = L(tmp_dir), .def = "",
-     .help = "where the run directory goes (default: $TMPDIR or /tmp)", .group = "launch"},
+    {.name = "grace",
+     .type = GV_OPT_DURATION,
+     .offset = L(grace),
+     .def = "5s",
+     .help = "after SIGTERM, children still running this long are killed",
+     .group = "launch",
+     .flags = GV_OPT_RANGE,
+     .min = 0.01,
+     .max = 3600},
+    {.name = "keep-dir",
+     .type = GV_OPT_BOOL,
+     .offset = L(keep_dir),
+     .def = "false",
+     .help = "keep the run directory (rendezvous files, metrics)",
+     .group = "launch"},
+    {.name = "tmp-dir",
+     .type = GV_OPT_STRING,
+     .offset = L(tmp_dir),
+     .def = "",
+     .help = "where the run directory goes (default: $TMPDIR or /tmp)",
+     .group = "launch"},
 };
 
 /* Cluster options launch sets itself for every child. */
-static const char *const launch_owned[] = {"servers", "num-servers", "num-workers", "rank",
-                                           "rendezvous-dir", "bind", "advertise", NULL};
+static const char *const launch_owned[] = {"servers",        "num-servers", "num-workers", "rank",
+                                           "rendezvous-dir", "bind",        "advertise",   NULL};
 
 struct child {
     pid_t pid;
-    char name[32];  /* "server0", "worker2" */
-    int fd;         /* its stdout + stderr, -1 once at EOF */
+    char name[32]; /* "server0", "worker2" */
+    int fd;        /* its stdout + stderr, -1 once at EOF */
     char buf[L_LINE];
     size_t len;
     bool exited;
     int status;
-    int sent_sig;   /* the last signal gravac-launch itself sent it (0: none) */
+    int sent_sig; /* the last signal gravac-launch itself sent it (0: none) */
 };
 
 struct launch {
@@ -156,7 +187,9 @@ static gv_status_t launch_parse(struct launch *L, int argc, char **argv, struct 
         .program = "gravac-launch",
         .summary = "start S servers and W workers on this machine and train (options other than "
                    "launch's own go to the servers, the workers or both)",
-        .section = "launch", .other_sections = others, .tables = tables,
+        .section = "launch",
+        .other_sections = others,
+        .tables = tables,
         .n_tables = GV_ARRAY_LEN(tables)};
     gv_status_t status = gv_cfg_create(&spec, cfg_p);
     if (status == GV_OK)
@@ -359,8 +392,10 @@ static void reap(struct launch *L, struct child **failed, uint64_t *failed_ns)
             strncmp(c->name, "worker", 6) == 0) {
             char why[96];
             describe_exit(c, why, sizeof(why));
-            fprintf(stderr, "gravac-launch: %s failed (%s): the job goes on without it "
-                    "(--dead-worker-policy continue)\n", c->name, why);
+            fprintf(stderr,
+                    "gravac-launch: %s failed (%s): the job goes on without it "
+                    "(--dead-worker-policy continue)\n",
+                    c->name, why);
             L->lost++;
             continue;
         }
@@ -621,11 +656,10 @@ int main(int argc, char **argv)
     const char *txt = NULL;
     bool insecure = gv_cfg_source(cfg, "insecure", &src_ins, NULL, &txt) == GV_OK && txt &&
                     strcmp(txt, "true") == 0;
-    bool has_file = gv_cfg_source(cfg, "secret-file", &src_sf, NULL, &txt) == GV_OK && txt &&
-                    txt[0] != '\0';
+    bool has_file =
+        gv_cfg_source(cfg, "secret-file", &src_sf, NULL, &txt) == GV_OK && txt && txt[0] != '\0';
     int rc = 1;
-    if (!insecure && !has_file && getenv("GV_SECRET") == NULL &&
-        launch_secret(&L, NULL) != GV_OK)
+    if (!insecure && !has_file && getenv("GV_SECRET") == NULL && launch_secret(&L, NULL) != GV_OK)
         goto out;
     if (pipe(sig_pipe) != 0)
         goto out;
@@ -655,7 +689,8 @@ int main(int argc, char **argv)
         launch_summary(&L, gv_now_s() - t0);
     if (rc == 0 && L.lost > 0)
         printf("gravac-launch: %d worker%s failed; the job finished without %s (dead-worker "
-               "policy continue)\n", L.lost, L.lost == 1 ? "" : "s", L.lost == 1 ? "it" : "them");
+               "policy continue)\n",
+               L.lost, L.lost == 1 ? "" : "s", L.lost == 1 ? "it" : "them");
 out:
     if (L.lo.keep_dir || rc != 0)
         fprintf(stderr, "gravac-launch: run directory kept: %s\n", L.dir);

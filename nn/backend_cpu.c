@@ -47,8 +47,8 @@ static gv_status_t cpu_gemm(struct gv_nn_backend *be, int ta, int tb, int m, int
                             float beta, float *c, int ldc)
 {
     (void)be;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-                n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, a, lda, b, ldb, beta, c, ldc);
     return GV_OK;
 }
 
@@ -138,8 +138,9 @@ static gv_status_t cpu_im2col(struct gv_nn_backend *be, const float *x,
     for (int b = 0; b < n; b++)
         for (int oy = 0; oy < s->oh; oy++)
             for (int ox = 0; ox < s->ow; ox++) {
-                float *row = col + (((size_t)b * (size_t)s->oh + (size_t)oy) * (size_t)s->ow +
-                                    (size_t)ox) * kc;
+                float *row =
+                    col +
+                    (((size_t)b * (size_t)s->oh + (size_t)oy) * (size_t)s->ow + (size_t)ox) * kc;
                 for (int ky = 0; ky < s->k; ky++)
                     for (int kx = 0; kx < s->k; kx++) {
                         int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
@@ -148,8 +149,10 @@ static gv_status_t cpu_im2col(struct gv_nn_backend *be, const float *x,
                             memset(dst, 0, (size_t)s->c * sizeof(float));
                             continue;
                         }
-                        const float *src = x + (((size_t)b * (size_t)s->h + (size_t)iy) *
-                                                    (size_t)s->w + (size_t)ix) * (size_t)s->c;
+                        const float *src =
+                            x +
+                            (((size_t)b * (size_t)s->h + (size_t)iy) * (size_t)s->w + (size_t)ix) *
+                                (size_t)s->c;
                         memcpy(dst, src, (size_t)s->c * sizeof(float));
                     }
             }
@@ -165,8 +168,9 @@ static gv_status_t cpu_col2im(struct gv_nn_backend *be, const float *col,
     for (int b = 0; b < n; b++)
         for (int oy = 0; oy < s->oh; oy++)
             for (int ox = 0; ox < s->ow; ox++) {
-                const float *row = col + (((size_t)b * (size_t)s->oh + (size_t)oy) *
-                                              (size_t)s->ow + (size_t)ox) * kc;
+                const float *row =
+                    col +
+                    (((size_t)b * (size_t)s->oh + (size_t)oy) * (size_t)s->ow + (size_t)ox) * kc;
                 for (int ky = 0; ky < s->k; ky++)
                     for (int kx = 0; kx < s->k; kx++) {
                         int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
@@ -175,7 +179,8 @@ static gv_status_t cpu_col2im(struct gv_nn_backend *be, const float *col,
                         const float *src =
                             row + ((size_t)ky * (size_t)s->k + (size_t)kx) * (size_t)s->c;
                         float *dst = dx + (((size_t)b * (size_t)s->h + (size_t)iy) * (size_t)s->w +
-                                           (size_t)ix) * (size_t)s->c;
+                                           (size_t)ix) *
+                                              (size_t)s->c;
                         for (int c = 0; c < s->c; c++)
                             dst[c] += src[c];
                     }
@@ -193,17 +198,22 @@ static gv_status_t cpu_pool_fwd(struct gv_nn_backend *be, const float *x, int n,
             for (int ox = 0; ox < ow; ox++)
                 for (int ch = 0; ch < c; ch++) {
                     size_t best = (((size_t)b * (size_t)h + (size_t)(2 * oy)) * (size_t)w +
-                                   (size_t)(2 * ox)) * (size_t)c + (size_t)ch;
+                                   (size_t)(2 * ox)) *
+                                      (size_t)c +
+                                  (size_t)ch;
                     for (int dy = 0; dy < 2; dy++)
                         for (int dx = 0; dx < 2; dx++) {
-                            size_t i = (((size_t)b * (size_t)h + (size_t)(2 * oy + dy)) *
-                                            (size_t)w + (size_t)(2 * ox + dx)) * (size_t)c +
-                                       (size_t)ch;
+                            size_t i =
+                                (((size_t)b * (size_t)h + (size_t)(2 * oy + dy)) * (size_t)w +
+                                 (size_t)(2 * ox + dx)) *
+                                    (size_t)c +
+                                (size_t)ch;
                             if (x[i] > x[best])
                                 best = i;
                         }
                     size_t j = (((size_t)b * (size_t)oh + (size_t)oy) * (size_t)ow + (size_t)ox) *
-                                   (size_t)c + (size_t)ch;
+                                   (size_t)c +
+                               (size_t)ch;
                     y[j] = x[best];
                     arg[j] = (int32_t)best;
                 }

@@ -23,7 +23,7 @@ static int cuda_blocks(long long n)
 }
 
 #define CUDA_LOOP(i, n)                                                                            \
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (long long)(n);      \
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (long long)(n);       \
          i += (long long)blockDim.x * gridDim.x)
 
 static gv_status_t cuda_check(cudaError_t err, const char *what)
@@ -89,8 +89,9 @@ static gv_status_t cuda_gemm(struct gv_nn_backend *be, int ta, int tb, int m, in
 {
     cublasHandle_t h = ((struct cuda_impl *)be->impl)->blas;
     /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. */
-    cublasStatus_t st = cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc);
+    cublasStatus_t st =
+        cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                    &alpha, b, ldb, a, lda, &beta, c, ldc);
     if (st != CUBLAS_STATUS_SUCCESS) {
         gv_log(GV_LOG_ERROR, "nn cuda: cublasSgemm(%d, %d, %d) failed: status %d", m, n, k,
                (int)st);
@@ -181,8 +182,8 @@ static gv_status_t cuda_add(struct gv_nn_backend *be, float *y, const float *x, 
 
 /* ---------------------------------------------------------------- softmax cross-entropy */
 
-__global__ void k_xent(const float *logits, const int32_t *labels, int rows, int cols,
-                       float scale, float *dlogits, float *loss, int32_t *correct)
+__global__ void k_xent(const float *logits, const int32_t *labels, int rows, int cols, float scale,
+                       float *dlogits, float *loss, int32_t *correct)
 {
     CUDA_LOOP(r, rows)
     {
@@ -206,9 +207,9 @@ __global__ void k_xent(const float *logits, const int32_t *labels, int rows, int
     }
 }
 
-static gv_status_t cuda_xent(struct gv_nn_backend *be, const float *logits,
-                             const int32_t *labels, int rows, int cols, float scale,
-                             float *dlogits, float *loss, int32_t *correct)
+static gv_status_t cuda_xent(struct gv_nn_backend *be, const float *logits, const int32_t *labels,
+                             int rows, int cols, float scale, float *dlogits, float *loss,
+                             int32_t *correct)
 {
     (void)be;
     k_xent<<<cuda_blocks(rows), CUDA_THREADS>>>(logits, labels, rows, cols, scale, dlogits, loss,
@@ -378,8 +379,8 @@ __global__ void k_lstm_fwd(float *gates, const float *c_prev, float *c, float *h
     }
 }
 
-__global__ void k_lstm_bwd(const float *gates, const float *c_prev, const float *c,
-                           const float *dh, float *dc, float *dgates, int n, int hid)
+__global__ void k_lstm_bwd(const float *gates, const float *c_prev, const float *c, const float *dh,
+                           float *dc, float *dgates, int n, int hid)
 {
     CUDA_LOOP(e, (long long)n * hid)
     {
@@ -398,8 +399,8 @@ __global__ void k_lstm_bwd(const float *gates, const float *c_prev, const float 
     }
 }
 
-static gv_status_t cuda_embed_fwd(struct gv_nn_backend *be, const float *table,
-                                  const int32_t *ids, int n, int dim, float *out)
+static gv_status_t cuda_embed_fwd(struct gv_nn_backend *be, const float *table, const int32_t *ids,
+                                  int n, int dim, float *out)
 {
     (void)be;
     k_embed_fwd<<<cuda_blocks((long long)n * dim), CUDA_THREADS>>>(table, ids, n, dim, out);
@@ -411,7 +412,7 @@ static gv_status_t cuda_embed_bwd(struct gv_nn_backend *be, float *dtable, const
 {
     (void)be;
     k_embed_bwd<<<cuda_blocks((long long)vocab * dim), CUDA_THREADS>>>(dtable, ids, dout, n, dim,
-                                                                      vocab);
+                                                                       vocab);
     return cuda_launched("embed_bwd");
 }
 
@@ -423,13 +424,13 @@ static gv_status_t cuda_lstm_fwd(struct gv_nn_backend *be, float *gates, const f
     return cuda_launched("lstm_fwd");
 }
 
-static gv_status_t cuda_lstm_bwd(struct gv_nn_backend *be, const float *gates,
-                                 const float *c_prev, const float *c, const float *dh, float *dc,
-                                 float *dgates, int n, int hid)
+static gv_status_t cuda_lstm_bwd(struct gv_nn_backend *be, const float *gates, const float *c_prev,
+                                 const float *c, const float *dh, float *dc, float *dgates, int n,
+                                 int hid)
 {
     (void)be;
-    k_lstm_bwd<<<cuda_blocks((long long)n * hid), CUDA_THREADS>>>(gates, c_prev, c, dh, dc,
-                                                                  dgates, n, hid);
+    k_lstm_bwd<<<cuda_blocks((long long)n * hid), CUDA_THREADS>>>(gates, c_prev, c, dh, dc, dgates,
+                                                                  n, hid);
     return cuda_launched("lstm_bwd");
 }
 
@@ -461,11 +462,10 @@ static gv_status_t cuda_optim(struct gv_nn_backend *be, const struct gv_optim_cf
 }
 
 static const struct gv_nn_ops cuda_ops = {
-    "cuda",         GV_MEM_DEVICE,  cuda_alloc,     cuda_free,      cuda_upload,
-    cuda_download,  cuda_zero,      cuda_gemm,      cuda_bias_add,  cuda_bias_grad,
-    cuda_relu_fwd,  cuda_relu_bwd,  cuda_add,       cuda_xent,      cuda_im2col,
-    cuda_col2im,    cuda_pool_fwd,  cuda_pool_bwd,  cuda_embed_fwd, cuda_embed_bwd,
-    cuda_lstm_fwd,  cuda_lstm_bwd,  cuda_optim,
+    "cuda",         GV_MEM_DEVICE,  cuda_alloc,    cuda_free,      cuda_upload,   cuda_download,
+    cuda_zero,      cuda_gemm,      cuda_bias_add, cuda_bias_grad, cuda_relu_fwd, cuda_relu_bwd,
+    cuda_add,       cuda_xent,      cuda_im2col,   cuda_col2im,    cuda_pool_fwd, cuda_pool_bwd,
+    cuda_embed_fwd, cuda_embed_bwd, cuda_lstm_fwd, cuda_lstm_bwd,  cuda_optim,
 };
 
 extern "C" gv_status_t gv_nn_cuda_plugin_create(struct gv_nn_backend **be_p)

@@ -56,8 +56,10 @@ static void plug_load(void)
         return; /* plug.why lists what was tried */
     if (plug_api.ops_size != sizeof(struct gv_nn_ops) ||
         plug_api.optim_size != sizeof(struct gv_optim_cfg)) {
-        snprintf(plug.why, sizeof(plug.why), "%.1000s is not a plugin of this build of gravac "
-                 "(the layout of the structures it shares differs)", plug.path);
+        snprintf(plug.why, sizeof(plug.why),
+                 "%.1000s is not a plugin of this build of gravac "
+                 "(the layout of the structures it shares differs)",
+                 plug.path);
         gv_plugin_close(&plug);
         plug_status = GV_ERR_UNSUPPORTED;
         return;

@@ -100,8 +100,7 @@ size_t gv_nn_sampler_shard_size(const struct gv_nn_sampler *s)
     return s->m;
 }
 
-gv_status_t gv_nn_sampler_next(struct gv_nn_sampler *s, int batch, size_t *idx,
-                               int64_t *epoch_p)
+gv_status_t gv_nn_sampler_next(struct gv_nn_sampler *s, int batch, size_t *idx, int64_t *epoch_p)
 {
     if (batch < 1 || (size_t)batch > s->m) {
         gv_log(GV_LOG_ERROR, "sampler: batch %d does not fit the shard of %zu samples", batch,
@@ -181,8 +180,8 @@ gv_status_t gv_nn_batch_gather(const struct gv_nn_dataset *ds, const size_t *idx
     for (int i = 0; i < n; i++) {
         size_t at;
         if (nn_dataset_find(ds, idx[i], &at) != GV_OK) {
-            gv_log(GV_LOG_ERROR, "nn: sample %zu is not in %s (%zu of %zu samples held)",
-                   idx[i], ds->name, ds->n, ds->n_total);
+            gv_log(GV_LOG_ERROR, "nn: sample %zu is not in %s (%zu of %zu samples held)", idx[i],
+                   ds->name, ds->n, ds->n_total);
             return GV_ERR_INVAL;
         }
         if (ds->kind == GV_NN_DATA_TEXT) {

@@ -134,8 +134,8 @@ static gv_status_t idx_header(struct nn_idx *s, int ndim)
         return file_read_error(s->file.f, s->file.path, "the header", got, want);
     uint32_t magic = file_be32(hdr), want_magic = 0x00000800u | (uint32_t)ndim;
     if (magic != want_magic) {
-        gv_log(GV_LOG_ERROR, "%s: wrong magic 0x%08x (want 0x%08x, an IDX %s file)",
-               s->file.path, magic, want_magic, ndim == 1 ? "label" : "image");
+        gv_log(GV_LOG_ERROR, "%s: wrong magic 0x%08x (want 0x%08x, an IDX %s file)", s->file.path,
+               magic, want_magic, ndim == 1 ? "label" : "image");
         return GV_ERR_PROTO;
     }
     if (file_read_exact(s->file.f, hdr + 4, want - 4, &got) != 0)
@@ -145,8 +145,8 @@ static gv_status_t idx_header(struct nn_idx *s, int ndim)
         s->dims[i] = file_be32(hdr + 4 + 4 * i);
         uint32_t cap = i == 0 ? NN_MAX_SAMPLES : 4096;
         if (s->dims[i] == 0 || s->dims[i] > cap) {
-            gv_log(GV_LOG_ERROR, "%s: dimension %d is %u (want 1..%u)", s->file.path, i,
-                   s->dims[i], cap);
+            gv_log(GV_LOG_ERROR, "%s: dimension %d is %u (want 1..%u)", s->file.path, i, s->dims[i],
+                   cap);
             return GV_ERR_PROTO;
         }
         total *= s->dims[i];
@@ -176,8 +176,7 @@ gv_status_t nn_idx_next(struct nn_idx *s, uint8_t *buf, size_t n)
 {
     if (n > s->items - s->done)
         return GV_ERR_INVAL;
-    GV_NN_TRY(nn_file_read(&s->file, buf, n * s->item_bytes, s->items * s->item_bytes,
-                           "the data"));
+    GV_NN_TRY(nn_file_read(&s->file, buf, n * s->item_bytes, s->items * s->item_bytes, "the data"));
     s->done += n;
     return GV_OK;
 }

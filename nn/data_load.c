@@ -157,8 +157,8 @@ err_img:
     return status;
 }
 
-gv_status_t gv_nn_dataset_load_idx(const char *images_path, const char *labels_path,
-                                   int n_classes, struct gv_nn_dataset **ds_p)
+gv_status_t gv_nn_dataset_load_idx(const char *images_path, const char *labels_path, int n_classes,
+                                   struct gv_nn_dataset **ds_p)
 {
     return gv_nn_dataset_load_idx_shard(images_path, labels_path, n_classes, NULL, ds_p);
 }
@@ -174,8 +174,7 @@ static gv_status_t cifar_keep(struct gv_nn_dataset *ds, const char *path, size_t
     GV_NN_TRY(nn_file_open(&fl, path));
     gv_status_t status = GV_OK;
     for (size_t r = 0; r < records && status == GV_OK; r++, (*at)++) {
-        status = nn_file_read(&fl, rec, CIFAR_RECORD, (uint64_t)records * CIFAR_RECORD,
-                              "the file");
+        status = nn_file_read(&fl, rec, CIFAR_RECORD, (uint64_t)records * CIFAR_RECORD, "the file");
         if (status == GV_OK && rec[0] >= 10) {
             gv_log(GV_LOG_ERROR, "%s: label %u of record %zu out of range (10 classes)", path,
                    rec[0], r);
@@ -211,9 +210,10 @@ gv_status_t gv_nn_dataset_load_cifar10_shard(const char *const *paths, int n_pat
         uint64_t len = 0;
         GV_NN_TRY(nn_file_size(paths[i], (uint64_t)CIFAR_RECORD * 100000, &len));
         if (len == 0 || len % CIFAR_RECORD != 0) {
-            gv_log(GV_LOG_ERROR, "%s: %llu bytes is not a whole number of %d-byte records "
-                   "(truncated or not a CIFAR-10 binary file)", paths[i],
-                   (unsigned long long)len, CIFAR_RECORD);
+            gv_log(GV_LOG_ERROR,
+                   "%s: %llu bytes is not a whole number of %d-byte records "
+                   "(truncated or not a CIFAR-10 binary file)",
+                   paths[i], (unsigned long long)len, CIFAR_RECORD);
             return GV_ERR_PROTO;
         }
         records[i] = (size_t)(len / CIFAR_RECORD);
@@ -353,8 +353,10 @@ gv_status_t gv_nn_dataset_load_text_shard(const char *const *paths, int n_paths,
         goto out;
     }
     if (tr->n < 1 || te->n < 1) {
-        gv_log(GV_LOG_ERROR, "%s: %zu bytes is too little text for windows of %d (train %zu, "
-               "test %zu windows)", paths[0], total, seq_len, tr->n, te->n);
+        gv_log(GV_LOG_ERROR,
+               "%s: %zu bytes is too little text for windows of %d (train %zu, "
+               "test %zu windows)",
+               paths[0], total, seq_len, tr->n, te->n);
         goto out;
     }
     if ((status = text_shard(tr, shard)) != GV_OK)
@@ -377,8 +379,7 @@ gv_status_t gv_nn_dataset_load_text(const char *const *paths, int n_paths, int s
                                     double test_frac, struct gv_nn_dataset **train_p,
                                     struct gv_nn_dataset **test_p)
 {
-    return gv_nn_dataset_load_text_shard(paths, n_paths, seq_len, test_frac, NULL, train_p,
-                                         test_p);
+    return gv_nn_dataset_load_text_shard(paths, n_paths, seq_len, test_frac, NULL, train_p, test_p);
 }
 
 /* ---------------------------------------------------------------- synthetic */
@@ -391,9 +392,9 @@ static double synth_normal(uint64_t *st)
 }
 
 /* n samples drawn in sequence from one stream; those in shard are kept. */
-static gv_status_t synth_make(const char *name, const float *centres, size_t n, int h, int w,
-                              int c, int k, float noise, uint64_t seed,
-                              const struct gv_nn_shard *shard, struct gv_nn_dataset **ds_p)
+static gv_status_t synth_make(const char *name, const float *centres, size_t n, int h, int w, int c,
+                              int k, float noise, uint64_t seed, const struct gv_nn_shard *shard,
+                              struct gv_nn_dataset **ds_p)
 {
     uint32_t *sel = NULL;
     size_t m = 0;
@@ -456,12 +457,13 @@ gv_status_t gv_nn_dataset_synthetic_shard(int h, int w, int c, int n_classes, si
                     float v = (float)synth_normal(&st);
                     for (int yy = y; yy < GV_MIN(y + 2, h); yy++)
                         for (int xx = x; xx < GV_MIN(x + 2, w); xx++)
-                            centres[(size_t)k * d + ((size_t)yy * (size_t)w + (size_t)xx) *
-                                                        (size_t)c + (size_t)ch] = v;
+                            centres[(size_t)k * d +
+                                    ((size_t)yy * (size_t)w + (size_t)xx) * (size_t)c +
+                                    (size_t)ch] = v;
                 }
     struct gv_nn_dataset *tr = NULL, *te = NULL;
-    gv_status_t status = synth_make("synthetic-train", centres, n_train, h, w, c, n_classes,
-                                    noise, seed * 2 + 1, shard, &tr);
+    gv_status_t status = synth_make("synthetic-train", centres, n_train, h, w, c, n_classes, noise,
+                                    seed * 2 + 1, shard, &tr);
     if (status == GV_OK && test_p != NULL)
         status = synth_make("synthetic-test", centres, n_test, h, w, c, n_classes, noise,
                             seed * 2 + 2, NULL, &te);
@@ -478,8 +480,7 @@ gv_status_t gv_nn_dataset_synthetic_shard(int h, int w, int c, int n_classes, si
 
 gv_status_t gv_nn_dataset_synthetic(int h, int w, int c, int n_classes, size_t n_train,
                                     size_t n_test, float noise, uint64_t seed,
-                                    struct gv_nn_dataset **train_p,
-                                    struct gv_nn_dataset **test_p)
+                                    struct gv_nn_dataset **train_p, struct gv_nn_dataset **test_p)
 {
     return gv_nn_dataset_synthetic_shard(h, w, c, n_classes, n_train, n_test, noise, seed, NULL,
                                          train_p, test_p);

@@ -68,12 +68,12 @@ struct gv_optim_cfg {
     float weight_decay; /* L2, applied to every element (biases included) */
     int nesterov;
     enum gv_lr_kind sched;
-    int64_t warmup;                            /* linear warm-up iterations (0 = none) */
-    int64_t milestones[GV_LR_MAX_MILESTONES];  /* GV_LR_STEP: ascending iterations */
+    int64_t warmup;                           /* linear warm-up iterations (0 = none) */
+    int64_t milestones[GV_LR_MAX_MILESTONES]; /* GV_LR_STEP: ascending iterations */
     int n_milestones;
-    float gamma;                               /* GV_LR_STEP factor */
-    int64_t total;                             /* GV_LR_COSINE: last iteration (> warmup) */
-    float min_lr;                              /* GV_LR_COSINE floor */
+    float gamma;   /* GV_LR_STEP factor */
+    int64_t total; /* GV_LR_COSINE: last iteration (> warmup) */
+    float min_lr;  /* GV_LR_COSINE floor */
 };
 
 /* lr 0.05, momentum 0.9, no decay, constant schedule, gamma 0.1. */
@@ -114,13 +114,13 @@ enum gv_nn_model_kind {
 
 struct gv_nn_model_cfg {
     enum gv_nn_model_kind kind;
-    int in_h, in_w, in_c;              /* image input shape (NHWC); CNN needs h, w % 4 == 0 */
-    int n_classes;                     /* classes, or vocabulary size for the LSTM */
-    int widths[GV_NN_MAX_WIDTHS];      /* MLP hidden widths */
+    int in_h, in_w, in_c;         /* image input shape (NHWC); CNN needs h, w % 4 == 0 */
+    int n_classes;                /* classes, or vocabulary size for the LSTM */
+    int widths[GV_NN_MAX_WIDTHS]; /* MLP hidden widths */
     int n_widths;
-    int conv1, conv2, cnn_dense;       /* CNN channels and dense width */
+    int conv1, conv2, cnn_dense;        /* CNN channels and dense width */
     int embed, hidden, layers, seq_len; /* LSTM */
-    int max_batch;                     /* largest batch forward/backward will see */
+    int max_batch;                      /* largest batch forward/backward will see */
 };
 
 /* Fills the documented defaults for kind (28x28x1 input, 10 classes, MLP 256,128, CNN 16/32/128,
@@ -131,10 +131,10 @@ const char *gv_nn_model_kind_str(enum gv_nn_model_kind kind);
 
 /* One parameter tensor: a view into the flat vectors (same offset in params, grads, momentum). */
 struct gv_nn_tensor {
-    char name[24];  /* "fc1.w", "conv2.b", "lstm0.wh", ... */
+    char name[24]; /* "fc1.w", "conv2.b", "lstm0.wh", ... */
     int ndim;
-    int shape[4];   /* row-major; weights are [out, in] */
-    size_t offset;  /* in floats from the start of the flat vector */
+    int shape[4];  /* row-major; weights are [out, in] */
+    size_t offset; /* in floats from the start of the flat vector */
     size_t numel;
 };
 
@@ -248,8 +248,8 @@ gv_status_t gv_nn_shard_indices(size_t n, const struct gv_nn_shard *shard, uint3
 
 /* IDX image and label files, gzipped or raw (0x00000803 images [n][rows][cols] ubyte,
  * 0x00000801 labels [n] ubyte, each label < n_classes). */
-gv_status_t gv_nn_dataset_load_idx(const char *images_path, const char *labels_path,
-                                   int n_classes, struct gv_nn_dataset **ds_p);
+gv_status_t gv_nn_dataset_load_idx(const char *images_path, const char *labels_path, int n_classes,
+                                   struct gv_nn_dataset **ds_p);
 gv_status_t gv_nn_dataset_load_idx_shard(const char *images_path, const char *labels_path,
                                          int n_classes, const struct gv_nn_shard *shard,
                                          struct gv_nn_dataset **ds_p);
@@ -277,8 +277,7 @@ gv_status_t gv_nn_dataset_load_text_shard(const char *const *paths, int n_paths,
  * keeps the shard's, and the test set only when test_p is not NULL. */
 gv_status_t gv_nn_dataset_synthetic(int h, int w, int c, int n_classes, size_t n_train,
                                     size_t n_test, float noise, uint64_t seed,
-                                    struct gv_nn_dataset **train_p,
-                                    struct gv_nn_dataset **test_p);
+                                    struct gv_nn_dataset **train_p, struct gv_nn_dataset **test_p);
 gv_status_t gv_nn_dataset_synthetic_shard(int h, int w, int c, int n_classes, size_t n_train,
                                           size_t n_test, float noise, uint64_t seed,
                                           const struct gv_nn_shard *shard,
@@ -303,7 +302,7 @@ uint64_t gv_nn_dataset_bytes(const struct gv_nn_dataset *ds);
  * epoch). Batches are taken in order; an incomplete tail batch is dropped and the next epoch
  * starts. Item numbers refer to the whole set (gv_nn_batch_gather maps them into a shard). */
 struct gv_nn_sampler {
-    size_t n;        /* samples in the whole set */
+    size_t n; /* samples in the whole set */
     int rank, world;
     uint64_t seed;
     int64_t epoch;   /* epoch of the last batch returned */
@@ -320,8 +319,7 @@ void gv_nn_sampler_cleanup(struct gv_nn_sampler *s);
 size_t gv_nn_sampler_shard_size(const struct gv_nn_sampler *s);
 /* Writes batch item numbers into idx (size_t[batch]); GV_ERR_INVAL if the shard is smaller
  * than one batch. *epoch_p (may be NULL) receives the epoch the batch belongs to (0-based). */
-gv_status_t gv_nn_sampler_next(struct gv_nn_sampler *s, int batch, size_t *idx,
-                               int64_t *epoch_p);
+gv_status_t gv_nn_sampler_next(struct gv_nn_sampler *s, int batch, size_t *idx, int64_t *epoch_p);
 
 /* Host staging for one batch of up to cap samples of ds. */
 struct gv_nn_batch_buf {
@@ -354,18 +352,18 @@ gv_status_t gv_nn_evaluate(struct gv_nn_model *m, const struct gv_nn_dataset *ds
 
 /* One logged point: a training step ("step") or an evaluation ("eval"). */
 struct gv_nn_record {
-    const char *type;   /* "step" | "eval" */
-    int64_t step;       /* iterations done */
+    const char *type; /* "step" | "eval" */
+    int64_t step;     /* iterations done */
     int64_t epoch;
-    double time_s;      /* since training started */
+    double time_s; /* since training started */
     double loss;
-    double accuracy;    /* [0, 1] */
-    double perplexity;  /* < 0: not reported */
+    double accuracy;   /* [0, 1] */
+    double perplexity; /* < 0: not reported */
     double samples_per_s;
     float lr;
-    double cf;          /* compression factor (1.0 when uncompressed) */
+    double cf; /* compression factor (1.0 when uncompressed) */
     uint64_t bytes_sent;
-    int standalone;     /* cf and bytes_sent are placeholders */
+    int standalone; /* cf and bytes_sent are placeholders */
 };
 
 struct gv_nn_metrics;

@@ -30,9 +30,8 @@ gv_status_t gv_nn_conv_shape_init(struct gv_nn_conv_shape *s)
     return GV_OK;
 }
 
-gv_status_t gv_nn_conv_fwd(struct gv_nn_backend *be, const float *x, const float *w,
-                           const float *b, float *y, float *col,
-                           const struct gv_nn_conv_shape *s, int n)
+gv_status_t gv_nn_conv_fwd(struct gv_nn_backend *be, const float *x, const float *w, const float *b,
+                           float *y, float *col, const struct gv_nn_conv_shape *s, int n)
 {
     int m = n * s->oh * s->ow, kk = s->k * s->k * s->c;
     GV_NN_TRY(be->ops->im2col(be, x, s, n, col));

@@ -90,8 +90,7 @@ static gv_status_t model_cfg_check(const struct gv_nn_model_cfg *c)
     return GV_OK;
 }
 
-int nn_add_tensor(struct gv_nn_model *m, const char *name, int d0, int d1, float bound,
-                  float cval)
+int nn_add_tensor(struct gv_nn_model *m, const char *name, int d0, int d1, float bound, float cval)
 {
     GV_ASSERT(m->n_t < NN_MAX_TENSORS);
     int i = m->n_t++;
@@ -115,8 +114,8 @@ void *nn_ws_take(struct gv_nn_model *m, size_t bytes)
     return m->ws == NULL ? NULL : (char *)m->ws + at;
 }
 
-static void model_add_layer(struct gv_nn_model *m, enum nn_layer_kind kind, int in_dim,
-                            int out_dim, int wt, int bt)
+static void model_add_layer(struct gv_nn_model *m, enum nn_layer_kind kind, int in_dim, int out_dim,
+                            int wt, int bt)
 {
     GV_ASSERT(m->n_l < NN_MAX_LAYERS);
     struct nn_layer *l = &m->l[m->n_l++];
@@ -144,13 +143,13 @@ static int model_dense(struct gv_nn_model *m, const char *name, int in, int out,
 }
 
 /* conv3x3 (pad 1) + relu + maxpool2; returns the output shape through h, w. */
-static void model_conv_block(struct gv_nn_model *m, const char *name, int *h, int *w, int c,
-                             int oc)
+static void model_conv_block(struct gv_nn_model *m, const char *name, int *h, int *w, int c, int oc)
 {
     char wn[24], bn[24];
     snprintf(wn, sizeof(wn), "%s.w", name);
     snprintf(bn, sizeof(bn), "%s.b", name);
-    struct gv_nn_conv_shape cs = {.h = *h, .w = *w, .c = c, .k = 3, .pad = 1, .stride = 1, .oc = oc};
+    struct gv_nn_conv_shape cs = {
+        .h = *h, .w = *w, .c = c, .k = 3, .pad = 1, .stride = 1, .oc = oc};
     (void)gv_nn_conv_shape_init(&cs); /* valid: cfg checked */
     int kk = 9 * c;
     int wt = nn_add_tensor(m, wn, oc, kk, sqrtf(6.0f / (float)kk), 0.0f);
@@ -365,8 +364,7 @@ gv_status_t gv_nn_model_set_grads(struct gv_nn_model *m, const float *host)
     return m->be->ops->upload(m->be, m->arena + m->numel, host, m->numel * sizeof(float));
 }
 
-gv_status_t gv_nn_model_optim_step(struct gv_nn_model *m, const struct gv_optim_cfg *cfg,
-                                   int64_t t)
+gv_status_t gv_nn_model_optim_step(struct gv_nn_model *m, const struct gv_optim_cfg *cfg, int64_t t)
 {
     return gv_optim_step(m->be, cfg, t, m->arena, m->arena + 2 * m->numel, m->arena + m->numel,
                          m->numel);
@@ -389,8 +387,8 @@ static gv_status_t model_forward(struct gv_nn_model *m, int n)
             GV_NN_TRY(be->ops->relu_fwd(be, in, l->out, (size_t)n * (size_t)l->out_dim));
             break;
         case NN_L_CONV:
-            GV_NN_TRY(gv_nn_conv_fwd(be, in, nn_param(m, l->wt), nn_param(m, l->bt), l->out,
-                                     l->col, &l->cs, n));
+            GV_NN_TRY(gv_nn_conv_fwd(be, in, nn_param(m, l->wt), nn_param(m, l->bt), l->out, l->col,
+                                     &l->cs, n));
             break;
         case NN_L_POOL:
             GV_NN_TRY(be->ops->pool_fwd(be, in, n, l->cs.h, l->cs.w, l->cs.c, l->out, l->arg));
@@ -415,8 +413,8 @@ static gv_status_t model_backward(struct gv_nn_model *m, int n)
             break;
         case NN_L_RELU:
             if (dx != NULL)
-                GV_NN_TRY(be->ops->relu_bwd(be, l->out, l->dout, dx,
-                                            (size_t)n * (size_t)l->out_dim));
+                GV_NN_TRY(
+                    be->ops->relu_bwd(be, l->out, l->dout, dx, (size_t)n * (size_t)l->out_dim));
             break;
         case NN_L_CONV:
             GV_NN_TRY(gv_nn_conv_bwd(be, nn_param(m, l->wt), l->dout, dx, nn_grad(m, l->wt),
@@ -424,8 +422,7 @@ static gv_status_t model_backward(struct gv_nn_model *m, int n)
             break;
         case NN_L_POOL:
             if (dx != NULL)
-                GV_NN_TRY(be->ops->pool_bwd(be, l->dout, l->arg, n, l->cs.h, l->cs.w, l->cs.c,
-                                            dx));
+                GV_NN_TRY(be->ops->pool_bwd(be, l->dout, l->arg, n, l->cs.h, l->cs.w, l->cs.c, dx));
             break;
         }
     }
@@ -439,8 +436,8 @@ static gv_status_t model_check_batch(const struct gv_nn_model *m, const struct g
     const struct gv_nn_model_cfg *c = &m->cfg;
     if (b == NULL || b->n < 1 || b->n > c->max_batch || b->labels == NULL ||
         (c->kind == GV_NN_LSTM ? b->tokens == NULL : b->x == NULL)) {
-        gv_log(GV_LOG_ERROR, "nn: bad batch (n %d, max_batch %d, or missing arrays)",
-               b ? b->n : -1, c->max_batch);
+        gv_log(GV_LOG_ERROR, "nn: bad batch (n %d, max_batch %d, or missing arrays)", b ? b->n : -1,
+               c->max_batch);
         return GV_ERR_INVAL;
     }
     size_t rows = (size_t)b->n * (size_t)m->rows;

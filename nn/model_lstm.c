@@ -63,8 +63,8 @@ static gv_status_t lstm_layer_forward(struct gv_nn_model *m, struct nn_lstm_laye
     struct gv_nn_backend *be = m->be;
     int T = m->cfg.seq_len, H = m->cfg.hidden, R = T * n;
     size_t step_h = (size_t)n * (size_t)H, step_g = 4 * step_h;
-    GV_NN_TRY(gv_nn_dense_fwd(be, in, nn_param(m, y->wx), nn_param(m, y->b), y->gates, R, y->in,
-                              4 * H));
+    GV_NN_TRY(
+        gv_nn_dense_fwd(be, in, nn_param(m, y->wx), nn_param(m, y->b), y->gates, R, y->in, 4 * H));
     for (int t = 0; t < T; t++) {
         float *g = y->gates + (size_t)t * step_g;
         const float *hprev = t > 0 ? y->h + (size_t)(t - 1) * step_h : m->lstm.zeros;
@@ -90,8 +90,8 @@ gv_status_t nn_lstm_forward(struct gv_nn_model *m, int n)
         GV_NN_TRY(lstm_layer_forward(m, &s->layer[l], in, n));
         in = s->layer[l].h;
     }
-    return gv_nn_dense_fwd(be, in, nn_param(m, s->wo), nn_param(m, s->bo), m->logits, R,
-                           c->hidden, c->n_classes);
+    return gv_nn_dense_fwd(be, in, nn_param(m, s->wo), nn_param(m, s->bo), m->logits, R, c->hidden,
+                           c->n_classes);
 }
 
 /* Back through time for one layer; y->dh holds d loss / d h from the layer above (or the output
@@ -138,6 +138,5 @@ gv_status_t nn_lstm_backward(struct gv_nn_model *m, int n)
         float *dx = l > 0 ? s->layer[l - 1].dh : s->dx;
         GV_NN_TRY(lstm_layer_backward(m, &s->layer[l], in, dx, n));
     }
-    return be->ops->embed_bwd(be, nn_grad(m, s->emb), m->tokens, s->dx, R, c->embed,
-                              c->n_classes);
+    return be->ops->embed_bwd(be, nn_grad(m, s->emb), m->tokens, s->dx, R, c->embed, c->n_classes);
 }

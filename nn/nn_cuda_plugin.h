@@ -21,8 +21,8 @@ extern "C" {
  * checks: the sizes of the structures both sides use. */
 struct gv_nn_cuda_api {
     struct gv_plugin_api_hdr hdr; /* GV_NN_CUDA_PLUGIN_ABI, sizeof(struct gv_nn_cuda_api) */
-    uint32_t ops_size;   /* sizeof(struct gv_nn_ops) */
-    uint32_t optim_size; /* sizeof(struct gv_optim_cfg) */
+    uint32_t ops_size;            /* sizeof(struct gv_nn_ops) */
+    uint32_t optim_size;          /* sizeof(struct gv_optim_cfg) */
     /* GV_ERR_NODEV (logged as a warning) when the runtime finds no device or no driver. */
     gv_status_t (*create)(struct gv_nn_backend **be_p);
     void (*destroy)(struct gv_nn_backend *be);

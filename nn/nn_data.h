@@ -4,8 +4,8 @@
 
 #include "nn_internal.h"
 
-#define NN_MAX_SAMPLES (1u << 26)               /* samples in one IDX file */
-#define NN_MAX_FILE_BYTES ((size_t)1 << 31)     /* data bytes in one file */
+#define NN_MAX_SAMPLES (1u << 26)           /* samples in one IDX file */
+#define NN_MAX_FILE_BYTES ((size_t)1 << 31) /* data bytes in one file */
 
 #include <zlib.h>
 

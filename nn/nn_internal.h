@@ -13,7 +13,7 @@ extern "C" {
 /* Convolution geometry, NHWC. Column matrix: [n*oh*ow][k*k*c], inner order (ky, kx, c);
  * weights [oc][k*k*c] in the same order. */
 struct gv_nn_conv_shape {
-    int h, w, c;   /* input */
+    int h, w, c; /* input */
     int k, pad, stride;
     int oh, ow, oc;
 };
@@ -110,9 +110,8 @@ gv_status_t gv_nn_dense_bwd(struct gv_nn_backend *be, const float *x, const floa
                             int out);
 /* y[n][oh][ow][oc] = conv(x[n][h][w][c], W[oc][k*k*c]) + b; col: scratch [n*oh*ow][k*k*c],
  * left holding x's columns for the backward pass. */
-gv_status_t gv_nn_conv_fwd(struct gv_nn_backend *be, const float *x, const float *w,
-                           const float *b, float *y, float *col,
-                           const struct gv_nn_conv_shape *s, int n);
+gv_status_t gv_nn_conv_fwd(struct gv_nn_backend *be, const float *x, const float *w, const float *b,
+                           float *y, float *col, const struct gv_nn_conv_shape *s, int n);
 /* Needs col from the forward pass (destroyed); dx may be NULL. dW, db accumulate. */
 gv_status_t gv_nn_conv_bwd(struct gv_nn_backend *be, const float *w, const float *dy, float *dx,
                            float *dw, float *db, float *col, const struct gv_nn_conv_shape *s,

@@ -28,9 +28,10 @@ static gv_status_t auth_check_len(size_t len, const char *what)
         return GV_ERR_AUTH;
     }
     if (len < GV_AUTH_SECRET_MIN || len > GV_AUTH_SECRET_MAX) {
-        gv_log(GV_LOG_ERROR, "auth: %s is %zu bytes; a secret has %u to %u bytes "
-                             "(e.g. openssl rand -hex 32)", what, len, GV_AUTH_SECRET_MIN,
-               GV_AUTH_SECRET_MAX);
+        gv_log(GV_LOG_ERROR,
+               "auth: %s is %zu bytes; a secret has %u to %u bytes "
+               "(e.g. openssl rand -hex 32)",
+               what, len, GV_AUTH_SECRET_MIN, GV_AUTH_SECRET_MAX);
         return GV_ERR_AUTH;
     }
     return GV_OK;
@@ -73,8 +74,10 @@ static gv_status_t auth_read_secret_file(const char *file, struct gv_auth_secret
         goto out;
     }
     if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-        gv_log(GV_LOG_ERROR, "auth: secret file %s has mode %04o: group or others may read or "
-                             "write it; chmod 600 it", file, (unsigned)(st.st_mode & 07777));
+        gv_log(GV_LOG_ERROR,
+               "auth: secret file %s has mode %04o: group or others may read or "
+               "write it; chmod 600 it",
+               file, (unsigned)(st.st_mode & 07777));
         status = GV_ERR_AUTH;
         goto out;
     }
@@ -154,8 +157,9 @@ static gv_status_t auth_proof(const struct gv_auth *a, const char label[16], con
     auth_put_be32(msg + 24, a->rank);
     memcpy(msg + 28, n1, GV_AUTH_NONCE_LEN);
     memcpy(msg + 28 + GV_AUTH_NONCE_LEN, n2, GV_AUTH_NONCE_LEN);
-    if (HMAC(EVP_sha256(), a->secret->key, (int)a->secret->len, msg, sizeof(msg), mac,
-             &mac_len) == NULL || mac_len != GV_AUTH_MAC_LEN)
+    if (HMAC(EVP_sha256(), a->secret->key, (int)a->secret->len, msg, sizeof(msg), mac, &mac_len) ==
+            NULL ||
+        mac_len != GV_AUTH_MAC_LEN)
         return GV_ERR_IO;
     return GV_OK;
 }
@@ -173,11 +177,11 @@ static bool auth_all_zero(const uint8_t *p, size_t n)
     return acc == 0;
 }
 
-static gv_status_t auth_fail(struct gv_auth *a, gv_status_t status, uint32_t code,
-                             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static gv_status_t auth_fail(struct gv_auth *a, gv_status_t status, uint32_t code, const char *fmt,
+                             ...) __attribute__((format(printf, 4, 5)));
 
-static gv_status_t auth_fail(struct gv_auth *a, gv_status_t status, uint32_t code,
-                             const char *fmt, ...)
+static gv_status_t auth_fail(struct gv_auth *a, gv_status_t status, uint32_t code, const char *fmt,
+                             ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -324,8 +328,8 @@ gv_status_t gv_auth_server_on_hello(struct gv_auth *a, const struct gv_auth_hell
         return auth_wrong_state(a, "HELLO");
     if (hello->version != GV_AUTH_VERSION)
         return auth_fail(a, GV_ERR_VERSION, GV_AUTH_REFUSE_VERSION,
-                         "the client speaks handshake version %u, this server %u",
-                         hello->version, GV_AUTH_VERSION);
+                         "the client speaks handshake version %u, this server %u", hello->version,
+                         GV_AUTH_VERSION);
     gv_status_t status = auth_check_nonce(a, "HELLO", hello->nonce, hello->nonce_len);
     if (status != GV_OK)
         return status;

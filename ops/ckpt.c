@@ -429,8 +429,10 @@ static gv_status_t ck_parse_fixed(struct gv_ckpt *ck, const uint8_t *h, uint64_t
     uint64_t file_len = ck_get64(h + 16);
     ck->n = ck_get32(h + 64);
     if (file_len != ck->file_len)
-        return ck_bad(ck, GV_ERR_PROTO, "the header says %" PRIu64 " bytes but the file has %" PRIu64
-                      " (truncated or extended)", file_len, ck->file_len);
+        return ck_bad(ck, GV_ERR_PROTO,
+                      "the header says %" PRIu64 " bytes but the file has %" PRIu64
+                      " (truncated or extended)",
+                      file_len, ck->file_len);
     if (max_len != 0 && file_len > max_len)
         return ck_bad(ck, GV_ERR_PROTO, "%" PRIu64 " bytes, more than the cap of %" PRIu64,
                       file_len, max_len);
@@ -621,10 +623,11 @@ gv_status_t gv_ckpt_check_ident(const struct gv_ckpt *ck, const struct gv_ckpt_i
     if (field == NULL)
         return GV_OK;
     bool hex = strcmp(field, "model fingerprint") == 0;
-    gv_log(GV_LOG_ERROR, hex ? "checkpoint %s refused: it belongs to another job: %s is 0x%016"
-                               PRIx64 " in the file, 0x%016" PRIx64 " in this run"
-                             : "checkpoint %s refused: it belongs to another job: %s is %" PRIu64
-                               " in the file, %" PRIu64 " in this run",
+    gv_log(GV_LOG_ERROR,
+           hex ? "checkpoint %s refused: it belongs to another job: %s is 0x%016" PRIx64
+                 " in the file, 0x%016" PRIx64 " in this run"
+               : "checkpoint %s refused: it belongs to another job: %s is %" PRIu64
+                 " in the file, %" PRIu64 " in this run",
            ck->path, field, a, b);
     return GV_ERR_INVAL;
 }
@@ -710,9 +713,11 @@ gv_status_t gv_ckpt_find_latest(const char *dir, const struct gv_ckpt_ident *wan
         if (status == GV_ERR_VERSION || status == GV_ERR_NOMEM)
             break;
         if (!fallback) {
-            gv_log(GV_LOG_ERROR, "checkpoint %s is the newest of shard %" PRIu32 " and unusable: "
-                                 "refusing to resume from an older one. Move it away, or pass "
-                                 "--checkpoint-fallback", path, want->shard_index);
+            gv_log(GV_LOG_ERROR,
+                   "checkpoint %s is the newest of shard %" PRIu32 " and unusable: "
+                   "refusing to resume from an older one. Move it away, or pass "
+                   "--checkpoint-fallback",
+                   path, want->shard_index);
             break;
         }
         snprintf(aside, sizeof(aside), "%s.corrupt", path);
@@ -722,8 +727,9 @@ gv_status_t gv_ckpt_find_latest(const char *dir, const struct gv_ckpt_ident *wan
             gv_log(GV_LOG_WARN, "checkpoint %s skipped (fallback); cannot rename it: %s", path,
                    strerror(errno));
         if (i + 1 == n) {
-            gv_log(GV_LOG_ERROR, "checkpoint dir %s: none of the %zu checkpoints of shard %" PRIu32
-                                 " is valid", dir, n, want->shard_index);
+            gv_log(GV_LOG_ERROR,
+                   "checkpoint dir %s: none of the %zu checkpoints of shard %" PRIu32 " is valid",
+                   dir, n, want->shard_index);
             break;
         }
     }

@@ -20,11 +20,11 @@
 
 struct cfg_slot {
     const struct gv_opt *opt;
-    void *dst;               /* the table's destination struct */
+    void *dst; /* the table's destination struct */
     enum gv_cfg_source src;
-    char *raw;               /* the text of the value in force */
-    char *where;             /* where that text came from */
-    struct cfg_value val;    /* owns the strings and lists the destination points to */
+    char *raw;            /* the text of the value in force */
+    char *where;          /* where that text came from */
+    struct cfg_value val; /* owns the strings and lists the destination points to */
 };
 
 struct gv_cfg {
@@ -162,8 +162,8 @@ gv_status_t gv_cfg_create(const struct gv_cfg_spec *spec, struct gv_cfg **cfg_p)
             slot->dst = spec->tables[t].dst;
             if (o->flags & GV_OPT_REQUIRED)
                 continue;
-            status = cfg_apply(cfg, slot, o->def ? o->def : "", GV_CFG_SRC_DEFAULT,
-                               "built-in default");
+            status =
+                cfg_apply(cfg, slot, o->def ? o->def : "", GV_CFG_SRC_DEFAULT, "built-in default");
             if (status != GV_OK)
                 goto err_destroy;
         }
@@ -245,8 +245,10 @@ static char *cfg_ini_read(char *str, int num, void *stream)
     size_t line_len = nl ? (size_t)(nl - s) + 1 : x->len - x->pos;
     x->line++;
     if (num < 2 || line_len > (size_t)num - 1) {
-        ini_error(x, GV_ERR_INVAL, "is longer than %d bytes (continue a long value on indented "
-                                   "lines)", num - 2);
+        ini_error(x, GV_ERR_INVAL,
+                  "is longer than %d bytes (continue a long value on indented "
+                  "lines)",
+                  num - 2);
         return NULL;
     }
     memcpy(str, s, line_len);
@@ -272,8 +274,8 @@ static int cfg_ini_key(void *user, const char *section, const char *name, const 
 {
     struct ini_ctx *x = user;
     bool indented = x->cur != NULL && (x->cur[0] == ' ' || x->cur[0] == '\t');
-    bool cont = indented && strcmp(section, x->last_section) == 0 &&
-                strcmp(name, x->last_name) == 0;
+    bool cont =
+        indented && strcmp(section, x->last_section) == 0 && strcmp(name, x->last_name) == 0;
     snprintf(x->last_section, sizeof(x->last_section), "%s", section);
     snprintf(x->last_name, sizeof(x->last_name), "%s", name);
     int scope = ini_scope(x->cfg, section);
@@ -335,13 +337,12 @@ static int cfg_ini_key(void *user, const char *section, const char *name, const 
         ini_error(x, GV_ERR_NOMEM, "out of memory");
         return 1;
     }
-    x->entries[x->n++] = (struct ini_entry){.slot = slot, .scope = scope, .line = x->line,
-                                            .value = v};
+    x->entries[x->n++] =
+        (struct ini_entry){.slot = slot, .scope = scope, .line = x->line, .value = v};
     return 1;
 }
 
-static gv_status_t cfg_read_file(struct gv_cfg *cfg, const char *path, char **buf_p,
-                                 size_t *len_p)
+static gv_status_t cfg_read_file(struct gv_cfg *cfg, const char *path, char **buf_p, size_t *len_p)
 {
     gv_status_t status = GV_ERR_IO;
     struct stat st;
@@ -381,8 +382,10 @@ static gv_status_t cfg_read_file(struct gv_cfg *cfg, const char *path, char **bu
         }
     }
     if (memchr(buf, '\0', len) != NULL) {
-        status = cfg_fail(cfg, GV_ERR_INVAL, "config file %s: contains a NUL byte (not a text "
-                                             "file)", path);
+        status = cfg_fail(cfg, GV_ERR_INVAL,
+                          "config file %s: contains a NUL byte (not a text "
+                          "file)",
+                          path);
         goto err_free;
     }
     buf[len] = '\0';
@@ -423,13 +426,14 @@ static gv_status_t cfg_load_file(struct gv_cfg *cfg, const char *path)
         goto out;
     }
     if (ret > 0 && (x.err_line == 0 || ret < x.err_line)) {
-        status = cfg_fail(cfg, GV_ERR_INVAL, "config file %s line %d: expected 'key = value' or "
-                                             "'[section]'", path, ret);
+        status = cfg_fail(cfg, GV_ERR_INVAL,
+                          "config file %s line %d: expected 'key = value' or "
+                          "'[section]'",
+                          path, ret);
         goto out;
     }
     if (x.err_line != 0) {
-        status = cfg_fail(cfg, x.err_status, "config file %s line %d: %s", path, x.err_line,
-                          x.err);
+        status = cfg_fail(cfg, x.err_status, "config file %s line %d: %s", path, x.err_line, x.err);
         goto out;
     }
     /* The program's own section wins over the common one, wherever each appears. */
@@ -530,7 +534,8 @@ static gv_status_t cfg_load_flag(struct gv_cfg *cfg, int argc, char *const *argv
             cfg_quote(next, q, sizeof(q));
             return cfg_fail(cfg, GV_ERR_INVAL,
                             "--%s: needs a value, got the option '%s' (write --%s=%s if you "
-                            "mean it) (command line)", name, q, name, q);
+                            "mean it) (command line)",
+                            name, q, name, q);
         }
         value = next;
         (*i)++;
@@ -549,11 +554,12 @@ static gv_status_t cfg_load_argv(struct gv_cfg *cfg, int argc, char *const *argv
             char q[80];
             cfg_quote(arg, q, sizeof(q));
             if (arg[0] == '-' && strcmp(arg, "--") != 0)
-                status = cfg_fail(cfg, GV_ERR_INVAL, "unknown option '%s' (command line); "
-                                                     "options start with --", q);
-            else
-                status = cfg_fail(cfg, GV_ERR_INVAL, "unexpected argument '%s' (command line)",
+                status = cfg_fail(cfg, GV_ERR_INVAL,
+                                  "unknown option '%s' (command line); "
+                                  "options start with --",
                                   q);
+            else
+                status = cfg_fail(cfg, GV_ERR_INVAL, "unexpected argument '%s' (command line)", q);
         }
         if (status != GV_OK)
             return status;
@@ -622,8 +628,10 @@ gv_status_t gv_cfg_load(struct gv_cfg *cfg, int argc, char *const *argv, char *c
         char env[CFG_NAME_MAX + 8];
         const char *name = cfg->slots[i].opt->name;
         cfg_env_name(name, env, sizeof(env));
-        return cfg_fail(cfg, GV_ERR_INVAL, "--%s: required but not set (give --%s, %s or "
-                                           "'%s =' in the config file)", name, name, env, name);
+        return cfg_fail(cfg, GV_ERR_INVAL,
+                        "--%s: required but not set (give --%s, %s or "
+                        "'%s =' in the config file)",
+                        name, name, env, name);
     }
     return GV_OK;
 }
@@ -700,13 +708,14 @@ void gv_cfg_print_help(const struct gv_cfg *cfg, FILE *out)
     fprintf(out, "usage: %s [--config FILE] [--OPTION=VALUE ...]\n", prog);
     if (cfg->spec->summary != NULL)
         fprintf(out, "%s\n", cfg->spec->summary);
-    fprintf(out,
-            "\nEach option takes, in increasing precedence, its built-in default, the value in the\n"
-            "config file (INI: keys at the top or in [gravac]%s%s%s), the environment\n"
-            "variable GV_<NAME> (upper case, '-' becomes '_'), and the command line\n"
-            "(--name=value or --name value; booleans: --name, --no-name).\n\n",
-            cfg->spec->section ? ", then [" : "", cfg->spec->section ? cfg->spec->section : "",
-            cfg->spec->section ? "]" : "");
+    fprintf(
+        out,
+        "\nEach option takes, in increasing precedence, its built-in default, the value in the\n"
+        "config file (INI: keys at the top or in [gravac]%s%s%s), the environment\n"
+        "variable GV_<NAME> (upper case, '-' becomes '_'), and the command line\n"
+        "(--name=value or --name value; booleans: --name, --no-name).\n\n",
+        cfg->spec->section ? ", then [" : "", cfg->spec->section ? cfg->spec->section : "",
+        cfg->spec->section ? "]" : "");
     fprintf(out, "general:\n");
     cfg_help_line(out, "-h, --help", "print this help and exit", NULL);
     cfg_help_line(out, "--config=FILE", "read options from this INI file", "env GV_CONFIG");
@@ -743,8 +752,8 @@ static void cfg_effective_line(const struct cfg_slot *s, char *buf, size_t len)
     const char *v = s->raw ? s->raw : "";
     if (s->opt->flags & GV_OPT_SECRET)
         v = "(hidden)";
-    snprintf(buf, len, "%-24s = %s%s%s   (%s)", s->opt->name, v[0] ? "" : "\"", v,
-             v[0] ? "" : "\"", s->where ? s->where : "not set");
+    snprintf(buf, len, "%-24s = %s%s%s   (%s)", s->opt->name, v[0] ? "" : "\"", v, v[0] ? "" : "\"",
+             s->where ? s->where : "not set");
 }
 
 void gv_cfg_print_effective(const struct gv_cfg *cfg, FILE *out)

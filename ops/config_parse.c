@@ -181,8 +181,8 @@ static gv_status_t cfg_parse_int(const struct gv_opt *o, const char *text, const
 {
     char *end;
     bool neg = text[0] == '-';
-    if (!(isdigit((unsigned char)text[0]) || ((text[0] == '-' || text[0] == '+') &&
-                                              isdigit((unsigned char)text[1])))) {
+    if (!(isdigit((unsigned char)text[0]) ||
+          ((text[0] == '-' || text[0] == '+') && isdigit((unsigned char)text[1])))) {
         snprintf(problem, plen, "'%s' is not %s", q,
                  cfg_is_number(text) ? "an integer" : "a number");
         return GV_ERR_INVAL;
@@ -431,8 +431,8 @@ gv_status_t gv_parse_hostport(const char *text, struct gv_hostport *hp_p)
 {
     char problem[CFG_PROBLEM_MAX];
     struct gv_hostport hp;
-    gv_status_t status = cfg_parse_hostport(text, strlen(text), 0, &hp, problem, sizeof(problem),
-                                            "");
+    gv_status_t status =
+        cfg_parse_hostport(text, strlen(text), 0, &hp, problem, sizeof(problem), "");
     if (status == GV_OK)
         *hp_p = hp;
     return status;
@@ -515,8 +515,8 @@ err_free:
 
 /* ---------------------------------------------------------------- dispatch */
 
-static gv_status_t cfg_check_range(const struct gv_opt *o, const struct cfg_value *v,
-                                   const char *q, char *problem, size_t plen)
+static gv_status_t cfg_check_range(const struct gv_opt *o, const struct cfg_value *v, const char *q,
+                                   char *problem, size_t plen)
 {
     double x;
     if (!(o->flags & GV_OPT_RANGE))

@@ -56,8 +56,8 @@ enum gv_opt_type {
 #define GV_OPT_SECRET 0x4u   /* the value is not printed by gv_cfg_print_effective */
 
 struct gv_opt {
-    const char *name;  /* "checkpoint-dir": a-z, 0-9 and '-', starts with a letter, <= 48 chars;
-                          not "help", "config" or "no-..." */
+    const char *name; /* "checkpoint-dir": a-z, 0-9 and '-', starts with a letter, <= 48 chars;
+                         not "help", "config" or "no-..." */
     enum gv_opt_type type;
     size_t offset;     /* offsetof(caller's struct, field); the field has the type above */
     const char *def;   /* default, as text parsed like any other source; NULL means "" */
@@ -90,9 +90,9 @@ struct gv_opt_table {
 };
 
 struct gv_cfg_spec {
-    const char *program;  /* "gravac-server", for the usage line */
-    const char *summary;  /* one line under the usage line; may be NULL */
-    const char *section;  /* this program's section in the file ("server"); may be NULL */
+    const char *program; /* "gravac-server", for the usage line */
+    const char *summary; /* one line under the usage line; may be NULL */
+    const char *section; /* this program's section in the file ("server"); may be NULL */
     const char *const *other_sections; /* NULL-terminated sections skipped unread; may be NULL */
     const struct gv_opt_table *tables;
     size_t n_tables;
@@ -181,12 +181,12 @@ extern const size_t gv_ops_common_options_n;
 /* Server-only options. */
 struct gv_ops_server_cfg {
     enum gv_dead_policy dead_worker_policy; /* --dead-worker-policy */
-    int min_workers;              /* --min-workers: under "continue", abort below this */
-    const char *checkpoint_dir;   /* --checkpoint-dir: "" disables checkpoints */
-    uint64_t checkpoint_every;    /* --checkpoint-every: iterations between checkpoints, 0 = only
-                                     on SIGTERM */
-    int checkpoint_keep;          /* --checkpoint-keep: how many files to keep per shard */
-    bool checkpoint_fallback;     /* --checkpoint-fallback: skip a corrupt latest file */
+    int min_workers;                        /* --min-workers: under "continue", abort below this */
+    const char *checkpoint_dir;             /* --checkpoint-dir: "" disables checkpoints */
+    uint64_t checkpoint_every;       /* --checkpoint-every: iterations between checkpoints, 0 = only
+                                        on SIGTERM */
+    int checkpoint_keep;             /* --checkpoint-keep: how many files to keep per shard */
+    bool checkpoint_fallback;        /* --checkpoint-fallback: skip a corrupt latest file */
     struct gv_hostport metrics_addr; /* --metrics-addr: "" disables the endpoint */
 };
 extern const struct gv_opt gv_ops_server_options[];
@@ -211,8 +211,8 @@ extern const size_t gv_ops_server_options_n;
 #define GV_AUTH_VERSION 1u
 #define GV_AUTH_NONCE_LEN 32u
 #define GV_AUTH_MAC_LEN 32u
-#define GV_AUTH_FIELD_MAX 64u   /* capacity of a bytes field, as in proto/ */
-#define GV_AUTH_SECRET_MIN 16u  /* bytes */
+#define GV_AUTH_FIELD_MAX 64u  /* capacity of a bytes field, as in proto/ */
+#define GV_AUTH_SECRET_MIN 16u /* bytes */
 #define GV_AUTH_SECRET_MAX 4096u
 #define GV_AUTH_REASON_MAX 128u
 
@@ -231,7 +231,7 @@ enum gv_auth_refuse_code {
 
 struct gv_auth_hello {
     uint32_t version;
-    uint32_t role;  /* enum gv_auth_role */
+    uint32_t role; /* enum gv_auth_role */
     uint32_t rank;
     uint8_t nonce[GV_AUTH_FIELD_MAX];
     uint32_t nonce_len; /* must be GV_AUTH_NONCE_LEN */
@@ -255,7 +255,7 @@ struct gv_auth_welcome {
 };
 
 struct gv_auth_refuse {
-    uint32_t code;                 /* enum gv_auth_refuse_code */
+    uint32_t code;                   /* enum gv_auth_refuse_code */
     char reason[GV_AUTH_REASON_MAX]; /* NUL-terminated, printable ASCII */
 };
 
@@ -281,7 +281,7 @@ gv_status_t gv_auth_secret_set(struct gv_auth_secret *secret, const void *key, s
 void gv_auth_secret_clear(struct gv_auth_secret *secret);
 
 enum gv_auth_state {
-    GV_AUTH_ST_INIT = 0,      /* client: before hello; server: waiting for HELLO */
+    GV_AUTH_ST_INIT = 0,       /* client: before hello; server: waiting for HELLO */
     GV_AUTH_ST_WAIT_CHALLENGE, /* client sent HELLO */
     GV_AUTH_ST_WAIT_AUTH,      /* server sent CHALLENGE */
     GV_AUTH_ST_WAIT_RESULT,    /* client sent AUTH */
@@ -300,8 +300,8 @@ struct gv_auth {
     uint32_t max_rank;     /* server: ranks above are refused (UINT32_MAX: any) */
     uint8_t nonce_c[GV_AUTH_NONCE_LEN];
     uint8_t nonce_s[GV_AUTH_NONCE_LEN];
-    uint32_t refuse_code;  /* why it failed (enum gv_auth_refuse_code), 0 if it did not */
-    char reason[256];      /* for the log: what failed and why, "" if nothing did */
+    uint32_t refuse_code; /* why it failed (enum gv_auth_refuse_code), 0 if it did not */
+    char reason[256];     /* for the log: what failed and why, "" if nothing did */
 };
 
 /* Client side. role/rank are bound into both proofs. */
@@ -465,10 +465,10 @@ gv_status_t gv_metrics_get(struct gv_metrics *reg, enum gv_metric_type type, con
                            struct gv_metric **m_p);
 
 /* Updates (thread-safe, no allocation). Counters ignore negative or NaN increments. */
-void gv_metric_inc(struct gv_metric *m, double v);      /* counter or gauge */
-void gv_metric_set(struct gv_metric *m, double v);      /* gauge */
-void gv_metric_observe(struct gv_metric *m, double v);  /* summary */
-double gv_metric_value(struct gv_metric *m);            /* counter/gauge value; summary: sum */
+void gv_metric_inc(struct gv_metric *m, double v);     /* counter or gauge */
+void gv_metric_set(struct gv_metric *m, double v);     /* gauge */
+void gv_metric_observe(struct gv_metric *m, double v); /* summary */
+double gv_metric_value(struct gv_metric *m);           /* counter/gauge value; summary: sum */
 /* Quantile q in [0, 1] of a summary's window by nearest rank (the ceil(q*n)-th smallest);
  * GV_ERR_AGAIN when the window is empty, GV_ERR_INVAL for another type or q out of range. */
 gv_status_t gv_metric_quantile(struct gv_metric *m, double q, double *v_p);
@@ -517,11 +517,11 @@ const char *gv_metrics_http_url(const struct gv_metrics_http *http, char *buf, s
 
 /* Counters since start, for tests and the curious; readable from any thread. */
 struct gv_metrics_http_stats {
-    uint64_t conns;     /* connections accepted */
-    uint64_t requests;  /* requests answered (any status) */
-    uint64_t renders;   /* registry renders: at most one per cache_ms */
-    uint64_t evicted;   /* connections closed to make room for a newer one */
-    uint64_t deadline;  /* connections closed at the request deadline */
+    uint64_t conns;    /* connections accepted */
+    uint64_t requests; /* requests answered (any status) */
+    uint64_t renders;  /* registry renders: at most one per cache_ms */
+    uint64_t evicted;  /* connections closed to make room for a newer one */
+    uint64_t deadline; /* connections closed at the request deadline */
 };
 void gv_metrics_http_stats(const struct gv_metrics_http *http, struct gv_metrics_http_stats *st);
 /* Stops the thread and closes the socket and every connection; waits for a scrape in
@@ -544,9 +544,9 @@ enum gv_peer_state {
 struct gv_liveness {
     uint32_t n;
     uint64_t timeout_ns;
-    uint64_t *last_seen_ns;   /* [n]; start time for WAITING peers */
-    uint8_t *state;           /* [n] enum gv_peer_state */
-    char (*why)[96];          /* [n] why a dead peer is dead */
+    uint64_t *last_seen_ns; /* [n]; start time for WAITING peers */
+    uint8_t *state;         /* [n] enum gv_peer_state */
+    char (*why)[96];        /* [n] why a dead peer is dead */
 };
 
 gv_status_t gv_liveness_init(struct gv_liveness *lv, uint32_t n_peers, uint64_t timeout_ns,

@@ -20,10 +20,10 @@ struct mt_family;
 struct gv_metric {
     struct mt_family *fam;
     char *values[GV_METRIC_MAX_LABELS];
-    double value;     /* counter, gauge */
-    double sum;       /* summary: over all observations */
+    double value; /* counter, gauge */
+    double sum;   /* summary: over all observations */
     uint64_t count;
-    double *window;   /* summary: the last `fam->window` observations, a ring */
+    double *window; /* summary: the last `fam->window` observations, a ring */
     uint32_t w_next, w_fill;
     struct gv_metric *next;
 };
@@ -101,8 +101,8 @@ static bool mt_name_ok(const char *s, bool colon)
     return true;
 }
 
-static gv_status_t mt_check(enum gv_metric_type type, const char *name,
-                            const char *const *labels, uint32_t *n_labels_p)
+static gv_status_t mt_check(enum gv_metric_type type, const char *name, const char *const *labels,
+                            uint32_t *n_labels_p)
 {
     uint32_t n = 0;
     if ((unsigned)type > GV_METRIC_SUMMARY || !mt_name_ok(name, true)) {
@@ -113,8 +113,8 @@ static gv_status_t mt_check(enum gv_metric_type type, const char *name,
         const char *ln = labels[2 * n];
         if (n == GV_METRIC_MAX_LABELS || labels[2 * n + 1] == NULL || !mt_name_ok(ln, false) ||
             strncmp(ln, "__", 2) == 0 || strcmp(ln, "quantile") == 0) {
-            gv_log(GV_LOG_ERROR, "metrics %s: invalid label '%s' (or too many, or no value)",
-                   name, ln);
+            gv_log(GV_LOG_ERROR, "metrics %s: invalid label '%s' (or too many, or no value)", name,
+                   ln);
             return GV_ERR_INVAL;
         }
         for (uint32_t j = 0; j < n; j++) {
@@ -151,9 +151,8 @@ static struct mt_family *mt_family_new(struct gv_metrics *reg, enum gv_metric_ty
     return f;
 }
 
-static bool mt_family_matches(const struct mt_family *f, enum gv_metric_type type,
-                              const char *help, const char *const *labels, uint32_t n,
-                              uint32_t window)
+static bool mt_family_matches(const struct mt_family *f, enum gv_metric_type type, const char *help,
+                              const char *const *labels, uint32_t n, uint32_t window)
 {
     if (f->type != type || strcmp(f->help, help) != 0 || f->n_labels != n ||
         (type == GV_METRIC_SUMMARY && f->window != window))
@@ -201,8 +200,10 @@ gv_status_t gv_metrics_get(struct gv_metrics *reg, enum gv_metric_type type, con
     while (f != NULL && strcmp(f->name, name) != 0)
         f = f->next;
     if (f != NULL && !mt_family_matches(f, type, help, labels, n, window)) {
-        gv_log(GV_LOG_ERROR, "metrics %s: registered again with another type, help, labels or "
-                             "window", name);
+        gv_log(GV_LOG_ERROR,
+               "metrics %s: registered again with another type, help, labels or "
+               "window",
+               name);
         status = GV_ERR_INVAL;
         goto out;
     }

@@ -350,9 +350,7 @@ static void pb_body(struct pb_out *o, const struct gv_proto_msg *m)
         o->update.model_checksum = m->u.update.model_checksum;
         h->update = &o->update;
         break;
-    case GV_PROTO_MSG_DECISION:
-        h->decision = pb_decision(o, &m->u.decision);
-        break;
+    case GV_PROTO_MSG_DECISION: h->decision = pb_decision(o, &m->u.decision); break;
     case GV_PROTO_MSG_STATS:
         gravac__stats__init(&o->stats);
         o->stats.workers = m->u.stats.workers;
@@ -365,8 +363,7 @@ static void pb_body(struct pb_out *o, const struct gv_proto_msg *m)
         o->error.text = pb_str(m->u.error.text);
         h->error = &o->error;
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -443,30 +440,18 @@ static struct gv_proto_bytes bytes_from_pb(ProtobufCBinaryData b)
 static const ProtobufCMessage *body_msg(const Gravac__Header *h)
 {
     switch (h->body_case) {
-    case GRAVAC__HEADER__BODY_HELLO:
-        return &h->hello->base;
-    case GRAVAC__HEADER__BODY_CHALLENGE:
-        return &h->challenge->base;
-    case GRAVAC__HEADER__BODY_AUTH:
-        return &h->auth->base;
-    case GRAVAC__HEADER__BODY_WELCOME:
-        return &h->welcome->base;
-    case GRAVAC__HEADER__BODY_REFUSE:
-        return &h->refuse->base;
-    case GRAVAC__HEADER__BODY_MODEL:
-        return &h->model->base;
-    case GRAVAC__HEADER__BODY_PUSH:
-        return &h->push->base;
-    case GRAVAC__HEADER__BODY_UPDATE:
-        return &h->update->base;
-    case GRAVAC__HEADER__BODY_DECISION:
-        return &h->decision->base;
-    case GRAVAC__HEADER__BODY_STATS:
-        return &h->stats->base;
-    case GRAVAC__HEADER__BODY_ERROR:
-        return &h->error->base;
-    default:
-        return NULL;
+    case GRAVAC__HEADER__BODY_HELLO: return &h->hello->base;
+    case GRAVAC__HEADER__BODY_CHALLENGE: return &h->challenge->base;
+    case GRAVAC__HEADER__BODY_AUTH: return &h->auth->base;
+    case GRAVAC__HEADER__BODY_WELCOME: return &h->welcome->base;
+    case GRAVAC__HEADER__BODY_REFUSE: return &h->refuse->base;
+    case GRAVAC__HEADER__BODY_MODEL: return &h->model->base;
+    case GRAVAC__HEADER__BODY_PUSH: return &h->push->base;
+    case GRAVAC__HEADER__BODY_UPDATE: return &h->update->base;
+    case GRAVAC__HEADER__BODY_DECISION: return &h->decision->base;
+    case GRAVAC__HEADER__BODY_STATS: return &h->stats->base;
+    case GRAVAC__HEADER__BODY_ERROR: return &h->error->base;
+    default: return NULL;
     }
 }
 
@@ -486,8 +471,7 @@ static bool pb_has_unknown(const Gravac__Header *h)
         return h->update->decision != NULL && has_unknown(&h->update->decision->base);
     case GRAVAC__HEADER__BODY_STATS:
         return h->stats->stats != NULL && has_unknown(&h->stats->stats->base);
-    default:
-        return false;
+    default: return false;
     }
 }
 
@@ -504,9 +488,7 @@ static void body_from_pb(struct gv_proto_msg *m, const Gravac__Header *h)
     case GRAVAC__HEADER__BODY_CHALLENGE:
         m->u.challenge.nonce = bytes_from_pb(h->challenge->nonce);
         break;
-    case GRAVAC__HEADER__BODY_AUTH:
-        m->u.auth.mac = bytes_from_pb(h->auth->mac);
-        break;
+    case GRAVAC__HEADER__BODY_AUTH: m->u.auth.mac = bytes_from_pb(h->auth->mac); break;
     case GRAVAC__HEADER__BODY_WELCOME:
         m->u.welcome.shard_offset = h->welcome->shard_offset;
         m->u.welcome.shard_numel = h->welcome->shard_numel;
@@ -532,9 +514,7 @@ static void body_from_pb(struct gv_proto_msg *m, const Gravac__Header *h)
         decision_from_pb(&m->u.update.decision, h->update->decision);
         m->u.update.model_checksum = h->update->model_checksum;
         break;
-    case GRAVAC__HEADER__BODY_DECISION:
-        decision_from_pb(&m->u.decision, h->decision);
-        break;
+    case GRAVAC__HEADER__BODY_DECISION: decision_from_pb(&m->u.decision, h->decision); break;
     case GRAVAC__HEADER__BODY_STATS:
         m->u.stats.workers = h->stats->workers;
         iter_from_pb(&m->u.stats.stats, h->stats->stats);
@@ -543,8 +523,7 @@ static void body_from_pb(struct gv_proto_msg *m, const Gravac__Header *h)
         m->u.error.code = h->error->code;
         m->u.error.text = h->error->text;
         break;
-    default:
-        break;
+    default: break;
     }
 }
 

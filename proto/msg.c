@@ -32,20 +32,11 @@ gv_status_t gv_proto_enc_fixed_bytes(enum gv_proto_enc enc, uint64_t count, uint
 
     switch (enc) {
     case GV_PROTO_ENC_U32:
-    case GV_PROTO_ENC_F32:
-        width = 4;
-        break;
-    case GV_PROTO_ENC_F16:
-        width = 2;
-        break;
-    case GV_PROTO_ENC_BYTES:
-        width = 1;
-        break;
-    case GV_PROTO_ENC_BITMAP:
-        *bytes_p = numel / 8 + (numel % 8 != 0);
-        return GV_OK;
-    default:
-        return GV_ERR_INVAL; /* DELTA_VARINT is variable; NONE and unknown have no size */
+    case GV_PROTO_ENC_F32: width = 4; break;
+    case GV_PROTO_ENC_F16: width = 2; break;
+    case GV_PROTO_ENC_BYTES: width = 1; break;
+    case GV_PROTO_ENC_BITMAP: *bytes_p = numel / 8 + (numel % 8 != 0); return GV_OK;
+    default: return GV_ERR_INVAL; /* DELTA_VARINT is variable; NONE and unknown have no size */
     }
     if (count > UINT64_MAX / width)
         return GV_ERR_INVAL;
@@ -163,10 +154,8 @@ static bool body_eq(const struct gv_proto_msg *a, const struct gv_proto_msg *b)
                a->u.hello.features == b->u.hello.features &&
                bytes_eq(&a->u.hello.nonce, &b->u.hello.nonce) &&
                str_eq(a->u.hello.cluster_id, b->u.hello.cluster_id);
-    case GV_PROTO_MSG_CHALLENGE:
-        return bytes_eq(&a->u.challenge.nonce, &b->u.challenge.nonce);
-    case GV_PROTO_MSG_AUTH:
-        return bytes_eq(&a->u.auth.mac, &b->u.auth.mac);
+    case GV_PROTO_MSG_CHALLENGE: return bytes_eq(&a->u.challenge.nonce, &b->u.challenge.nonce);
+    case GV_PROTO_MSG_AUTH: return bytes_eq(&a->u.auth.mac, &b->u.auth.mac);
     case GV_PROTO_MSG_WELCOME:
         return memcmp(&a->u.welcome, &b->u.welcome, sizeof(a->u.welcome)) == 0;
     case GV_PROTO_MSG_REFUSE:
@@ -179,15 +168,13 @@ static bool body_eq(const struct gv_proto_msg *a, const struct gv_proto_msg *b)
     case GV_PROTO_MSG_UPDATE:
         return decision_eq(&a->u.update.decision, &b->u.update.decision) &&
                a->u.update.model_checksum == b->u.update.model_checksum;
-    case GV_PROTO_MSG_DECISION:
-        return decision_eq(&a->u.decision, &b->u.decision);
+    case GV_PROTO_MSG_DECISION: return decision_eq(&a->u.decision, &b->u.decision);
     case GV_PROTO_MSG_STATS:
         return a->u.stats.workers == b->u.stats.workers &&
                stats_eq(&a->u.stats.stats, &b->u.stats.stats);
     case GV_PROTO_MSG_ERROR:
         return a->u.error.code == b->u.error.code && str_eq(a->u.error.text, b->u.error.text);
-    default:
-        return true;
+    default: return true;
     }
 }
 

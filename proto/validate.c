@@ -98,12 +98,9 @@ static bool kind_allows(enum gv_proto_seg_kind kind, enum gv_proto_enc enc)
         return enc == GV_PROTO_ENC_U32 || enc == GV_PROTO_ENC_DELTA_VARINT ||
                enc == GV_PROTO_ENC_BITMAP;
     case GV_PROTO_SEG_VALUES:
-    case GV_PROTO_SEG_DENSE:
-        return enc == GV_PROTO_ENC_F32 || enc == GV_PROTO_ENC_F16;
-    case GV_PROTO_SEG_RAW:
-        return enc == GV_PROTO_ENC_BYTES;
-    default:
-        return false;
+    case GV_PROTO_SEG_DENSE: return enc == GV_PROTO_ENC_F32 || enc == GV_PROTO_ENC_F16;
+    case GV_PROTO_SEG_RAW: return enc == GV_PROTO_ENC_BYTES;
+    default: return false;
     }
 }
 
@@ -189,10 +186,8 @@ static gv_status_t hv_body(const struct proto_vctx *c, const struct gv_proto_msg
     case GV_PROTO_MSG_HELLO:
         status = hv_bytes(c, "client nonce", &m->u.hello.nonce);
         return status != GV_OK ? status : hv_text(c, "cluster id", m->u.hello.cluster_id);
-    case GV_PROTO_MSG_CHALLENGE:
-        return hv_bytes(c, "server nonce", &m->u.challenge.nonce);
-    case GV_PROTO_MSG_AUTH:
-        return hv_bytes(c, "mac", &m->u.auth.mac);
+    case GV_PROTO_MSG_CHALLENGE: return hv_bytes(c, "server nonce", &m->u.challenge.nonce);
+    case GV_PROTO_MSG_AUTH: return hv_bytes(c, "mac", &m->u.auth.mac);
     case GV_PROTO_MSG_WELCOME: {
         const struct gv_proto_welcome *w = &m->u.welcome;
         if (w->shard_numel > c->caps->max_numel)
@@ -223,16 +218,11 @@ static gv_status_t hv_body(const struct proto_vctx *c, const struct gv_proto_msg
         if (!in_range((int)m->u.push.index_enc, LAST_ENC))
             return proto_fail(c, "unknown index encoding %d", (int)m->u.push.index_enc);
         return hv_stats(c, &m->u.push.stats);
-    case GV_PROTO_MSG_UPDATE:
-        return hv_decision(c, &m->u.update.decision);
-    case GV_PROTO_MSG_DECISION:
-        return hv_decision(c, &m->u.decision);
-    case GV_PROTO_MSG_STATS:
-        return hv_stats(c, &m->u.stats.stats);
-    case GV_PROTO_MSG_ERROR:
-        return hv_text(c, "error text", m->u.error.text);
-    default: /* HEARTBEAT, BYE: no body */
-        return GV_OK;
+    case GV_PROTO_MSG_UPDATE: return hv_decision(c, &m->u.update.decision);
+    case GV_PROTO_MSG_DECISION: return hv_decision(c, &m->u.decision);
+    case GV_PROTO_MSG_STATS: return hv_stats(c, &m->u.stats.stats);
+    case GV_PROTO_MSG_ERROR: return hv_text(c, "error text", m->u.error.text);
+    default: /* HEARTBEAT, BYE: no body */ return GV_OK;
     }
 }
 

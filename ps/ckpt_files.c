@@ -66,8 +66,9 @@ gv_status_t gv_ps_ckpt_open_iter(const char *dir, const struct gv_ckpt_ident *id
         return status;
     }
     if (gv_ckpt_iteration(ck) != iter) {
-        gv_log(GV_LOG_ERROR, "checkpoint %s holds iteration %" PRIu64 ", not the %" PRIu64
-               " of its name", path, gv_ckpt_iteration(ck), iter);
+        gv_log(GV_LOG_ERROR,
+               "checkpoint %s holds iteration %" PRIu64 ", not the %" PRIu64 " of its name", path,
+               gv_ckpt_iteration(ck), iter);
         gv_ckpt_close(ck);
         return GV_ERR_PROTO;
     }
@@ -116,8 +117,10 @@ gv_status_t gv_ps_ckpt_retire_newer(const char *dir, uint32_t index, uint64_t it
             status = GV_ERR_IO;
             continue;
         }
-        gv_log(GV_LOG_WARN, "checkpoint %s is newer than iteration %" PRIu64 ", which the job "
-               "resumes from: renamed to %s (never loaded)", from, iter, to);
+        gv_log(GV_LOG_WARN,
+               "checkpoint %s is newer than iteration %" PRIu64 ", which the job "
+               "resumes from: renamed to %s (never loaded)",
+               from, iter, to);
     }
     closedir(d);
     return status;

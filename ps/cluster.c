@@ -15,43 +15,102 @@
 #define C(f) offsetof(struct gv_cluster, f)
 
 const struct gv_opt gv_cluster_options[] = {
-    {.name = "servers", .type = GV_OPT_HOSTLIST, .offset = C(servers), .def = "",
-     .help = "server addresses host:port,... (index = server rank)", .group = "cluster"},
-    {.name = "num-servers", .type = GV_OPT_INT, .offset = C(num_servers), .def = "0",
+    {.name = "servers",
+     .type = GV_OPT_HOSTLIST,
+     .offset = C(servers),
+     .def = "",
+     .help = "server addresses host:port,... (index = server rank)",
+     .group = "cluster"},
+    {.name = "num-servers",
+     .type = GV_OPT_INT,
+     .offset = C(num_servers),
+     .def = "0",
      .help = "number of servers when --servers is not given (with --rendezvous-dir)",
-     .group = "cluster", .flags = GV_OPT_RANGE, .min = 0, .max = 4096},
-    {.name = "num-workers", .type = GV_OPT_INT, .offset = C(num_workers), .def = "0",
-     .help = "number of workers (0: MPI/Slurm world size minus the servers)", .group = "cluster",
-     .flags = GV_OPT_RANGE, .min = 0, .max = 65536},
-    {.name = "rank", .type = GV_OPT_INT, .offset = C(rank), .def = "-1",
+     .group = "cluster",
+     .flags = GV_OPT_RANGE,
+     .min = 0,
+     .max = 4096},
+    {.name = "num-workers",
+     .type = GV_OPT_INT,
+     .offset = C(num_workers),
+     .def = "0",
+     .help = "number of workers (0: MPI/Slurm world size minus the servers)",
+     .group = "cluster",
+     .flags = GV_OPT_RANGE,
+     .min = 0,
+     .max = 65536},
+    {.name = "rank",
+     .type = GV_OPT_INT,
+     .offset = C(rank),
+     .def = "-1",
      .help = "rank within the role (-1: from OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)",
-     .group = "cluster", .flags = GV_OPT_RANGE, .min = -1, .max = 65535},
-    {.name = "rendezvous-dir", .type = GV_OPT_STRING, .offset = C(rendezvous_dir), .def = "",
+     .group = "cluster",
+     .flags = GV_OPT_RANGE,
+     .min = -1,
+     .max = 65535},
+    {.name = "rendezvous-dir",
+     .type = GV_OPT_STRING,
+     .offset = C(rendezvous_dir),
+     .def = "",
      .help = "shared directory where servers publish their addresses (server-<s>.addr)",
      .group = "cluster"},
-    {.name = "bind", .type = GV_OPT_ADDR, .offset = C(bind), .def = "",
+    {.name = "bind",
+     .type = GV_OPT_ADDR,
+     .offset = C(bind),
+     .def = "",
      .help = "server: address to listen on (default: all addresses, port of --servers[rank])",
      .group = "cluster"},
-    {.name = "advertise", .type = GV_OPT_STRING, .offset = C(advertise), .def = "",
-     .help = "server: host name or address the others should connect to", .group = "cluster"},
-    {.name = "cluster-id", .type = GV_OPT_STRING, .offset = C(cluster_id), .def = "gravac",
-     .help = "job name; peers of another job are refused", .group = "cluster"},
-    {.name = "transport", .type = GV_OPT_STRING, .offset = C(transport), .def = "tcp",
-     .help = "transport backend", .group = "cluster"},
-    {.name = "connect-timeout", .type = GV_OPT_DURATION, .offset = C(connect_timeout),
-     .def = "30s", .help = "start-up deadline: connect, rendezvous, every peer joined",
-     .group = "cluster", .flags = GV_OPT_RANGE, .min = 0.01, .max = 86400},
-    {.name = "io-timeout", .type = GV_OPT_DURATION, .offset = C(io_timeout), .def = "60s",
+    {.name = "advertise",
+     .type = GV_OPT_STRING,
+     .offset = C(advertise),
+     .def = "",
+     .help = "server: host name or address the others should connect to",
+     .group = "cluster"},
+    {.name = "cluster-id",
+     .type = GV_OPT_STRING,
+     .offset = C(cluster_id),
+     .def = "gravac",
+     .help = "job name; peers of another job are refused",
+     .group = "cluster"},
+    {.name = "transport",
+     .type = GV_OPT_STRING,
+     .offset = C(transport),
+     .def = "tcp",
+     .help = "transport backend",
+     .group = "cluster"},
+    {.name = "connect-timeout",
+     .type = GV_OPT_DURATION,
+     .offset = C(connect_timeout),
+     .def = "30s",
+     .help = "start-up deadline: connect, rendezvous, every peer joined",
+     .group = "cluster",
+     .flags = GV_OPT_RANGE,
+     .min = 0.01,
+     .max = 86400},
+    {.name = "io-timeout",
+     .type = GV_OPT_DURATION,
+     .offset = C(io_timeout),
+     .def = "60s",
      .help = "a transfer that makes no progress for this long fails (longer than the longest "
              "pause, e.g. worker 0's evaluation: a push waits while the server reads another "
-             "rank's)", .group = "cluster",
-     .flags = GV_OPT_RANGE, .min = 0.01, .max = 86400},
-    {.name = "dump-params", .type = GV_OPT_STRING, .offset = C(dump_params), .def = "",
+             "rank's)",
+     .group = "cluster",
+     .flags = GV_OPT_RANGE,
+     .min = 0.01,
+     .max = 86400},
+    {.name = "dump-params",
+     .type = GV_OPT_STRING,
+     .offset = C(dump_params),
+     .def = "",
      .help = "write the final parameters (float32) to this file; %r is the rank, %n the role "
              "and rank (server0, worker2)",
      .group = "output"},
-    {.name = "print-config", .type = GV_OPT_BOOL, .offset = C(print_config), .def = "false",
-     .help = "log every option's value and where it came from", .group = "output"},
+    {.name = "print-config",
+     .type = GV_OPT_BOOL,
+     .offset = C(print_config),
+     .def = "false",
+     .help = "log every option's value and where it came from",
+     .group = "output"},
 };
 const size_t gv_cluster_options_n = GV_ARRAY_LEN(gv_cluster_options);
 
@@ -142,13 +201,14 @@ static gv_status_t cluster_rank(struct gv_cluster *cl, enum gv_role role, char *
         return GV_OK;
     }
     if ((uint32_t)g < cl->n_servers) {
-        gv_log(GV_LOG_ERROR, "%s=%d is a server rank (servers take global ranks 0..%u, workers "
-               "the ranks after them)", var, g, cl->n_servers - 1);
+        gv_log(GV_LOG_ERROR,
+               "%s=%d is a server rank (servers take global ranks 0..%u, workers "
+               "the ranks after them)",
+               var, g, cl->n_servers - 1);
         return GV_ERR_INVAL;
     }
     cl->my_rank = (uint32_t)g - cl->n_servers;
-    snprintf(cl->rank_source, sizeof(cl->rank_source), "%s=%d - %u servers", var, g,
-             cl->n_servers);
+    snprintf(cl->rank_source, sizeof(cl->rank_source), "%s=%d - %u servers", var, g, cl->n_servers);
     return GV_OK;
 }
 
@@ -172,7 +232,7 @@ gv_status_t gv_cluster_resolve(struct gv_cluster *cl, enum gv_role role, char *c
     }
     uint32_t n = role == GV_ROLE_SERVER ? cl->n_servers : cl->n_workers;
     if (cl->my_rank >= n) {
-        gv_log(GV_LOG_ERROR, "%s rank %u (from %s) is out of range: %u %ss", 
+        gv_log(GV_LOG_ERROR, "%s rank %u (from %s) is out of range: %u %ss",
                role == GV_ROLE_SERVER ? "server" : "worker", cl->my_rank, cl->rank_source, n,
                role == GV_ROLE_SERVER ? "server" : "worker");
         return GV_ERR_INVAL;
@@ -191,8 +251,7 @@ gv_status_t gv_cluster_publish(const struct gv_cluster *cl, uint32_t s, const ch
     if (cl->rendezvous_dir[0] == '\0')
         return GV_OK;
     cluster_file(cl, s, path, sizeof(path));
-    snprintf(tmp, sizeof(tmp), "%s/.server-%u.addr.%ld.tmp", cl->rendezvous_dir, s,
-             (long)getpid());
+    snprintf(tmp, sizeof(tmp), "%s/.server-%u.addr.%ld.tmp", cl->rendezvous_dir, s, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (f == NULL) {
         gv_log(GV_LOG_ERROR, "rendezvous: cannot create %s: %s", tmp, strerror(errno));
@@ -247,8 +306,10 @@ gv_status_t gv_cluster_server_addr(const struct gv_cluster *cl, uint32_t s, uint
         if (!absent)
             return status;
         if (gv_now_ns() >= deadline_ns) {
-            gv_log(GV_LOG_ERROR, "rendezvous: server %u did not publish its address in %s "
-                   "before the start-up deadline (--connect-timeout)", s, path);
+            gv_log(GV_LOG_ERROR,
+                   "rendezvous: server %u did not publish its address in %s "
+                   "before the start-up deadline (--connect-timeout)",
+                   s, path);
             return GV_ERR_TIMEOUT;
         }
         struct timespec ts = {0, 20 * 1000 * 1000};
@@ -262,7 +323,10 @@ void gv_cluster_expand(const char *tmpl, enum gv_role role, uint32_t rank, char 
     for (const char *p = tmpl; *p != '\0' && o + 1 < len; p++) {
         if (p[0] == '%' && (p[1] == 'r' || p[1] == 'n')) {
             int n = snprintf(out + o, len - o, "%s%u",
-                             p[1] == 'r' ? "" : role == GV_ROLE_SERVER ? "server" : "worker", rank);
+                             p[1] == 'r'              ? ""
+                             : role == GV_ROLE_SERVER ? "server"
+                                                      : "worker",
+                             rank);
             o = n > 0 ? GV_MIN(o + (size_t)n, len - 1) : o;
             p++;
         } else if (p[0] == '%' && p[1] == '%') {

@@ -47,9 +47,9 @@ struct gv_shard_piece {
 struct gv_shard_map {
     uint32_t num_shards;
     uint32_t num_tensors;
-    uint64_t total;       /* P */
-    uint64_t *lo;         /* uint64[num_shards + 1]: shard s = [lo[s], lo[s+1]) */
-    uint64_t *tensor_off; /* uint64[num_tensors + 1]: tensor t = [tensor_off[t], [t+1]) */
+    uint64_t total;        /* P */
+    uint64_t *lo;          /* uint64[num_shards + 1]: shard s = [lo[s], lo[s+1]) */
+    uint64_t *tensor_off;  /* uint64[num_tensors + 1]: tensor t = [tensor_off[t], [t+1]) */
     uint32_t *piece_first; /* uint32[num_shards + 1]: shard s owns pieces [first[s], first[s+1]) */
     struct gv_shard_piece *pieces;
     uint32_t num_pieces;
@@ -101,14 +101,14 @@ enum gv_job_method {
 struct gv_job {
     /* ---- options (filled by gv_cfg from gv_job_options) ---- */
     enum gv_nn_model_kind model;
-    const char *widths;     /* MLP hidden widths "256,128" */
-    const char *cnn;        /* CNN "16,32,128" */
+    const char *widths; /* MLP hidden widths "256,128" */
+    const char *cnn;    /* CNN "16,32,128" */
     int embed, hidden, layers, seq_len;
     enum gv_job_data data;
     const char *data_dir;
     const char *train_images, *train_labels, *test_images, *test_labels;
-    int classes;            /* idx: number of classes */
-    const char *text;       /* comma-separated text files ("" = the fortunes default) */
+    int classes;      /* idx: number of classes */
+    const char *text; /* comma-separated text files ("" = the fortunes default) */
     uint64_t synthetic_n;
     int batch;              /* per worker */
     uint64_t epochs, steps; /* steps > 0 wins over epochs */
@@ -116,23 +116,23 @@ struct gv_job {
     double lr, momentum, weight_decay;
     bool nesterov;
     const char *lr_schedule;
-    uint64_t warmup;        /* lr warm-up iterations */
+    uint64_t warmup; /* lr warm-up iterations */
     enum gv_job_method method;
-    double cf;              /* static */
+    double cf;                                   /* static */
     double theta_min, theta_max, epsilon, omega; /* GraVAC; accordion: light and heavy CF */
     uint64_t window, gravac_warmup;
-    double eta;             /* accordion */
-    uint64_t switch_epochs; /* accordion */
+    double eta;                  /* accordion */
+    uint64_t switch_epochs;      /* accordion */
     enum gv_cmp_kind compressor; /* topk, randomk, dgc, redsync (dense is a method) */
-    bool fp16;              /* fp16 values in sparse pushes */
-    uint64_t resync_every;  /* full model resync every N iterations (0: on join and mismatch) */
+    bool fp16;                   /* fp16 values in sparse pushes */
+    uint64_t resync_every; /* full model resync every N iterations (0: on join and mismatch) */
 
     /* ---- resolved by gv_job_resolve ---- */
     struct gv_nn_model_cfg model_cfg; /* shape from the data headers; max_batch from batch */
     struct gv_optim_cfg optim;        /* lr schedule with the run's total steps */
     size_t n_train;                   /* training samples */
     uint32_t num_workers;
-    int64_t steps_per_epoch;          /* per worker shard */
+    int64_t steps_per_epoch; /* per worker shard */
     int64_t total_steps;
     enum gv_nn_data_kind data_kind;
 };
@@ -160,14 +160,14 @@ const char *gv_job_method_str(enum gv_job_method method);
 /* The tensor layout of the job's model (nn/'s names, sizes and order), computed from the
  * configuration without building the model: names and sizes into caller arrays of cap entries.
  * GV_ERR_INVAL when more tensors than cap, or a configuration nn/ would refuse. */
-gv_status_t gv_job_layout(const struct gv_job *job, char (*names)[24], size_t *numel,
-                          uint32_t cap, uint32_t *n_p);
+gv_status_t gv_job_layout(const struct gv_job *job, char (*names)[24], size_t *numel, uint32_t cap,
+                          uint32_t *n_p);
 
 /* A 64-bit hash of what every process must agree on: tensor layout, model and data shape,
  * seed, optimizer (schedule included), method and its parameters, compressor and value type.
  * desc (may be NULL) receives the hashed text, for a mismatch report. */
-uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24],
-                            const size_t *numel, uint32_t n_tensors, char *desc, size_t desc_len);
+uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], const size_t *numel,
+                            uint32_t n_tensors, char *desc, size_t desc_len);
 
 /* ================================================================ the cluster
  *
@@ -238,19 +238,19 @@ int gv_cluster_env_rank(char *const *envp, int *size_p, const char **name_p);
  * program accepts every table (a server ignores these), so one command line or config file can
  * serve all the processes of a job. */
 struct gv_train_opts {
-    bool standalone;        /* --standalone: one process, no servers */
-    int world;              /* --world: standalone, train on shard --rank of this many */
-    uint64_t eval_every;    /* --eval-every: steps between evaluations (0: each epoch) */
-    uint64_t eval_limit;    /* --eval-limit: test samples per evaluation (0: all) */
-    double target;          /* --target-accuracy: stop at this test accuracy (0: off) */
+    bool standalone;          /* --standalone: one process, no servers */
+    int world;                /* --world: standalone, train on shard --rank of this many */
+    uint64_t eval_every;      /* --eval-every: steps between evaluations (0: each epoch) */
+    uint64_t eval_limit;      /* --eval-limit: test samples per evaluation (0: all) */
+    double target;            /* --target-accuracy: stop at this test accuracy (0: off) */
     enum gv_nn_device device; /* --device */
-    int threads;            /* --threads: OpenBLAS threads */
-    uint64_t progress_every;/* --progress-every: steps per progress line */
-    bool quiet;             /* --quiet: no progress lines */
-    bool all_progress;      /* --all-progress: every worker prints progress, not only 0 */
+    int threads;              /* --threads: OpenBLAS threads */
+    uint64_t progress_every;  /* --progress-every: steps per progress line */
+    bool quiet;               /* --quiet: no progress lines */
+    bool all_progress;        /* --all-progress: every worker prints progress, not only 0 */
     const char *metrics_file; /* --metrics-file: JSON lines; %r is the rank */
-    uint64_t verify_every;  /* --verify-every: checksum check period (0: never) */
-    int compress_threads;   /* --compress-threads */
+    uint64_t verify_every;    /* --verify-every: checksum check period (0: never) */
+    int compress_threads;     /* --compress-threads */
 };
 extern const struct gv_opt gv_train_options[];
 extern const size_t gv_train_options_n;
@@ -283,8 +283,8 @@ void gv_ps_option_tables(struct gv_ps_options *o, struct gv_opt_table *tables);
  * programs' sections are skipped), prints --help, logs every option with --print-config, and
  * checks what options of different tables must agree on (heartbeats and the peer timeout).
  * Returns -1 to go on, with *cfg_p the loaded configuration (the caller destroys it after the
- * run: strings point into it; o must outlive it), or the exit status: 0 after --help, 2 for a refused option (the
- * reason logged, naming it). */
+ * run: strings point into it; o must outlive it), or the exit status: 0 after --help, 2 for a
+ * refused option (the reason logged, naming it). */
 int gv_ps_options_load(struct gv_ps_options *o, const struct gv_cfg_spec *spec,
                        const struct gv_opt_table *extra, int argc, char **argv,
                        struct gv_cfg **cfg_p);
@@ -318,23 +318,23 @@ gv_status_t gv_ps_idx_enc_from_proto(enum gv_proto_enc enc, enum gv_idx_enc *out
 enum gv_proto_enc gv_ps_val_type_to_proto(enum gv_val_type vt);
 gv_status_t gv_ps_val_type_from_proto(enum gv_proto_enc enc, enum gv_val_type *out);
 
-/* What an update means (wire.c). Checksum of a float range (the drift check in UPDATE): a 64-bit hash of the bit patterns,
- * four independent lanes, so it runs near memory speed. Identical inputs give identical
- * checksums on every host. */
+/* What an update means (wire.c). Checksum of a float range (the drift check in UPDATE): a 64-bit
+ * hash of the bit patterns, four independent lanes, so it runs near memory speed. Identical inputs
+ * give identical checksums on every host. */
 uint64_t gv_ps_checksum(const float *p, size_t n);
 
 /* Averages the aggregated sum in place: x[i] = x[i] / (float)num_workers. The single
  * definition used by the server and by the tests' reference. */
 void gv_ps_average(float *x, size_t n, uint32_t num_workers);
 
-/* Bytes on the wire per iteration (link.c), by compression factor: prefix + header + payload of every
- * PUSH and UPDATE (and of the resync MODELs) of the iterations sent at that CF. */
+/* Bytes on the wire per iteration (link.c), by compression factor: prefix + header + payload of
+ * every PUSH and UPDATE (and of the resync MODELs) of the iterations sent at that CF. */
 #define GV_PS_MAX_CF_BUCKETS 80
 struct gv_ps_cf_bytes {
-    double cf;          /* 1 = dense */
-    uint64_t iters;     /* iterations sent at this CF */
-    uint64_t sent;      /* bytes this process sent in those iterations */
-    uint64_t recv;      /* bytes it received */
+    double cf;      /* 1 = dense */
+    uint64_t iters; /* iterations sent at this CF */
+    uint64_t sent;  /* bytes this process sent in those iterations */
+    uint64_t recv;  /* bytes it received */
     uint64_t payload_sent;
 };
 struct gv_ps_bytes {
@@ -375,23 +375,22 @@ void gv_ps_msg_init(struct gv_proto_msg *m, const struct gv_ps_envelope *env,
                     enum gv_proto_msg_type type, uint64_t iteration);
 
 struct gv_ps_link {
-    struct gv_conn *c;           /* NULL once closed */
-    struct gv_ps_envelope env;   /* this side's identity on the link */
+    struct gv_conn *c;                /* NULL once closed */
+    struct gv_ps_envelope env;        /* this side's identity on the link */
     const struct gv_proto_caps *caps; /* borrowed */
-    uint8_t *slots;              /* n_slots x slot_bytes */
+    uint8_t *slots;                   /* n_slots x slot_bytes */
     uint32_t n_slots;
     size_t slot_bytes;
-    uint64_t n_sent, n_done;     /* messages handed to the transport / completed */
+    uint64_t n_sent, n_done;         /* messages handed to the transport / completed */
     uint64_t bytes_sent, bytes_recv; /* prefix + header + payload */
-    uint64_t t_sent_ns;          /* gv_now_ns() of the last send (paces heartbeats) */
-    gv_status_t send_error;      /* first failed completion */
+    uint64_t t_sent_ns;              /* gv_now_ns() of the last send (paces heartbeats) */
+    gv_status_t send_error;          /* first failed completion */
     void (*on_idle)(struct gv_ps_link *l, void *arg); /* all sends completed (optional) */
     void *arg;
 };
 /* Allocates the slots; env: this side's identity on the link. GV_ERR_NOMEM. */
 gv_status_t gv_ps_link_init(struct gv_ps_link *l, const struct gv_proto_caps *caps,
-                            const struct gv_ps_envelope *env, uint32_t n_slots,
-                            size_t slot_bytes);
+                            const struct gv_ps_envelope *env, uint32_t n_slots, size_t slot_bytes);
 /* gv_ps_msg_init with the link's envelope. */
 static inline void gv_ps_link_msg(const struct gv_ps_link *l, struct gv_proto_msg *m,
                                   enum gv_proto_msg_type type, uint64_t iteration)
@@ -420,7 +419,7 @@ gv_status_t gv_ps_link_send(struct gv_ps_link *l, const struct gv_proto_msg *m,
 struct gv_ps_rx {
     struct gv_proto_msg m; /* while `kept` */
     bool kept;
-    double *norms;         /* m's layer norms, copied */
+    double *norms; /* m's layer norms, copied */
     uint32_t norms_cap;
 };
 /* on_header: decodes msg (prefix + header, len bytes) into rx, or returns the header kept by an
@@ -458,11 +457,11 @@ struct gv_ps_client_hs {
     enum gv_proto_role role;
     uint32_t rank;
     enum gv_ps_client_state state;
-    struct gv_proto_welcome welcome; /* valid once WELCOMED */
-    uint64_t iteration;              /* WELCOME's */
-    char why[300];                   /* the failure, for the caller's error */
-    struct gv_auth_auth proof;       /* the AUTH to send (gv_ps_client_hs_step's *out) */
-    uint8_t nonce[GV_AUTH_NONCE_LEN]; /* the HELLO's (gv_ps_client_hs_begin's *out) */
+    struct gv_proto_welcome welcome;      /* valid once WELCOMED */
+    uint64_t iteration;                   /* WELCOME's */
+    char why[300];                        /* the failure, for the caller's error */
+    struct gv_auth_auth proof;            /* the AUTH to send (gv_ps_client_hs_step's *out) */
+    uint8_t nonce[GV_AUTH_NONCE_LEN];     /* the HELLO's (gv_ps_client_hs_begin's *out) */
     char refuse_text[GV_AUTH_REASON_MAX]; /* our REFUSE's text */
 };
 gv_status_t gv_ps_client_hs_start(struct gv_ps_client_hs *hs, struct gv_ps_link *l,
@@ -471,9 +470,9 @@ gv_status_t gv_ps_client_hs_start(struct gv_ps_client_hs *hs, struct gv_ps_link 
  * info live). GV_ERR_IO when the random generator fails (hs->why). */
 gv_status_t gv_ps_client_hs_begin(struct gv_ps_client_hs *hs, const struct gv_ps_hello_info *info,
                                   struct gv_proto_msg *out);
-/* Feeds one decoded message of the handshake. GV_OK (state advanced; GV_PS_CLIENT_WELCOMED at the end),
- * GV_ERR_AUTH / GV_ERR_VERSION / GV_ERR_PROTO: failed (hs->why says why; a REFUSE was sent when
- * it was our refusal). The caller closes the connection on error. */
+/* Feeds one decoded message of the handshake. GV_OK (state advanced; GV_PS_CLIENT_WELCOMED at the
+ * end), GV_ERR_AUTH / GV_ERR_VERSION / GV_ERR_PROTO: failed (hs->why says why; a REFUSE was sent
+ * when it was our refusal). The caller closes the connection on error. */
 gv_status_t gv_ps_client_hs_on_msg(struct gv_ps_client_hs *hs, struct gv_ps_link *l,
                                    const struct gv_proto_msg *m);
 /* The same without a connection: what to send comes back in *out (*have_out true: AUTH, or
@@ -489,7 +488,7 @@ gv_status_t gv_ps_client_hs_step(struct gv_ps_client_hs *hs, const struct gv_pro
  * rank is taken is the caller's to check once the peer is authenticated (an unauthenticated
  * peer learns nothing of who has joined). */
 struct gv_ps_server_hs_cfg {
-    uint32_t rank;               /* this server's: only server 0 accepts servers */
+    uint32_t rank; /* this server's: only server 0 accepts servers */
     uint32_t num_workers, num_servers;
     const char *cluster_id;
     const struct gv_auth_secret *secret; /* borrowed; empty: --insecure */
@@ -505,11 +504,11 @@ struct gv_ps_server_hs {
     bool hello_seen;
     enum gv_proto_role role; /* from the HELLO */
     uint32_t rank;
-    uint64_t iteration;      /* a server's newest checkpoint, from its HELLO */
+    uint64_t iteration;        /* a server's newest checkpoint, from its HELLO */
     enum gv_proto_refuse code; /* REFUSED */
     uint8_t chal[GV_AUTH_NONCE_LEN + GV_AUTH_MAC_LEN]; /* the CHALLENGE's bytes (*out's) */
-    char why[300];           /* REFUSED / CLOSED: for the log */
-    char text[300];          /* REFUSED: what the peer is told (*out's text) */
+    char why[300];                                     /* REFUSED / CLOSED: for the log */
+    char text[300]; /* REFUSED: what the peer is told (*out's text) */
 };
 void gv_ps_server_hs_init(struct gv_ps_server_hs *hs, const struct gv_auth_secret *secret);
 /* Feeds one decoded message; *out is filled for REPLY and REFUSED (its bytes point into hs,
@@ -529,8 +528,8 @@ enum gv_ps_hs_result gv_ps_server_hs_on_msg(struct gv_ps_server_hs *hs,
  * value segment that fit. *dense_p tells which. GV_ERR_PROTO otherwise, with why (may be NULL)
  * saying what differs. */
 gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len, uint32_t shard,
-                             uint64_t n, const struct gv_ps_decision *d, size_t rcap,
-                             bool *dense_p, char *why, size_t why_len);
+                             uint64_t n, const struct gv_ps_decision *d, size_t rcap, bool *dense_p,
+                             char *why, size_t why_len);
 /* An UPDATE of iteration iter for shard `shard` of n parameters into a buffer of ucap bytes:
  * one dense f32 segment or an index and an f32 value segment that fit, then (Accordion) one RAW
  * segment of n_tensors bytes. *dense_p tells which. GV_ERR_PROTO otherwise. */
@@ -542,8 +541,7 @@ gv_status_t gv_ps_update_check(const struct gv_proto_msg *m, uint64_t iter, uint
 enum gv_proto_enc gv_ps_sparse_segs(struct gv_proto_msg *m, const struct gv_sparse_layout *lay);
 /* What compress/ needs to decode a sparse payload of n entries, from m's fields (index
  * encoding, value type, nnz); GV_ERR_PROTO when they are not a sparse payload's. */
-gv_status_t gv_ps_sparse_desc(const struct gv_proto_msg *m, uint32_t n,
-                              struct gv_sparse_desc *d);
+gv_status_t gv_ps_sparse_desc(const struct gv_proto_msg *m, uint32_t n, struct gv_sparse_desc *d);
 /* A sparse payload as received (the index segment at payload, the value segment right behind
  * it; m->segs[0] and [1] give their lengths) added into acc[n]; compress/ validates every index
  * and length. GV_ERR_PROTO for anything inconsistent. */

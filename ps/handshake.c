@@ -12,7 +12,7 @@
 
 static uint32_t hs_auth_role(enum gv_proto_role role)
 {
-    return role == GV_PROTO_ROLE_SERVER ? GV_AUTH_ROLE_SERVER
+    return role == GV_PROTO_ROLE_SERVER   ? GV_AUTH_ROLE_SERVER
            : role == GV_PROTO_ROLE_WORKER ? GV_AUTH_ROLE_WORKER
                                           : GV_AUTH_ROLE_TOOL;
 }
@@ -69,8 +69,8 @@ gv_status_t gv_ps_client_hs_start(struct gv_ps_client_hs *hs, struct gv_ps_link 
 }
 
 /* Our refusal after a failure: the generic text of the code only. */
-static gv_status_t hs_fail(struct gv_ps_client_hs *hs, gv_status_t status,
-                           struct gv_proto_msg *out, bool *have_out)
+static gv_status_t hs_fail(struct gv_ps_client_hs *hs, gv_status_t status, struct gv_proto_msg *out,
+                           bool *have_out)
 {
     snprintf(hs->why, sizeof(hs->why), "%s", hs->auth.reason);
     hs->state = GV_PS_CLIENT_FAILED;
@@ -164,10 +164,12 @@ void gv_ps_server_hs_init(struct gv_ps_server_hs *hs, const struct gv_auth_secre
 }
 
 /* A refusal whose text the peer may see in full (it is about its own request). */
-static enum gv_ps_hs_result hs_refuse(struct gv_ps_server_hs *hs, const struct gv_ps_server_hs_cfg *cfg,
+static enum gv_ps_hs_result hs_refuse(struct gv_ps_server_hs *hs,
+                                      const struct gv_ps_server_hs_cfg *cfg,
                                       struct gv_proto_msg *out, enum gv_proto_refuse code,
                                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static enum gv_ps_hs_result hs_refuse(struct gv_ps_server_hs *hs, const struct gv_ps_server_hs_cfg *cfg,
+static enum gv_ps_hs_result hs_refuse(struct gv_ps_server_hs *hs,
+                                      const struct gv_ps_server_hs_cfg *cfg,
                                       struct gv_proto_msg *out, enum gv_proto_refuse code,
                                       const char *fmt, ...)
 {
@@ -204,21 +206,27 @@ static enum gv_ps_hs_result hs_hello(struct gv_ps_server_hs *hs,
     const struct gv_proto_hello *h = &m->u.hello;
     bool as_server = m->role == GV_PROTO_ROLE_SERVER;
     if (m->role != GV_PROTO_ROLE_WORKER && !(as_server && cfg->rank == 0))
-        return hs_refuse(hs, cfg, out, GV_PROTO_REFUSE_ROLE, "role %s is not accepted by server "
-                         "%u", gv_proto_role_str(m->role), cfg->rank);
+        return hs_refuse(hs, cfg, out, GV_PROTO_REFUSE_ROLE,
+                         "role %s is not accepted by server "
+                         "%u",
+                         gv_proto_role_str(m->role), cfg->rank);
     uint32_t lim = as_server ? cfg->num_servers : cfg->num_workers;
     if (m->rank >= lim || (as_server && m->rank == 0))
-        return hs_refuse(hs, cfg, out, GV_PROTO_REFUSE_ROLE, "%s rank %u is out of range (this "
-                         "job has %u %ss)", gv_proto_role_str(m->role), m->rank, lim,
-                         gv_proto_role_str(m->role));
+        return hs_refuse(hs, cfg, out, GV_PROTO_REFUSE_ROLE,
+                         "%s rank %u is out of range (this "
+                         "job has %u %ss)",
+                         gv_proto_role_str(m->role), m->rank, lim, gv_proto_role_str(m->role));
     if (h->num_workers != cfg->num_workers || h->num_servers != cfg->num_servers)
-        return hs_refuse(hs, cfg, out, GV_PROTO_REFUSE_CLUSTER, "the peer expects %u workers and "
-                         "%u servers, this job has %u and %u", h->num_workers, h->num_servers,
-                         cfg->num_workers, cfg->num_servers);
+        return hs_refuse(hs, cfg, out, GV_PROTO_REFUSE_CLUSTER,
+                         "the peer expects %u workers and "
+                         "%u servers, this job has %u and %u",
+                         h->num_workers, h->num_servers, cfg->num_workers, cfg->num_servers);
     const char *cid = h->cluster_id ? h->cluster_id : "";
     if (strcmp(cid, cfg->cluster_id) != 0)
-        return hs_refuse(hs, cfg, out, GV_PROTO_REFUSE_CLUSTER, "cluster id '%s' is not this "
-                         "job's '%s'", cid, cfg->cluster_id);
+        return hs_refuse(hs, cfg, out, GV_PROTO_REFUSE_CLUSTER,
+                         "cluster id '%s' is not this "
+                         "job's '%s'",
+                         cid, cfg->cluster_id);
     struct gv_auth_hello ah = {.version = GV_AUTH_VERSION,
                                .role = as_server ? GV_AUTH_ROLE_SERVER : GV_AUTH_ROLE_WORKER,
                                .rank = m->rank};
@@ -267,11 +275,12 @@ enum gv_ps_hs_result gv_ps_server_hs_on_msg(struct gv_ps_server_hs *hs,
     }
     case GV_PROTO_MSG_REFUSE:
         snprintf(hs->why, sizeof(hs->why), "%s%s", m->u.refuse.text ? m->u.refuse.text : "",
-                 m->u.refuse.code == GV_PROTO_REFUSE_AUTH ? " (this server's proof did not "
-                 "verify there: the peer holds another secret, or none)" : "");
+                 m->u.refuse.code == GV_PROTO_REFUSE_AUTH
+                     ? " (this server's proof did not "
+                       "verify there: the peer holds another secret, or none)"
+                     : "");
         return GV_PS_HS_CLOSED;
-    default:
-        break;
+    default: break;
     }
     return hs_refuse(hs, cfg, out, GV_PROTO_REFUSE_OTHER, "%s before the handshake completed",
                      gv_proto_msg_type_str(m->type));

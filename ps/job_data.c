@@ -44,8 +44,8 @@ static gv_status_t data_idx_header(const char *path, size_t *n_p, int *rows_p, i
     uint32_t magic = data_be32(h), n = data_be32(h + 4), rows = data_be32(h + 8),
              cols = data_be32(h + 12);
     if (magic != 0x00000803u || n == 0 || rows == 0 || cols == 0 || rows > 4096 || cols > 4096) {
-        gv_log(GV_LOG_ERROR, "%s: not an IDX image file (magic 0x%08x, %u x %u x %u)", path,
-               magic, n, rows, cols);
+        gv_log(GV_LOG_ERROR, "%s: not an IDX image file (magic 0x%08x, %u x %u x %u)", path, magic,
+               n, rows, cols);
         return GV_ERR_PROTO;
     }
     *n_p = n;
@@ -87,8 +87,8 @@ static gv_status_t data_cifar(struct gv_job *job)
         if (status != GV_OK)
             return status;
         if (b == 0 || b % 3073 != 0) {
-            gv_log(GV_LOG_ERROR, "%s: %llu bytes is not a whole number of 3073-byte records",
-                   path, (unsigned long long)b);
+            gv_log(GV_LOG_ERROR, "%s: %llu bytes is not a whole number of 3073-byte records", path,
+                   (unsigned long long)b);
             return GV_ERR_PROTO;
         }
         total += b / 3073;
@@ -110,8 +110,7 @@ static gv_status_t data_text(struct gv_job *job)
          tok = strtok_r(NULL, ",", &save))
         paths[n++] = tok;
     struct gv_nn_dataset *tr = NULL, *te = NULL;
-    gv_status_t status =
-        gv_nn_dataset_load_text(paths, n, job->model_cfg.seq_len, 0.1, &tr, &te);
+    gv_status_t status = gv_nn_dataset_load_text(paths, n, job->model_cfg.seq_len, 0.1, &tr, &te);
     if (status != GV_OK)
         return status;
     job->n_train = tr->n;
@@ -160,17 +159,13 @@ gv_status_t job_data_shape(struct gv_job *job)
             return GV_ERR_IO;
         }
         return data_cifar(job);
-    case GV_JOB_DATA_TEXT:
-        job->data_kind = GV_NN_DATA_TEXT;
-        return data_text(job);
+    case GV_JOB_DATA_TEXT: job->data_kind = GV_NN_DATA_TEXT; return data_text(job);
     case GV_JOB_DATA_SYNTHETIC:
         mc->in_h = job->model == GV_NN_CNN ? 8 : 1;
         mc->in_w = job->model == GV_NN_CNN ? 8 : 64;
         job->n_train = (size_t)job->synthetic_n;
         return GV_OK;
-    default:
-        gv_log(GV_LOG_ERROR, "unknown dataset %d", job->data);
-        return GV_ERR_INVAL;
+    default: gv_log(GV_LOG_ERROR, "unknown dataset %d", job->data); return GV_ERR_INVAL;
     }
     if (status != GV_OK)
         return status;

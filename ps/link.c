@@ -18,8 +18,7 @@ void gv_ps_msg_init(struct gv_proto_msg *m, const struct gv_ps_envelope *env,
 }
 
 gv_status_t gv_ps_link_init(struct gv_ps_link *l, const struct gv_proto_caps *caps,
-                            const struct gv_ps_envelope *env, uint32_t n_slots,
-                            size_t slot_bytes)
+                            const struct gv_ps_envelope *env, uint32_t n_slots, size_t slot_bytes)
 {
     memset(l, 0, sizeof(*l));
     l->caps = caps;
@@ -128,8 +127,10 @@ void gv_ps_bytes_describe(const struct gv_ps_bytes *b, void (*fn)(const char *li
         double it = c->iters ? (double)c->iters : 1.0;
         gv_ps_fmt_bytes((double)c->sent / it, s, sizeof(s));
         gv_ps_fmt_bytes((double)c->recv / it, r, sizeof(r));
-        snprintf(line, sizeof(line), "  CF %7.1f: %6" PRIu64 " iterations, sent %s/iter, "
-                 "received %s/iter", c->cf, c->iters, s, r);
+        snprintf(line, sizeof(line),
+                 "  CF %7.1f: %6" PRIu64 " iterations, sent %s/iter, "
+                 "received %s/iter",
+                 c->cf, c->iters, s, r);
         fn(line, arg);
     }
 }

@@ -51,9 +51,10 @@ gv_status_t gv_shard_map_init(struct gv_shard_map *map, const size_t *numel, uin
         return GV_ERR_INVAL;
     }
     if ((total + num_shards - 1) / num_shards > GV_SHARD_MAX_NUMEL) {
-        gv_log(GV_LOG_ERROR, "shard map: %" PRIu64 " parameters over %u servers exceed %llu per "
-               "shard; use more servers", total, num_shards,
-               (unsigned long long)GV_SHARD_MAX_NUMEL);
+        gv_log(GV_LOG_ERROR,
+               "shard map: %" PRIu64 " parameters over %u servers exceed %llu per "
+               "shard; use more servers",
+               total, num_shards, (unsigned long long)GV_SHARD_MAX_NUMEL);
         return GV_ERR_INVAL;
     }
     gv_status_t status = shard_alloc(map, n_tensors, num_shards);
@@ -77,9 +78,10 @@ gv_status_t gv_shard_map_init(struct gv_shard_map *map, const size_t *numel, uin
             t++;
         for (uint32_t u = t; u < n_tensors && map->tensor_off[u] < b; u++) {
             uint64_t lo = GV_MAX(a, map->tensor_off[u]), hi = GV_MIN(b, map->tensor_off[u + 1]);
-            map->pieces[np++] = (struct gv_shard_piece){
-                .tensor = u, .tensor_lo = lo - map->tensor_off[u], .shard_lo = lo - a,
-                .len = hi - lo};
+            map->pieces[np++] = (struct gv_shard_piece){.tensor = u,
+                                                        .tensor_lo = lo - map->tensor_off[u],
+                                                        .shard_lo = lo - a,
+                                                        .len = hi - lo};
         }
     }
     map->piece_first[num_shards] = np;
@@ -122,8 +124,9 @@ void gv_shard_map_describe(const struct gv_shard_map *map, const char *const *na
              (map->total + map->num_shards - 1) / map->num_shards);
     fn(line, arg);
     for (uint32_t s = 0; s < map->num_shards; s++) {
-        int off = snprintf(line, sizeof(line), "  server %u: [%" PRIu64 ", %" PRIu64 ") %" PRIu64
-                           " params:", s, map->lo[s], map->lo[s + 1], gv_shard_numel(map, s));
+        int off = snprintf(line, sizeof(line),
+                           "  server %u: [%" PRIu64 ", %" PRIu64 ") %" PRIu64 " params:", s,
+                           map->lo[s], map->lo[s + 1], gv_shard_numel(map, s));
         for (uint32_t p = map->piece_first[s]; p < map->piece_first[s + 1]; p++) {
             const struct gv_shard_piece *pc = &map->pieces[p];
             uint64_t tn = map->tensor_off[pc->tensor + 1] - map->tensor_off[pc->tensor];

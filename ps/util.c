@@ -48,4 +48,3 @@ void gv_ps_fmt_bytes(double bytes, char *out, size_t len)
     else
         snprintf(out, len, "%.*f %s", bytes < 10 ? 2 : 1, bytes, units[u]);
 }
-

@@ -142,24 +142,22 @@ static void why_set(char *why, size_t len, const char *fmt, ...)
 }
 
 gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len, uint32_t shard,
-                             uint64_t n, const struct gv_ps_decision *d, size_t rcap,
-                             bool *dense_p, char *why, size_t why_len)
+                             uint64_t n, const struct gv_ps_decision *d, size_t rcap, bool *dense_p,
+                             char *why, size_t why_len)
 {
     bool dense = m->n_segs == 1 && m->segs[0].kind == GV_PROTO_SEG_DENSE &&
-                 m->segs[0].enc == GV_PROTO_ENC_F32 && payload_len == 4 * n &&
-                 payload_len <= rcap;
+                 m->segs[0].enc == GV_PROTO_ENC_F32 && payload_len == 4 * n && payload_len <= rcap;
     /* the decoder guarantees payload_len == the sum of the segments */
     bool sparse = m->n_segs == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES &&
-                  m->segs[1].kind == GV_PROTO_SEG_VALUES && payload_len <= rcap &&
-                  n <= UINT32_MAX;
+                  m->segs[1].kind == GV_PROTO_SEG_VALUES && payload_len <= rcap && n <= UINT32_MAX;
     enum gv_proto_level level = gv_ps_level_to_proto(d->level);
-    if (m->shard != shard || m->numel != n || m->u.push.level != level ||
-        m->cf != d->cf_send || (dense == (d->level != GV_ADAPT_LEVEL_DENSE)) ||
-        (!dense && !sparse)) {
-        why_set(why, why_len, "shard %u numel %" PRIu64 " level %s CF %g with %u segments (%" PRIu64
-                " bytes), expected shard %u, numel %" PRIu64 ", level %s, CF %g", m->shard,
-                m->numel, gv_proto_level_str(m->u.push.level), m->cf, m->n_segs, payload_len,
-                shard, n, gv_proto_level_str(level), d->cf_send);
+    if (m->shard != shard || m->numel != n || m->u.push.level != level || m->cf != d->cf_send ||
+        (dense == (d->level != GV_ADAPT_LEVEL_DENSE)) || (!dense && !sparse)) {
+        why_set(why, why_len,
+                "shard %u numel %" PRIu64 " level %s CF %g with %u segments (%" PRIu64
+                " bytes), expected shard %u, numel %" PRIu64 ", level %s, CF %g",
+                m->shard, m->numel, gv_proto_level_str(m->u.push.level), m->cf, m->n_segs,
+                payload_len, shard, n, gv_proto_level_str(level), d->cf_send);
         return GV_ERR_PROTO;
     }
     *dense_p = dense;
@@ -206,8 +204,7 @@ enum gv_proto_enc gv_ps_sparse_segs(struct gv_proto_msg *m, const struct gv_spar
     return ie;
 }
 
-gv_status_t gv_ps_sparse_desc(const struct gv_proto_msg *m, uint32_t n,
-                              struct gv_sparse_desc *d)
+gv_status_t gv_ps_sparse_desc(const struct gv_proto_msg *m, uint32_t n, struct gv_sparse_desc *d)
 {
     if (m->n_segs < 2 || m->segs[0].kind != GV_PROTO_SEG_INDICES ||
         m->segs[1].kind != GV_PROTO_SEG_VALUES || m->nnz > n)
@@ -226,8 +223,8 @@ gv_status_t gv_ps_sparse_add(const struct gv_proto_msg *m, const uint8_t *payloa
     if (gv_ps_sparse_desc(m, n, &desc) != GV_OK)
         return GV_ERR_PROTO;
     size_t il = (size_t)m->segs[0].bytes;
-    gv_status_t status = gv_sparse_decode_add(&desc, payload, il, payload + il,
-                                              (size_t)m->segs[1].bytes, 0, acc);
+    gv_status_t status =
+        gv_sparse_decode_add(&desc, payload, il, payload + il, (size_t)m->segs[1].bytes, 0, acc);
     return status == GV_OK ? GV_OK : GV_ERR_PROTO;
 }
 

@@ -25,8 +25,10 @@ static gv_status_t ck_load_controller(struct gv_server *srv, struct gv_ckpt *ck,
 {
     size_t len;
     if (gv_ckpt_section_len(ck, "controller", &len) != GV_OK) {
-        gv_log(GV_LOG_ERROR, "checkpoint %s refused: it has no controller state (server 0's "
-               "checkpoints have one)", gv_ckpt_path(ck));
+        gv_log(GV_LOG_ERROR,
+               "checkpoint %s refused: it has no controller state (server 0's "
+               "checkpoints have one)",
+               gv_ckpt_path(ck));
         return GV_ERR_PROTO;
     }
     void *blob = gv_malloc(len ? len : 1);
@@ -40,9 +42,10 @@ static gv_status_t ck_load_controller(struct gv_server *srv, struct gv_ckpt *ck,
     if (status != GV_OK)
         return status == GV_ERR_NOMEM ? status : GV_ERR_PROTO;
     if (srv_decide_load(srv) != GV_OK || srv->round.cur.iter != it) {
-        gv_log(GV_LOG_ERROR, "checkpoint %s refused: its controller decides iteration %" PRIu64
-               ", the checkpoint is of iteration %" PRIu64, gv_ckpt_path(ck), srv->round.cur.iter,
-               it);
+        gv_log(GV_LOG_ERROR,
+               "checkpoint %s refused: its controller decides iteration %" PRIu64
+               ", the checkpoint is of iteration %" PRIu64,
+               gv_ckpt_path(ck), srv->round.cur.iter, it);
         return GV_ERR_PROTO;
     }
     return GV_OK;
@@ -59,8 +62,9 @@ static gv_status_t ck_load(struct gv_server *srv, struct gv_ckpt *ck)
     if (status == GV_OK)
         status = gv_ckpt_read_section(ck, "iteration", &sec_it, sizeof(sec_it));
     if (status == GV_OK && sec_it != it) {
-        gv_log(GV_LOG_ERROR, "checkpoint %s refused: its iteration section says %" PRIu64
-               ", its header %" PRIu64, gv_ckpt_path(ck), sec_it, it);
+        gv_log(GV_LOG_ERROR,
+               "checkpoint %s refused: its iteration section says %" PRIu64 ", its header %" PRIu64,
+               gv_ckpt_path(ck), sec_it, it);
         status = GV_ERR_PROTO;
     }
     if (status == GV_OK && srv->rank == 0)
@@ -71,8 +75,9 @@ static gv_status_t ck_load(struct gv_server *srv, struct gv_ckpt *ck)
     srv->ckpt.resumed_from = it;
     srv->ckpt.last_iter = it;
     srv->start.seeded = true; /* worker 0 seeds a fresh model only */
-    gv_log(GV_LOG_INFO, "server %u: loaded checkpoint %s (iteration %" PRIu64 ", shard checksum %016"
-           PRIx64 ")", srv->rank, gv_ckpt_path(ck), it, gv_ps_checksum(sh->params, sh->n));
+    gv_log(GV_LOG_INFO,
+           "server %u: loaded checkpoint %s (iteration %" PRIu64 ", shard checksum %016" PRIx64 ")",
+           srv->rank, gv_ckpt_path(ck), it, gv_ps_checksum(sh->params, sh->n));
     return GV_OK;
 }
 
@@ -90,8 +95,10 @@ gv_status_t srv_ckpt_init(struct gv_server *srv)
     struct gv_ckpt *ck = NULL;
     status = gv_ckpt_find_latest(dir, &id, srv->cfg.checkpoint_fallback, 0, &ck);
     if (status != GV_OK) {
-        gv_log(GV_LOG_ERROR, "server %u: refusing to start: the checkpoint in %s cannot be "
-               "resumed from (see above)", srv->rank, dir);
+        gv_log(GV_LOG_ERROR,
+               "server %u: refusing to start: the checkpoint in %s cannot be "
+               "resumed from (see above)",
+               srv->rank, dir);
         return status == GV_ERR_IO || status == GV_ERR_NOMEM ? status : GV_ERR_PROTO;
     }
     if (ck == NULL) {
@@ -110,14 +117,17 @@ gv_status_t srv_ckpt_init(struct gv_server *srv)
 gv_status_t srv_ckpt_resume_at(struct gv_server *srv, uint64_t iter)
 {
     if (!srv->ckpt.on) {
-        gv_log(GV_LOG_ERROR, "server %u: the job resumes from iteration %" PRIu64 " but this "
-               "server has no --checkpoint-dir", srv->rank, iter);
+        gv_log(GV_LOG_ERROR,
+               "server %u: the job resumes from iteration %" PRIu64 " but this "
+               "server has no --checkpoint-dir",
+               srv->rank, iter);
         return GV_ERR_INVAL;
     }
     if (iter == 0) {
-        gv_log(GV_LOG_ERROR, "server %u: the other servers start from scratch but this one has a "
-               "checkpoint (iteration %" PRIu64 ") in %s", srv->rank, srv->ckpt.own,
-               srv->cfg.checkpoint_dir);
+        gv_log(GV_LOG_ERROR,
+               "server %u: the other servers start from scratch but this one has a "
+               "checkpoint (iteration %" PRIu64 ") in %s",
+               srv->rank, srv->ckpt.own, srv->cfg.checkpoint_dir);
         return GV_ERR_INVAL;
     }
     struct gv_ckpt_ident id;
@@ -125,9 +135,11 @@ gv_status_t srv_ckpt_resume_at(struct gv_server *srv, uint64_t iter)
     char path[PATH_MAX];
     gv_ps_ckpt_path(srv->cfg.checkpoint_dir, srv->rank, iter, path, sizeof(path));
     if (access(path, F_OK) != 0) {
-        gv_log(GV_LOG_ERROR, "server %u: no checkpoint of iteration %" PRIu64 " in %s, the newest "
+        gv_log(GV_LOG_ERROR,
+               "server %u: no checkpoint of iteration %" PRIu64 " in %s, the newest "
                "every server holds (this server's newest is %" PRIu64 "; raise "
-               "--checkpoint-keep?)", srv->rank, iter, srv->cfg.checkpoint_dir, srv->ckpt.own);
+               "--checkpoint-keep?)",
+               srv->rank, iter, srv->cfg.checkpoint_dir, srv->ckpt.own);
         return GV_ERR_INVAL;
     }
     struct gv_ckpt *ck = NULL;
@@ -164,9 +176,11 @@ static void ck_done(struct gv_server *srv)
         srv->ckpt.last_iter = srv->ckpt.iter;
         srv->ckpt.written++;
     } else {
-        gv_log(GV_LOG_ERROR, "server %u: the checkpoint of iteration %" PRIu64 " failed (%s); "
-               "training goes on, the next one is tried in %" PRIu64 " iterations", srv->rank,
-               srv->ckpt.iter, gv_status_str(srv->ckpt.status), srv->cfg.checkpoint_every);
+        gv_log(GV_LOG_ERROR,
+               "server %u: the checkpoint of iteration %" PRIu64 " failed (%s); "
+               "training goes on, the next one is tried in %" PRIu64 " iterations",
+               srv->rank, srv->ckpt.iter, gv_status_str(srv->ckpt.status),
+               srv->cfg.checkpoint_every);
     }
     srv_metrics_ckpt(srv, srv->ckpt.iter, secs, ok);
 }
@@ -246,8 +260,8 @@ void srv_ckpt_cleanup(struct gv_server *srv)
     srv->ckpt.ctl_blob = NULL;
 }
 
-gv_status_t gv_server_state_sections(struct gv_server *srv, struct gv_ckpt_section *sec,
-                                     size_t cap, size_t *n_p)
+gv_status_t gv_server_state_sections(struct gv_server *srv, struct gv_ckpt_section *sec, size_t cap,
+                                     size_t *n_p)
 {
     struct srv_shard *sh = &srv->shard;
     struct srv_ckpt *ck = &srv->ckpt;

@@ -59,8 +59,10 @@ static void conn_link_idle(struct gv_ps_link *l, void *arg)
 
 static void conn_hs_on_msg(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
 {
-    struct gv_ps_server_hs_cfg hc = {.rank = srv->rank, .num_workers = srv->W,
-                                     .num_servers = srv->S, .cluster_id = srv->cl->cluster_id,
+    struct gv_ps_server_hs_cfg hc = {.rank = srv->rank,
+                                     .num_workers = srv->W,
+                                     .num_servers = srv->S,
+                                     .cluster_id = srv->cl->cluster_id,
                                      .secret = srv->cfg.secret};
     struct gv_proto_msg out;
     switch (gv_ps_server_hs_on_msg(&p->shs, &hc, m, &out)) {
@@ -68,8 +70,8 @@ static void conn_hs_on_msg(struct gv_server *srv, struct srv_peer *p, const stru
         p->hello_role = p->shs.role;
         p->rank = p->shs.rank;
         p->hello_iter = p->shs.iteration;
-        snprintf(p->name, sizeof(p->name), "%s %u (%s)", gv_proto_role_str(p->hello_role),
-                 p->rank, p->link.c->peer);
+        snprintf(p->name, sizeof(p->name), "%s %u (%s)", gv_proto_role_str(p->hello_role), p->rank,
+                 p->link.c->peer);
         if (gv_ps_link_send(&p->link, &out, NULL, 0, NULL) != GV_OK)
             srv_peer_close(p);
         return;
@@ -113,16 +115,21 @@ gv_status_t srv_conn_coord(struct gv_server *srv, uint64_t deadline_ns)
     }
     snprintf(p->name, sizeof(p->name), "server 0 (%s)", c->peer);
     srv->net.coord = p;
-    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_SERVER, .rank = srv->rank,
-                                    .num_workers = srv->W, .num_servers = srv->S,
+    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_SERVER,
+                                    .rank = srv->rank,
+                                    .num_workers = srv->W,
+                                    .num_servers = srv->S,
                                     .cluster_id = srv->cl->cluster_id,
-                                    .secret = srv->cfg.secret, .iteration = srv->ckpt.own};
+                                    .secret = srv->cfg.secret,
+                                    .iteration = srv->ckpt.own};
     if ((status = gv_ps_client_hs_start(&p->hs, &p->link, &info)) != GV_OK)
         return status;
     while (srv->end.state != SRV_ABORTED && !p->closed && srv->round.cur.iter == UINT64_MAX) {
         if (gv_now_ns() > deadline_ns) {
-            gv_log(GV_LOG_ERROR, "server %u: no welcome and decision from server 0 at %s:%u "
-                   "before the start-up deadline", srv->rank, hp.host, hp.port);
+            gv_log(GV_LOG_ERROR,
+                   "server %u: no welcome and decision from server 0 at %s:%u "
+                   "before the start-up deadline",
+                   srv->rank, hp.host, hp.port);
             return GV_ERR_TIMEOUT;
         }
         if (gv_tp_progress(srv->net.tp, 50) < 0)
@@ -171,8 +178,7 @@ static void conn_coord_msg(struct gv_server *srv, struct srv_peer *p, const stru
                       m->iteration == srv->round.iter, text);
         return;
     case GV_PROTO_MSG_HEARTBEAT:
-    case GV_PROTO_MSG_BYE:
-        return;
+    case GV_PROTO_MSG_BYE: return;
     default:
         snprintf(text, sizeof(text), "server 0 sent an unexpected %s",
                  gv_proto_msg_type_str(m->type));
@@ -202,19 +208,16 @@ static gv_status_t conn_on_header(struct gv_conn *c, const void *msg, size_t msg
         if (p->kind != SRV_PEER_WORKER)
             break;
         return srv_round_push_header(srv, p, m, payload_len, dst, dst_cnt);
-    case GV_PROTO_MSG_MODEL:
-        return srv_start_seed_header(srv, p, m, payload_len, dst, dst_cnt);
+    case GV_PROTO_MSG_MODEL: return srv_start_seed_header(srv, p, m, payload_len, dst, dst_cnt);
     case GV_PROTO_MSG_DECISION:
         if (p->kind != SRV_PEER_COORD || srv_round_decision_header(srv, m, dst, dst_cnt) != GV_OK)
             break;
         return GV_OK;
     case GV_PROTO_MSG_STATS:
-        if (p->kind != SRV_PEER_SERVER ||
-            srv_round_stats_header(srv, p, m, dst, dst_cnt) != GV_OK)
+        if (p->kind != SRV_PEER_SERVER || srv_round_stats_header(srv, p, m, dst, dst_cnt) != GV_OK)
             break;
         return GV_OK;
-    default:
-        break;
+    default: break;
     }
     gv_log(GV_LOG_WARN, "server %u: %s sent an unexpected %s with a payload", srv->rank, p->name,
            gv_proto_msg_type_str(m->type));
@@ -222,16 +225,11 @@ static gv_status_t conn_on_header(struct gv_conn *c, const void *msg, size_t msg
 }
 
 /* Server 0: a message from server s > 0. */
-static void conn_server_msg(struct gv_server *srv, struct srv_peer *p,
-                            const struct gv_proto_msg *m)
+static void conn_server_msg(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
 {
     switch (m->type) {
-    case GV_PROTO_MSG_BYE:
-        p->bye = true;
-        return;
-    case GV_PROTO_MSG_STATS:
-        conn_round(srv, srv_round_on_report(srv, p, m));
-        return;
+    case GV_PROTO_MSG_BYE: p->bye = true; return;
+    case GV_PROTO_MSG_STATS: conn_round(srv, srv_round_on_report(srv, p, m)); return;
     case GV_PROTO_MSG_ERROR:
         if (m->u.error.code == GV_OK)
             srv_stop(srv, m->u.error.text ? m->u.error.text : "a server asked to stop");
@@ -243,8 +241,7 @@ static void conn_server_msg(struct gv_server *srv, struct srv_peer *p,
         srv_abort(srv, GV_ERR_PROTO, "%s refused to join: %s", p->name,
                   m->u.refuse.text ? m->u.refuse.text : "");
         return;
-    case GV_PROTO_MSG_HEARTBEAT:
-        return;
+    case GV_PROTO_MSG_HEARTBEAT: return;
     default:
         srv_abort(srv, GV_ERR_PROTO, "%s sent an unexpected %s", p->name,
                   gv_proto_msg_type_str(m->type));
@@ -256,26 +253,24 @@ static void conn_worker_dead(struct gv_server *srv, struct srv_peer *p, const ch
     conn_round(srv, srv_round_worker_dead(srv, p, why, srv_ckpt_busy(srv)));
 }
 
-static void conn_worker_msg(struct gv_server *srv, struct srv_peer *p,
-                            const struct gv_proto_msg *m, uint64_t bytes)
+static void conn_worker_msg(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m,
+                            uint64_t bytes)
 {
     switch (m->type) {
-    case GV_PROTO_MSG_PUSH:
-        conn_round(srv, srv_round_push_done(srv, p, m, bytes));
-        return;
+    case GV_PROTO_MSG_PUSH: conn_round(srv, srv_round_push_done(srv, p, m, bytes)); return;
     case GV_PROTO_MSG_MODEL:
         if (m->n_segs == 0) { /* a resync request after a checksum mismatch */
-            gv_log(GV_LOG_WARN, "server %u: %s asks for a full model (checksum mismatch at "
-                   "iteration %" PRIu64 ")", srv->rank, p->name, m->iteration);
+            gv_log(GV_LOG_WARN,
+                   "server %u: %s asks for a full model (checksum mismatch at "
+                   "iteration %" PRIu64 ")",
+                   srv->rank, p->name, m->iteration);
             srv_round_resync(srv, p);
             return;
         }
         srv_start_seed_done(srv, m);
         srv_conn_poll_round(srv);
         return;
-    case GV_PROTO_MSG_BYE:
-        srv_round_on_bye(srv, p, m->iteration);
-        return;
+    case GV_PROTO_MSG_BYE: srv_round_on_bye(srv, p, m->iteration); return;
     case GV_PROTO_MSG_ERROR: {
         char why[300];
         const char *t = m->u.error.text ? m->u.error.text : "";
@@ -294,8 +289,7 @@ static void conn_worker_msg(struct gv_server *srv, struct srv_peer *p,
         srv_abort(srv, GV_ERR_PROTO, "%s refused to join: %s", p->name,
                   m->u.refuse.text ? m->u.refuse.text : "");
         return;
-    case GV_PROTO_MSG_HEARTBEAT:
-        return;
+    case GV_PROTO_MSG_HEARTBEAT: return;
     default: {
         char why[200];
         snprintf(why, sizeof(why), "protocol violation: it sent an unexpected %s",
@@ -324,18 +318,10 @@ static void conn_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void
     if (p->kind != SRV_PEER_NEW)
         srv_ops_seen(srv, p);
     switch (p->kind) {
-    case SRV_PEER_NEW:
-        conn_hs_on_msg(srv, p, m);
-        return;
-    case SRV_PEER_COORD:
-        conn_coord_msg(srv, p, m);
-        return;
-    case SRV_PEER_SERVER:
-        conn_server_msg(srv, p, m);
-        return;
-    case SRV_PEER_WORKER:
-        conn_worker_msg(srv, p, m, bytes);
-        return;
+    case SRV_PEER_NEW: conn_hs_on_msg(srv, p, m); return;
+    case SRV_PEER_COORD: conn_coord_msg(srv, p, m); return;
+    case SRV_PEER_SERVER: conn_server_msg(srv, p, m); return;
+    case SRV_PEER_WORKER: conn_worker_msg(srv, p, m, bytes); return;
     }
 }
 

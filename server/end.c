@@ -22,8 +22,9 @@ void srv_abort_now(struct gv_server *srv, gv_status_t status, bool consistent, c
     e->stopped = status == GV_OK;
     e->final_ok = consistent && srv->start.settled && !e->refused;
     uint64_t iter = srv->round.iter;
-    gv_log(e->stopped ? GV_LOG_WARN : GV_LOG_ERROR, "server %u: %s the job at iteration %" PRIu64
-           ": %s", srv->rank, e->stopped ? "stopping" : "aborting", iter, e->fail);
+    gv_log(e->stopped ? GV_LOG_WARN : GV_LOG_ERROR,
+           "server %u: %s the job at iteration %" PRIu64 ": %s", srv->rank,
+           e->stopped ? "stopping" : "aborting", iter, e->fail);
     e->state = SRV_ABORTED;
     e->result = e->stopped ? GV_ERR_CLOSED : status;
     char msg[400];
@@ -45,11 +46,13 @@ static void end_request(struct gv_server *srv, gv_status_t status, const char *t
         return;
     e->abort_requested = true;
     e->abort_status = status;
-    e->abort_deadline = gv_now_ns() + (srv->cfg.peer_timeout_ns ? srv->cfg.peer_timeout_ns
-                                                                 : 5000000000ull);
+    e->abort_deadline =
+        gv_now_ns() + (srv->cfg.peer_timeout_ns ? srv->cfg.peer_timeout_ns : 5000000000ull);
     snprintf(e->fail, sizeof(e->fail), "%s", text);
-    gv_log(status == GV_OK ? GV_LOG_WARN : GV_LOG_ERROR, "server %u: %s; asking server 0 to %s "
-           "the job", srv->rank, text, status == GV_OK ? "stop" : "end");
+    gv_log(status == GV_OK ? GV_LOG_WARN : GV_LOG_ERROR,
+           "server %u: %s; asking server 0 to %s "
+           "the job",
+           srv->rank, text, status == GV_OK ? "stop" : "end");
     char msg[400];
     snprintf(msg, sizeof(msg), "server %u: %.300s", srv->rank, text);
     struct srv_peer *c = srv->net.coord;

@@ -21,21 +21,21 @@ extern "C" {
 struct gv_server;
 
 struct gv_server_config {
-    const struct gv_job *job;         /* borrowed, resolved */
-    const struct gv_cluster *cluster; /* borrowed, resolved, role server */
+    const struct gv_job *job;            /* borrowed, resolved */
+    const struct gv_cluster *cluster;    /* borrowed, resolved, role server */
     const struct gv_auth_secret *secret; /* borrowed; empty = --insecure */
     uint64_t handshake_timeout_ns;
-    const char *decision_log;         /* server 0: JSON lines of the controller ("" none) */
+    const char *decision_log; /* server 0: JSON lines of the controller ("" none) */
 
     /* ---- operations (docs/operations.md); zero-initialised fields disable each ---- */
-    uint64_t heartbeat_interval_ns; /* a HEARTBEAT on every idle link this often (0: none) */
-    uint64_t peer_timeout_ns;       /* a joined peer silent this long is dead (0: never) */
+    uint64_t heartbeat_interval_ns;  /* a HEARTBEAT on every idle link this often (0: none) */
+    uint64_t peer_timeout_ns;        /* a joined peer silent this long is dead (0: never) */
     enum gv_dead_policy dead_policy; /* a dead worker aborts the job, or the job goes on */
-    uint32_t min_workers;           /* continue: abort below this many workers (0 means 1) */
-    const char *checkpoint_dir;     /* NULL or "": no checkpoints, no resume */
-    uint64_t checkpoint_every;      /* iterations between checkpoints (0: only at the end) */
-    int checkpoint_keep;            /* files kept per shard (0 means 3) */
-    bool checkpoint_fallback;       /* a corrupt newest checkpoint: fall back to an older one */
+    uint32_t min_workers;            /* continue: abort below this many workers (0 means 1) */
+    const char *checkpoint_dir;      /* NULL or "": no checkpoints, no resume */
+    uint64_t checkpoint_every;       /* iterations between checkpoints (0: only at the end) */
+    int checkpoint_keep;             /* files kept per shard (0 means 3) */
+    bool checkpoint_fallback;        /* a corrupt newest checkpoint: fall back to an older one */
     struct gv_hostport metrics_addr; /* host "" and port 0: no HTTP endpoint */
 };
 
@@ -70,20 +70,20 @@ struct gv_server_summary {
     double last_cf;
     uint64_t cf_changes;
     /* operations */
-    bool stopped;              /* ended on request (a signal, or a peer's stop request) */
-    bool refused;              /* refused to start: checkpoint unusable or not shared by all */
-    uint32_t workers_left;     /* workers still in the job at the end */
-    uint64_t resumed_from;     /* the checkpoint iteration the run started from (0: fresh) */
-    uint64_t ckpt_iter;        /* iteration of the last checkpoint written (0: none) */
-    uint64_t ckpt_written;     /* checkpoints written by this run */
+    bool stopped;          /* ended on request (a signal, or a peer's stop request) */
+    bool refused;          /* refused to start: checkpoint unusable or not shared by all */
+    uint32_t workers_left; /* workers still in the job at the end */
+    uint64_t resumed_from; /* the checkpoint iteration the run started from (0: fresh) */
+    uint64_t ckpt_iter;    /* iteration of the last checkpoint written (0: none) */
+    uint64_t ckpt_written; /* checkpoints written by this run */
 };
 void gv_server_get_summary(const struct gv_server *srv, struct gv_server_summary *sum);
 
 /* Server state for a checkpoint, as named sections valid until the next round: "params" and
  * "momentum" (float[shard]), "iteration" (u64), "controller" (server 0: gv_adapt_save blob).
  * n_p receives the count (at most 4). The one function that serialises server state. */
-gv_status_t gv_server_state_sections(struct gv_server *srv, struct gv_ckpt_section *sec,
-                                     size_t cap, size_t *n_p);
+gv_status_t gv_server_state_sections(struct gv_server *srv, struct gv_ckpt_section *sec, size_t cap,
+                                     size_t *n_p);
 
 #ifdef __cplusplus
 }

@@ -39,12 +39,15 @@ static gv_status_t mx_register(struct gv_server *srv, struct srv_metrics *x)
 {
     char rank[16];
     snprintf(rank, sizeof(rank), "%u", srv->rank);
-    const char *const info_labels[] = {"rank", rank, "method", gv_job_method_str(srv->job->method),
-                                       "policy", gv_dead_policy_str(srv->cfg.dead_policy), NULL};
+    const char *const info_labels[] = {"rank",   rank,
+                                       "method", gv_job_method_str(srv->job->method),
+                                       "policy", gv_dead_policy_str(srv->cfg.dead_policy),
+                                       NULL};
     struct gv_metric *info;
     gv_status_t st = mx_get(srv, GV_METRIC_GAUGE, "gravac_server_info",
                             "This server: its rank, the compression method, the dead-worker "
-                            "policy (value 1).", info_labels, &info);
+                            "policy (value 1).",
+                            info_labels, &info);
     if (st == GV_OK)
         gv_metric_set(info, 1);
 #define MX(field, type, name, help)                                                                \

@@ -46,8 +46,8 @@ gv_status_t srv_net_listen(struct gv_server *srv, const struct gv_tp_handler *h)
         return status;
     net->port = gv_tp_listener_port(net->tp, net->listener);
     snprintf(net->bind_str, sizeof(net->bind_str), "%s:%u", host ? host : "*", net->port);
-    status = gv_tp_addr_advertise(host, adv, net->port, net->advertise_str,
-                                  sizeof(net->advertise_str));
+    status =
+        gv_tp_addr_advertise(host, adv, net->port, net->advertise_str, sizeof(net->advertise_str));
     if (status != GV_OK) {
         gv_log(GV_LOG_ERROR, "server: cannot form the advertised address");
         return status;
@@ -55,8 +55,10 @@ gv_status_t srv_net_listen(struct gv_server *srv, const struct gv_tp_handler *h)
     gv_log(GV_LOG_INFO, "server %u of %u: bound %s, advertising %s (transport %s)", srv->rank,
            srv->S, net->bind_str, net->advertise_str, cl->transport);
     if (!gv_tp_has_cap(net->tp, GV_TP_CAP_DEFER_RECV)) {
-        gv_log(GV_LOG_ERROR, "server: the %s transport cannot defer a receive, which the "
-               "rank-ordered aggregation needs", cl->transport);
+        gv_log(GV_LOG_ERROR,
+               "server: the %s transport cannot defer a receive, which the "
+               "rank-ordered aggregation needs",
+               cl->transport);
         return GV_ERR_UNSUPPORTED;
     }
     return gv_cluster_publish(cl, srv->rank, net->advertise_str);
@@ -155,10 +157,13 @@ gv_status_t srv_send_welcome(struct gv_server *srv, struct srv_peer *p, uint64_t
     const struct srv_shard *sh = &srv->shard;
     struct gv_proto_msg out;
     gv_ps_link_msg(&p->link, &out, GV_PROTO_MSG_WELCOME, iter);
-    out.u.welcome = (struct gv_proto_welcome){
-        .shard_offset = sh->lo, .shard_numel = sh->n, .model_numel = sh->map.total,
-        .model_fingerprint = sh->fingerprint, .num_shards = srv->S,
-        .features = srv->cfg.secret->len > 0 ? GV_PROTO_FEAT_AUTH : 0};
+    out.u.welcome =
+        (struct gv_proto_welcome){.shard_offset = sh->lo,
+                                  .shard_numel = sh->n,
+                                  .model_numel = sh->map.total,
+                                  .model_fingerprint = sh->fingerprint,
+                                  .num_shards = srv->S,
+                                  .features = srv->cfg.secret->len > 0 ? GV_PROTO_FEAT_AUTH : 0};
     return gv_ps_link_send(&p->link, &out, NULL, 0, NULL);
 }
 

@@ -60,8 +60,7 @@ void srv_ops_forget(struct gv_server *srv, struct srv_peer *p, const char *why)
 
 static bool ops_joined(const struct gv_server *srv, const struct srv_peer *p)
 {
-    return p->kind != SRV_PEER_NEW && !p->closed && p->link.c != NULL &&
-           !ops_worker_out(srv, p) &&
+    return p->kind != SRV_PEER_NEW && !p->closed && p->link.c != NULL && !ops_worker_out(srv, p) &&
            (p->kind != SRV_PEER_COORD || p->hs.state == GV_PS_CLIENT_WELCOMED);
 }
 
@@ -92,9 +91,10 @@ static void ops_own_stall(struct gv_server *srv, uint64_t now)
     uint64_t gap = now - lv->t_tick_ns;
     if (lv->t_tick_ns == 0 || !lv->on || gap <= srv->cfg.peer_timeout_ns / 2)
         return;
-    gv_log(GV_LOG_WARN, "server %u: this process did not run for %.1f s (stopped, or the host "
-           "stalled): every peer gets a fresh %.1f s timeout", srv->rank, (double)gap * 1e-9,
-           (double)srv->cfg.peer_timeout_ns * 1e-9);
+    gv_log(GV_LOG_WARN,
+           "server %u: this process did not run for %.1f s (stopped, or the host "
+           "stalled): every peer gets a fresh %.1f s timeout",
+           srv->rank, (double)gap * 1e-9, (double)srv->cfg.peer_timeout_ns * 1e-9);
     for (uint32_t i = 0; i < srv->W + srv->S; i++)
         gv_liveness_seen(&lv->tracker, i, now);
 }

@@ -1,9 +1,9 @@
-/* round.c: one bulk-synchronous round of a server, who is in it, and (server 0) what comes next. Pushes are aggregated in
- * worker-rank order (a push that arrives before its turn is deferred by the transport); every
- * server tells server 0 which pushes it added and which workers it found dead, server 0 fixes
- * the round's members and the next round's workers (the dead-worker policy and --min-workers
- * are applied here and nowhere else) and feeds the controller, whose decision (with the
- * membership) every server applies: the average over the members, the optimizer step on the
+/* round.c: one bulk-synchronous round of a server, who is in it, and (server 0) what comes next.
+ * Pushes are aggregated in worker-rank order (a push that arrives before its turn is deferred by
+ * the transport); every server tells server 0 which pushes it added and which workers it found
+ * dead, server 0 fixes the round's members and the next round's workers (the dead-worker policy and
+ * --min-workers are applied here and nowhere else) and feeds the controller, whose decision (with
+ * the membership) every server applies: the average over the members, the optimizer step on the
  * shard, and the update (the averaged gradient, sparse when that is smaller) to every worker
  * still in the job, which applies the same step: replicas stay bitwise equal.
  * The step and the update are in update.c. Entered only from conn.c; a call that completes the
@@ -44,11 +44,11 @@ gv_status_t srv_round_init(struct gv_server *srv)
     r->memb = gv_calloc(W, 1);
     r->reports = gv_calloc((size_t)srv->S * W, 1);
     r->got_report = gv_calloc(srv->S, sizeof(bool));
-    if (!r->acc || !r->rbuf || !r->layer_norms || !r->held_norms || !r->layer_cf ||
-        !r->cur.heavy || !r->next.heavy || !r->held || !r->resync_req || !r->expected ||
-        !r->arrived || !r->dead || !r->scratch || !r->memb || !r->reports || !r->got_report) {
-        gv_log(GV_LOG_ERROR, "server: cannot allocate the buffers of a %" PRIu64
-               "-parameter shard", n);
+    if (!r->acc || !r->rbuf || !r->layer_norms || !r->held_norms || !r->layer_cf || !r->cur.heavy ||
+        !r->next.heavy || !r->held || !r->resync_req || !r->expected || !r->arrived || !r->dead ||
+        !r->scratch || !r->memb || !r->reports || !r->got_report) {
+        gv_log(GV_LOG_ERROR, "server: cannot allocate the buffers of a %" PRIu64 "-parameter shard",
+               n);
         return GV_ERR_NOMEM;
     }
     r->cur.iter = r->next.iter = UINT64_MAX;
@@ -126,11 +126,13 @@ static gv_status_t round_controller(struct gv_server *srv)
 
 /* A controller decision in the round's terms. */
 static void decide_adopt(struct gv_server *srv, struct srv_decision *dst,
-                        const struct gv_adapt_decision *d)
+                         const struct gv_adapt_decision *d)
 {
     dst->iter = d->iter;
-    dst->d = (struct gv_ps_decision){.level = d->level, .theta_min = d->theta_min,
-                                     .cf_candidate = d->cf_candidate, .cf_send = d->cf_send};
+    dst->d = (struct gv_ps_decision){.level = d->level,
+                                     .theta_min = d->theta_min,
+                                     .cf_candidate = d->cf_candidate,
+                                     .cf_send = d->cf_send};
     for (uint32_t t = 0; t < srv->shard.n_tensors; t++)
         dst->heavy[t] = d->num_layers > 0 && d->layer_cf[t] > d->theta_min;
 }
@@ -159,15 +161,17 @@ gv_status_t srv_decide_load(struct gv_server *srv)
 /* ---------------------------------------------------------------- each round */
 
 static void decide_log_change(struct gv_server *srv, const struct srv_decision *o,
-                             const struct srv_decision *n)
+                              const struct srv_decision *n)
 {
     if (o->d.level == n->d.level && o->d.cf_send == n->d.cf_send &&
         o->d.theta_min == n->d.theta_min && o->d.cf_candidate == n->d.cf_candidate)
         return;
     srv->round.cf_changes++;
-    gv_log(GV_LOG_INFO, "controller: iteration %" PRIu64 ": %s CF %g -> %s CF %g (floor %g, "
-           "candidate %g)", n->iter, gv_adapt_level_str(o->d.level), o->d.cf_send,
-           gv_adapt_level_str(n->d.level), n->d.cf_send, n->d.theta_min, n->d.cf_candidate);
+    gv_log(GV_LOG_INFO,
+           "controller: iteration %" PRIu64 ": %s CF %g -> %s CF %g (floor %g, "
+           "candidate %g)",
+           n->iter, gv_adapt_level_str(o->d.level), o->d.cf_send, gv_adapt_level_str(n->d.level),
+           n->d.cf_send, n->d.theta_min, n->d.cf_candidate);
 }
 
 static gv_status_t round_decide(struct gv_server *srv)
@@ -182,10 +186,14 @@ static gv_status_t round_decide(struct gv_server *srv)
         .iter = r->iter,
         .level = r->cur.d.level,
         .cf_sent = r->cur.d.cf_send,
-        .norm2_ef = a->g_ef, .norm2_min = a->g_min, .norm2_cand = a->g_c,
-        .t_compute = a->compute_max, .t_compress = a->compress_max,
+        .norm2_ef = a->g_ef,
+        .norm2_min = a->g_min,
+        .norm2_cand = a->g_c,
+        .t_compute = a->compute_max,
+        .t_compress = a->compress_max,
         .t_comm = GV_MAX(0.0, period - a->compute_max - a->compress_max),
-        .samples = a->samples, .num_workers = GV_MAX(1u, r->n_stats),
+        .samples = a->samples,
+        .num_workers = GV_MAX(1u, r->n_stats),
         .lr = (double)gv_optim_lr(&srv->job->optim, (int64_t)r->iter),
         .epoch_end = norms,
         .num_layers = norms ? a->n_layer_norms : 0,
@@ -194,9 +202,10 @@ static gv_status_t round_decide(struct gv_server *srv)
     struct gv_adapt_decision d = {.layer_cf = r->layer_cf, .layer_cap = srv->shard.n_tensors};
     gv_status_t status = gv_adapt_update(r->ctl, &obs, &d);
     if (status != GV_OK) {
-        srv_abort(srv, GV_ERR_INVAL, "the controller refused the statistics of iteration %" PRIu64
-                  " (||g_ef||^2 %g, loss %g: has training diverged?)", r->iter, a->g_ef,
-                  a->loss_sum / GV_MAX(1u, r->n_stats));
+        srv_abort(srv, GV_ERR_INVAL,
+                  "the controller refused the statistics of iteration %" PRIu64
+                  " (||g_ef||^2 %g, loss %g: has training diverged?)",
+                  r->iter, a->g_ef, a->loss_sum / GV_MAX(1u, r->n_stats));
         return status;
     }
     decide_adopt(srv, &r->next, &d);
@@ -213,8 +222,8 @@ static gv_status_t round_decide(struct gv_server *srv)
 
 /* ---------------------------------------------------------------- membership */
 
-void srv_memb_decide(enum gv_dead_policy policy, uint32_t min_workers, uint64_t iter,
-                     uint32_t n, const bool *expected, const bool *arrived, const bool *dead,
+void srv_memb_decide(enum gv_dead_policy policy, uint32_t min_workers, uint64_t iter, uint32_t n,
+                     const bool *expected, const bool *arrived, const bool *dead,
                      struct srv_memb_decision *d)
 {
     uint32_t n_expected = 0, n_arrived = 0, n_pending = 0, n_dead = 0;
@@ -237,8 +246,10 @@ void srv_memb_decide(enum gv_dead_policy policy, uint32_t min_workers, uint64_t 
     d->n_missing = n_expected - n_arrived - n_pending;
     if (policy == GV_DEAD_ABORT && n_dead > 0) {
         d->action = SRV_MEMB_ABORT;
-        snprintf(d->reason, sizeof(d->reason), "worker %u is dead (%u of %u expected workers "
-                 "dead) and the policy is abort", first_dead, n_dead, n_expected);
+        snprintf(d->reason, sizeof(d->reason),
+                 "worker %u is dead (%u of %u expected workers "
+                 "dead) and the policy is abort",
+                 first_dead, n_dead, n_expected);
         return;
     }
     if (n_pending > 0) {
@@ -249,24 +260,28 @@ void srv_memb_decide(enum gv_dead_policy policy, uint32_t min_workers, uint64_t 
         min_workers = 1;
     if (n_arrived < min_workers) {
         d->action = SRV_MEMB_ABORT;
-        snprintf(d->reason, sizeof(d->reason), "only %u of %u expected workers delivered (%u "
-                 "dead); at least %u needed", n_arrived, n_expected, d->n_missing, min_workers);
+        snprintf(d->reason, sizeof(d->reason),
+                 "only %u of %u expected workers delivered (%u "
+                 "dead); at least %u needed",
+                 n_arrived, n_expected, d->n_missing, min_workers);
         return;
     }
     d->n_next = n_expected - n_dead;
     if (d->n_next < min_workers) {
         d->action = SRV_MEMB_TOO_FEW;
-        snprintf(d->reason, sizeof(d->reason), "only %u of %u workers are left after iteration %"
-                 PRIu64 " and at least %u are needed (--min-workers)", d->n_next, n, iter,
-                 min_workers);
+        snprintf(d->reason, sizeof(d->reason),
+                 "only %u of %u workers are left after iteration %" PRIu64
+                 " and at least %u are needed (--min-workers)",
+                 d->n_next, n, iter, min_workers);
         return;
     }
     d->action = SRV_MEMB_COMPLETE;
     d->n_average = n_arrived;
     if (d->n_missing > 0)
-        snprintf(d->reason, sizeof(d->reason), "continuing without %u dead worker%s (first: "
-                 "worker %u); averaging over %u", d->n_missing, d->n_missing == 1 ? "" : "s",
-                 first_missing, n_arrived);
+        snprintf(d->reason, sizeof(d->reason),
+                 "continuing without %u dead worker%s (first: "
+                 "worker %u); averaging over %u",
+                 d->n_missing, d->n_missing == 1 ? "" : "s", first_missing, n_arrived);
 }
 
 /* Worker p is out of the job from the next round on. */
@@ -282,8 +297,10 @@ static void round_drop(struct gv_server *srv, struct srv_peer *p, const char *wh
 static void round_dropped(struct gv_server *srv, struct srv_peer *p)
 {
     round_drop(srv, p, "dropped by server 0");
-    gv_log(GV_LOG_WARN, "server %u: %s is out of the job from iteration %" PRIu64 " on (another "
-           "server found it dead)", srv->rank, p->name, srv->round.iter + 1);
+    gv_log(GV_LOG_WARN,
+           "server %u: %s is out of the job from iteration %" PRIu64 " on (another "
+           "server found it dead)",
+           srv->rank, p->name, srv->round.iter + 1);
     srv_send_evict(srv, p, srv->round.iter,
                    "another server found this worker dead: the job goes on without it");
 }
@@ -344,8 +361,8 @@ static enum srv_round_event round_next(struct gv_server *srv)
 enum srv_round_event srv_round_try_open(struct gv_server *srv, bool hold)
 {
     struct srv_round *r = &srv->round;
-    if (srv->end.state != SRV_RUNNING || r->phase != SRV_ROUND_WAIT_OPEN ||
-        !srv->start.settled || hold)
+    if (srv->end.state != SRV_RUNNING || r->phase != SRV_ROUND_WAIT_OPEN || !srv->start.settled ||
+        hold)
         return SRV_ROUND_BUSY;
     for (uint32_t w = 0; w < srv->W; w++) {
         const struct srv_peer *p = srv->net.workers[w];
@@ -393,8 +410,8 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
     p->deferred = false;
     bool dense;
     char why[300];
-    if (gv_ps_push_check(m, payload_len, srv->rank, srv->shard.n, &r->cur.d, r->rcap, &dense,
-                         why, sizeof(why)) != GV_OK) {
+    if (gv_ps_push_check(m, payload_len, srv->rank, srv->shard.n, &r->cur.d, r->rcap, &dense, why,
+                         sizeof(why)) != GV_OK) {
         gv_log(GV_LOG_WARN, "server %u: %s pushed a malformed gradient: %s", srv->rank, p->name,
                why);
         return GV_ERR_PROTO;
@@ -535,8 +552,8 @@ static enum srv_round_event round_maybe_decide(struct gv_server *srv)
     memset(r->got_report, 0, srv->S * sizeof(bool));
     r->n_reports = 0;
     struct srv_memb_decision d;
-    srv_memb_decide(srv->cfg.dead_policy, srv->cfg.min_workers, r->iter, W, r->expected, arr,
-                    dead, &d);
+    srv_memb_decide(srv->cfg.dead_policy, srv->cfg.min_workers, r->iter, W, r->expected, arr, dead,
+                    &d);
     if (d.action == SRV_MEMB_TOO_FEW) {
         srv_abort(srv, GV_ERR_CLOSED, "%s", d.reason);
         return SRV_ROUND_BUSY;
@@ -550,9 +567,11 @@ static enum srv_round_event round_maybe_decide(struct gv_server *srv)
         gv_log(GV_LOG_WARN, "server 0: iteration %" PRIu64 ": %s", r->iter, d.reason);
     for (uint32_t w = 0; w < W; w++)
         if (arr[w] && !r->arrived[w])
-            gv_log(GV_LOG_WARN, "server 0: iteration %" PRIu64 ": worker %u's push reached some "
+            gv_log(GV_LOG_WARN,
+                   "server 0: iteration %" PRIu64 ": worker %u's push reached some "
                    "servers only: it counts in the average (over %u), as a zero gradient where "
-                   "it is missing", r->iter, w, d.n_average);
+                   "it is missing",
+                   r->iter, w, d.n_average);
     for (uint32_t w = 0; w < W; w++) {
         bool next = r->expected[w] && !dead[w];
         if (r->expected[w] && !next) {
@@ -631,8 +650,9 @@ enum srv_round_event srv_round_on_report(struct gv_server *srv, const struct srv
     if (m->n_segs != 1 || m->iteration != r->iter || r->got_report[p->rank] ||
         gv_ps_memb_check(r->reports + (size_t)p->rank * srv->W, srv->W,
                          GV_PS_MEMB_ARRIVED | GV_PS_MEMB_DEAD) != GV_OK) {
-        srv_abort(srv, GV_ERR_PROTO, "%s sent a malformed membership for iteration %" PRIu64
-                  " during round %" PRIu64, p->name, m->iteration, r->iter);
+        srv_abort(srv, GV_ERR_PROTO,
+                  "%s sent a malformed membership for iteration %" PRIu64 " during round %" PRIu64,
+                  p->name, m->iteration, r->iter);
         return SRV_ROUND_BUSY;
     }
     r->got_report[p->rank] = true;
@@ -657,15 +677,17 @@ enum srv_round_event srv_round_on_decision(struct gv_server *srv, const struct g
     }
     if (m->iteration != r->iter + 1 || r->next.iter == m->iteration) {
         char text[200];
-        snprintf(text, sizeof(text), "server 0 sent a decision for iteration %" PRIu64
-                 " during round %" PRIu64, m->iteration, r->iter);
+        snprintf(text, sizeof(text),
+                 "server 0 sent a decision for iteration %" PRIu64 " during round %" PRIu64,
+                 m->iteration, r->iter);
         srv_abort_now(srv, GV_ERR_PROTO, false, text);
         return SRV_ROUND_BUSY;
     }
     r->next.iter = m->iteration;
     gv_ps_decision_from_proto(&m->u.decision, &r->next.d);
     if (r->phase != SRV_ROUND_WAIT_DECISION) {
-        srv_abort_now(srv, GV_ERR_PROTO, false, "server 0 sent the decision of an iteration this "
+        srv_abort_now(srv, GV_ERR_PROTO, false,
+                      "server 0 sent the decision of an iteration this "
                       "server has not aggregated");
         return SRV_ROUND_BUSY;
     }
@@ -674,7 +696,8 @@ enum srv_round_event srv_round_on_decision(struct gv_server *srv, const struct g
         uint8_t b = r->memb[w];
         bool next = (b & GV_PS_MEMB_NEXT) != 0;
         if ((r->arrived[w] && !(b & GV_PS_MEMB_ARRIVED)) || (next && !r->expected[w])) {
-            srv_abort_now(srv, GV_ERR_PROTO, false, "server 0's membership of the round "
+            srv_abort_now(srv, GV_ERR_PROTO, false,
+                          "server 0's membership of the round "
                           "contradicts this server's (worker pushed here, or rejoined)");
             return SRV_ROUND_BUSY;
         }
@@ -712,22 +735,25 @@ enum srv_round_event srv_round_worker_dead(struct gv_server *srv, struct srv_pee
         started = srv->net.workers[w] != NULL && srv->net.workers[w]->synced;
     if (srv->end.state != SRV_RUNNING || srv->cfg.dead_policy != GV_DEAD_CONTINUE || !started) {
         /* the abort policy, or start-up: a job starts with every one of its workers */
-        srv_abort(srv, GV_ERR_CLOSED, "%s is dead: %s; the dead-worker policy is %s", p->name,
-                  why, srv->cfg.dead_policy != GV_DEAD_CONTINUE
-                           ? "abort"
-                           : "continue, but training had not started");
+        srv_abort(srv, GV_ERR_CLOSED, "%s is dead: %s; the dead-worker policy is %s", p->name, why,
+                  srv->cfg.dead_policy != GV_DEAD_CONTINUE
+                      ? "abort"
+                      : "continue, but training had not started");
         return SRV_ROUND_BUSY;
     }
     round_drop(srv, p, why);
     uint32_t left = 0;
     for (uint32_t w = 0; w < srv->W; w++)
         left += srv_round_member(srv, w) && srv->net.workers[w] != NULL;
-    gv_log(GV_LOG_WARN, "server %u: %s is dead at iteration %" PRIu64 ": %s; continuing without it "
-           "(dead-worker policy continue, %u of %u workers left)", srv->rank, p->name, r->iter,
-           why, left, srv->W);
+    gv_log(GV_LOG_WARN,
+           "server %u: %s is dead at iteration %" PRIu64 ": %s; continuing without it "
+           "(dead-worker policy continue, %u of %u workers left)",
+           srv->rank, p->name, r->iter, why, left, srv->W);
     char text[300];
-    snprintf(text, sizeof(text), "server %u declared worker %u dead (%.200s): the job goes on "
-             "without it", srv->rank, p->rank, why);
+    snprintf(text, sizeof(text),
+             "server %u declared worker %u dead (%.200s): the job goes on "
+             "without it",
+             srv->rank, p->rank, why);
     srv_send_evict(srv, p, r->iter, text);
     if (r->phase == SRV_ROUND_OPEN && p->rank == r->next_rank)
         return round_next(srv);

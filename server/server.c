@@ -98,9 +98,10 @@ gv_status_t gv_server_create(const struct gv_server_config *cfg, struct gv_serve
     }
     char b[32];
     gv_ps_fmt_bytes((double)srv->shard.n * 4.0, b, sizeof(b));
-    gv_log(GV_LOG_INFO, "server %u: shard [%" PRIu64 ", %" PRIu64 ") of %" PRIu64
-           " parameters (%s), %u workers, method %s, dead-worker policy %s", srv->rank,
-           srv->shard.lo, srv->shard.lo + srv->shard.n, srv->shard.map.total, b, srv->W,
+    gv_log(GV_LOG_INFO,
+           "server %u: shard [%" PRIu64 ", %" PRIu64 ") of %" PRIu64
+           " parameters (%s), %u workers, method %s, dead-worker policy %s",
+           srv->rank, srv->shard.lo, srv->shard.lo + srv->shard.n, srv->shard.map.total, b, srv->W,
            gv_job_method_str(srv->job->method), gv_dead_policy_str(srv->cfg.dead_policy));
     *srv_p = srv;
     return GV_OK;
@@ -129,8 +130,10 @@ static void srv_check_handshakes(struct gv_server *srv, uint64_t now)
     for (struct srv_peer *p = srv->net.peers; p != NULL; p = p->next)
         if (p->kind == SRV_PEER_NEW && !p->closed && p->link.c != NULL &&
             now - p->t_accept_ns > srv->cfg.handshake_timeout_ns) {
-            gv_log(GV_LOG_WARN, "server %u: %s did not complete the handshake within %.1f s; "
-                   "closed", srv->rank, p->name, (double)srv->cfg.handshake_timeout_ns * 1e-9);
+            gv_log(GV_LOG_WARN,
+                   "server %u: %s did not complete the handshake within %.1f s; "
+                   "closed",
+                   srv->rank, p->name, (double)srv->cfg.handshake_timeout_ns * 1e-9);
             srv_peer_close(p);
         }
 }
@@ -171,8 +174,10 @@ static int srv_tick(struct gv_server *srv, volatile int *stop, bool *signalled,
     if (stop != NULL && *stop && !*signalled) {
         *signalled = true;
         char why[80];
-        snprintf(why, sizeof(why), "received %s", *stop == SIGINT ? "SIGINT" : *stop ==
-                 SIGTERM ? "SIGTERM" : "a signal");
+        snprintf(why, sizeof(why), "received %s",
+                 *stop == SIGINT    ? "SIGINT"
+                 : *stop == SIGTERM ? "SIGTERM"
+                                    : "a signal");
         srv_stop(srv, why);
     }
     srv_check_handshakes(srv, now);
@@ -188,8 +193,8 @@ static int srv_tick(struct gv_server *srv, volatile int *stop, bool *signalled,
     size_t n_silent;
     int timeout_ms = srv_ops_tick(srv, now, silent, GV_ARRAY_LEN(silent), &n_silent);
     for (size_t i = 0; i < n_silent; i++)
-        srv_conn_worker_silent(srv, silent[i], gv_liveness_why(&srv->live.tracker,
-                                                                silent[i]->rank));
+        srv_conn_worker_silent(srv, silent[i],
+                               gv_liveness_why(&srv->live.tracker, silent[i]->rank));
     srv_end_tick(srv, now);
     srv_metrics_tick(srv, now);
     if (srv_ckpt_busy(srv))
@@ -204,8 +209,7 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
     srv->start.t_start_ns = gv_now_ns();
     srv->end.state = SRV_STARTING;
     if (srv->rank > 0) {
-        gv_status_t status =
-            srv_conn_coord(srv, srv->start.t_start_ns + srv->cl->connect_timeout);
+        gv_status_t status = srv_conn_coord(srv, srv->start.t_start_ns + srv->cl->connect_timeout);
         if (status != GV_OK) {
             srv->end.state = SRV_ABORTED;
             return status;
@@ -231,8 +235,9 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
         if (gv_tp_progress(srv->net.tp, 20) < 0)
             break;
     if (srv->end.state == SRV_DONE) {
-        gv_log(GV_LOG_INFO, "server %u: job finished after %" PRIu64 " iterations (at iteration %"
-               PRIu64 ")", srv->rank, srv->round.done, srv->round.iter);
+        gv_log(GV_LOG_INFO,
+               "server %u: job finished after %" PRIu64 " iterations (at iteration %" PRIu64 ")",
+               srv->rank, srv->round.done, srv->round.iter);
         srv->end.result = GV_OK;
         srv->end.final_ok = srv->start.settled;
     }

@@ -48,8 +48,8 @@ static void print_summary(const struct gv_server *srv, uint64_t rss0)
     gv_ps_fmt_bytes((double)s.bound_rss, b, sizeof(b));
     gv_ps_fmt_bytes((double)s.shard_numel * 4.0, c, sizeof(c));
     gv_ps_fmt_bytes((double)rss0, d, sizeof(d));
-    printf("summary: peak RSS %s (%s at start); bound 4 x shard (%s) + 64 MiB = %s: %s\n", a, d,
-           c, b, s.peak_rss <= s.bound_rss ? "within" : "EXCEEDED");
+    printf("summary: peak RSS %s (%s at start); bound 4 x shard (%s) + 64 MiB = %s: %s\n", a, d, c,
+           b, s.peak_rss <= s.bound_rss ? "within" : "EXCEEDED");
     printf("summary: workers left %u of %u; %s; %" PRIu64 " checkpoints written%s", s.workers_left,
            s.num_workers, s.resumed_from ? "resumed" : "fresh start", s.ckpt_written,
            s.ckpt_written ? ", the last of iteration " : "");
@@ -69,7 +69,8 @@ int main(int argc, char **argv)
     static const char *const others[] = {"worker", "launch", NULL};
     struct gv_cfg_spec spec = {.program = "gravac-server",
                                .summary = "one shard of the gravac parameter server",
-                               .section = "server", .other_sections = others};
+                               .section = "server",
+                               .other_sections = others};
     struct gv_cfg *cfg = NULL;
     int rc = gv_ps_options_load(&o, &spec, NULL, argc, argv, &cfg);
     if (rc >= 0)
@@ -92,7 +93,9 @@ int main(int argc, char **argv)
     rc = 1;
     gv_log(GV_LOG_INFO, "gravac-server %u of %u (rank from %s), %u workers", o.cl.my_rank,
            o.cl.n_servers, o.cl.rank_source, o.cl.n_workers);
-    struct gv_server_config sc = {.job = &o.job, .cluster = &o.cl, .secret = secret,
+    struct gv_server_config sc = {.job = &o.job,
+                                  .cluster = &o.cl,
+                                  .secret = secret,
                                   .handshake_timeout_ns = o.oc.handshake_timeout,
                                   .decision_log = o.so.decision_log,
                                   .heartbeat_interval_ns = o.oc.heartbeat_interval,
@@ -105,8 +108,8 @@ int main(int argc, char **argv)
                                   .checkpoint_fallback = o.os.checkpoint_fallback,
                                   .metrics_addr = o.os.metrics_addr};
     if ((uint32_t)o.os.min_workers > o.cl.n_workers) {
-        gv_log(GV_LOG_ERROR, "--min-workers %d is more than the job's %u workers",
-               o.os.min_workers, o.cl.n_workers);
+        gv_log(GV_LOG_ERROR, "--min-workers %d is more than the job's %u workers", o.os.min_workers,
+               o.cl.n_workers);
         rc = 2;
         goto out;
     }
@@ -138,8 +141,10 @@ int main(int argc, char **argv)
     rc = sum.refused ? 2 : sum.stopped ? 3 : status == GV_OK ? 0 : 1;
     if (rc != 0)
         gv_log(rc == 3 ? GV_LOG_WARN : GV_LOG_ERROR, "gravac-server %u: exit status %d (%s)%s",
-               o.cl.my_rank, rc, rc == 2 ? "refused: fix the configuration or the checkpoints"
-               : rc == 3 ? "stopped on request" : "the job failed",
+               o.cl.my_rank, rc,
+               rc == 2   ? "refused: fix the configuration or the checkpoints"
+               : rc == 3 ? "stopped on request"
+                         : "the job failed",
                sum.ckpt_written > 0 ? "; a restart resumes from the last checkpoint" : "");
 out:
     gv_server_destroy(srv);

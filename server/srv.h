@@ -32,10 +32,10 @@
 /* ================================================================ peers (net.c) */
 
 enum srv_peer_kind {
-    SRV_PEER_NEW = 0,  /* accepted, handshake running */
-    SRV_PEER_WORKER,   /* a welcomed worker */
-    SRV_PEER_SERVER,   /* server 0: a welcomed server 1..S-1 */
-    SRV_PEER_COORD,    /* servers 1..S-1: our connection to server 0 */
+    SRV_PEER_NEW = 0, /* accepted, handshake running */
+    SRV_PEER_WORKER,  /* a welcomed worker */
+    SRV_PEER_SERVER,  /* server 0: a welcomed server 1..S-1 */
+    SRV_PEER_COORD,   /* servers 1..S-1: our connection to server 0 */
 };
 
 struct srv_peer {
@@ -44,22 +44,22 @@ struct srv_peer {
     enum srv_peer_kind kind;
     enum gv_proto_role hello_role; /* NEW peers: the role their HELLO claimed */
     uint32_t rank;
-    char name[96];          /* "worker 2 (127.0.0.1:40312)" */
+    char name[96];              /* "worker 2 (127.0.0.1:40312)" */
     struct gv_ps_server_hs shs; /* server side of the handshake (NEW peers) */
     struct gv_ps_client_hs hs;  /* COORD: our client side */
-    struct gv_ps_rx rx;     /* the header of the message being received (decoded once) */
+    struct gv_ps_rx rx;         /* the header of the message being received (decoded once) */
     uint64_t t_accept_ns;
-    uint64_t hello_iter;    /* SERVER peers: the newest checkpoint iteration its HELLO named */
-    bool synced;            /* worker: initial model and decision sent (start.c) */
-    bool bye;               /* said BYE */
-    bool bye_sent;          /* we said BYE to it */
-    bool close_after_send;  /* a REFUSE or an eviction is in flight: close when it has left */
-    bool closed;            /* on_close ran */
-    bool deferred;          /* WORKER: its push waits for its turn, unread; its heartbeats wait
-                               behind it, so its silence is not held against it meanwhile */
-    uint64_t seen_bytes;    /* conn bytes_recv at the last liveness tick (ops.c) */
-    uint64_t t_seen_ns;     /* when it was last heard from (a message or bytes) */
-    struct srv_peer *next;  /* in net.peers */
+    uint64_t hello_iter;   /* SERVER peers: the newest checkpoint iteration its HELLO named */
+    bool synced;           /* worker: initial model and decision sent (start.c) */
+    bool bye;              /* said BYE */
+    bool bye_sent;         /* we said BYE to it */
+    bool close_after_send; /* a REFUSE or an eviction is in flight: close when it has left */
+    bool closed;           /* on_close ran */
+    bool deferred;         /* WORKER: its push waits for its turn, unread; its heartbeats wait
+                              behind it, so its silence is not held against it meanwhile */
+    uint64_t seen_bytes;   /* conn bytes_recv at the last liveness tick (ops.c) */
+    uint64_t t_seen_ns;    /* when it was last heard from (a message or bytes) */
+    struct srv_peer *next; /* in net.peers */
 };
 
 struct srv_net {
@@ -82,10 +82,10 @@ struct srv_shard {
     size_t *numel;
     uint32_t n_tensors;
     struct gv_shard_map map;
-    uint64_t lo, n;       /* shard [lo, lo + n) of the flat vector */
+    uint64_t lo, n; /* shard [lo, lo + n) of the flat vector */
     uint64_t fingerprint;
-    float *params;        /* float[n] */
-    float *momentum;      /* float[n] */
+    float *params;   /* float[n] */
+    float *momentum; /* float[n] */
 };
 
 /* ================================================================ how the job ends (end.c) */
@@ -93,7 +93,7 @@ struct srv_shard {
 enum srv_state {
     SRV_STARTING = 0, /* peers joining, model not seeded yet */
     SRV_RUNNING,
-    SRV_ENDING,       /* BYE sent to the workers, waiting for them to leave */
+    SRV_ENDING, /* BYE sent to the workers, waiting for them to leave */
     SRV_DONE,
     SRV_ABORTED,
 };
@@ -105,9 +105,9 @@ struct srv_end {
     bool abort_requested; /* s > 0: asked server 0 to end the job, waiting for its ERROR */
     uint64_t abort_deadline;
     gv_status_t abort_status;
-    bool stopped;         /* ended on request (signal or a peer's stop request) */
-    bool refused;         /* a checkpoint was refused: the job cannot start */
-    bool final_ok;        /* the state at the end is a consistent cut with server 0's */
+    bool stopped;  /* ended on request (signal or a peer's stop request) */
+    bool refused;  /* a checkpoint was refused: the job cannot start */
+    bool final_ok; /* the state at the end is a consistent cut with server 0's */
 };
 
 /* ================================================================ liveness (ops.c) */
@@ -115,16 +115,16 @@ struct srv_end {
 struct srv_live {
     struct gv_liveness tracker; /* workers 0..W-1, servers W..W+S-1; when peer_timeout > 0 */
     bool on;
-    uint64_t t_tick_ns;   /* the last tick (a long gap: this process stalled) */
+    uint64_t t_tick_ns; /* the last tick (a long gap: this process stalled) */
 };
 
 /* ================================================================ joining (start.c) */
 
 struct srv_start {
     uint64_t t_start_ns;
-    bool seeded;          /* the shard holds a model (worker 0's seed, or a checkpoint) */
-    uint64_t seed_got;    /* elements of the seed model received */
-    bool settled;         /* the starting iteration is agreed by every server */
+    bool seeded;       /* the shard holds a model (worker 0's seed, or a checkpoint) */
+    uint64_t seed_got; /* elements of the seed model received */
+    bool settled;      /* the starting iteration is agreed by every server */
 };
 
 /* ================================================================ the round (round.c) */
@@ -148,9 +148,9 @@ enum srv_round_event {
 /* A decision and, for Accordion, the per-tensor level (0 light, 1 heavy). The level is
  * adapt/'s: the wire's enum appears only where a message is encoded or decoded. */
 struct srv_decision {
-    uint64_t iter;      /* the iteration it applies to; UINT64_MAX: none */
+    uint64_t iter; /* the iteration it applies to; UINT64_MAX: none */
     struct gv_ps_decision d;
-    uint8_t *heavy;     /* uint8[n_tensors] (Accordion), else NULL */
+    uint8_t *heavy; /* uint8[n_tensors] (Accordion), else NULL */
 };
 
 /* Per-round aggregates of the workers' statistics (server 0). */
@@ -159,7 +159,7 @@ struct srv_agg {
     double compute_max, compress_max;
     double loss_sum;
     uint64_t samples;
-    bool epoch_end;        /* worker 0's push carried layer norms */
+    bool epoch_end; /* worker 0's push carried layer norms */
     uint32_t n_layer_norms;
 };
 
@@ -173,63 +173,63 @@ struct srv_held {
 };
 
 struct srv_round {
-    uint64_t iter;        /* the round in progress */
+    uint64_t iter; /* the round in progress */
     enum srv_round_phase phase;
-    uint32_t next_rank;   /* the next push to aggregate */
+    uint32_t next_rank; /* the next push to aggregate */
     struct srv_decision cur, next;
     struct srv_agg agg;
-    float *acc;           /* float[n]: the round's sum, then average, then the update values */
-    uint8_t *rbuf;        /* receive buffer (one push at a time), then the update's indices */
+    float *acc;    /* float[n]: the round's sum, then average, then the update values */
+    uint8_t *rbuf; /* receive buffer (one push at a time), then the update's indices */
     size_t rcap;
-    double *layer_norms;  /* [n_tensors], worker 0's epoch-end norms (Accordion) */
-    double *held_norms;   /* [n_tensors], the same from worker 0's held empty push */
+    double *layer_norms;   /* [n_tensors], worker 0's epoch-end norms (Accordion) */
+    double *held_norms;    /* [n_tensors], the same from worker 0's held empty push */
     struct srv_held *held; /* [W] */
-    bool *resync_req;     /* [W] the worker asked for a full model (checksum mismatch) */
-    uint64_t recv, sent;  /* bytes of the round so far */
-    uint64_t done;        /* rounds completed */
+    bool *resync_req;      /* [W] the worker asked for a full model (checksum mismatch) */
+    uint64_t recv, sent;   /* bytes of the round so far */
+    uint64_t done;         /* rounds completed */
     uint64_t cf_changes;
     struct gv_ps_bytes bytes;
     uint64_t t_first_ns, t_last_ns; /* the first round's start, the last one's end */
-    uint64_t t_prev_all_ns; /* server 0: when the previous round's pushes were all in */
+    uint64_t t_prev_all_ns;         /* server 0: when the previous round's pushes were all in */
 
     /* membership (docs/operations.md "dead workers"): the round alone decides it */
-    bool *expected;       /* [W] workers expected in this round (agreed: server 0 decides) */
-    bool *arrived;        /* [W] their push was added here this round */
-    bool *dead;           /* [W] declared dead, or dropped by server 0: out of the job */
+    bool *expected; /* [W] workers expected in this round (agreed: server 0 decides) */
+    bool *arrived;  /* [W] their push was added here this round */
+    bool *dead;     /* [W] declared dead, or dropped by server 0: out of the job */
     uint32_t n_dead;
-    uint8_t *memb;        /* [W] server 0: the DECISION's membership bytes (borrowed by the
-                             sends until the next round); s > 0: the STATS payload, then the
-                             DECISION's received membership */
-    uint8_t *reports;     /* server 0: [S x W] the STATS membership of each server */
-    bool *got_report;     /* server 0: [S] STATS of this round received */
+    uint8_t *memb;    /* [W] server 0: the DECISION's membership bytes (borrowed by the
+                         sends until the next round); s > 0: the STATS payload, then the
+                         DECISION's received membership */
+    uint8_t *reports; /* server 0: [S x W] the STATS membership of each server */
+    bool *got_report; /* server 0: [S] STATS of this round received */
     uint32_t n_reports;
-    uint32_t n_avg;       /* the round's divisor: workers counted in the average */
-    uint32_t n_stats;     /* server 0: pushes whose statistics reached the controller */
-    bool *scratch;        /* [2W] server 0: the round's merged arrivals and deaths */
+    uint32_t n_avg;   /* the round's divisor: workers counted in the average */
+    uint32_t n_stats; /* server 0: pushes whose statistics reached the controller */
+    bool *scratch;    /* [2W] server 0: the round's merged arrivals and deaths */
 
     /* server 0: the controller */
     struct gv_adapt *ctl;
     FILE *declog;
-    double *layer_cf;     /* [n_tensors] scratch for Accordion decisions */
+    double *layer_cf; /* [n_tensors] scratch for Accordion decisions */
 };
 
 /* ================================================================ checkpoints (ckpt.c) */
 
 struct srv_ckpt {
     bool on;
-    uint64_t resumed_from;   /* iteration resumed from (0: fresh) */
-    uint64_t own;            /* the newest checkpoint found at start (0: none) */
-    uint64_t last_iter;      /* last written (or resumed from) */
+    uint64_t resumed_from; /* iteration resumed from (0: fresh) */
+    uint64_t own;          /* the newest checkpoint found at start (0: none) */
+    uint64_t last_iter;    /* last written (or resumed from) */
     uint64_t written;
     pthread_t th;
-    atomic_int busy;         /* 1 while the writer thread runs, 2 when it finished */
+    atomic_int busy; /* 1 while the writer thread runs, 2 when it finished */
     bool joinable;
     gv_status_t status;
     uint64_t iter, t0;
-    uint64_t state_iter;     /* gv_server_state_sections' "iteration" */
+    uint64_t state_iter; /* gv_server_state_sections' "iteration" */
     struct gv_ckpt_section sec[4];
     size_t n_sec;
-    void *ctl_blob;          /* the controller's saved state */
+    void *ctl_blob; /* the controller's saved state */
     size_t ctl_blob_len;
 };
 
@@ -358,13 +358,13 @@ enum srv_memb_action {
 };
 struct srv_memb_decision {
     enum srv_memb_action action;
-    uint32_t n_average;  /* COMPLETE: how many gradients to average over */
-    uint32_t n_missing;  /* expected workers that are dead and did not arrive */
-    uint32_t n_next;     /* COMPLETE: workers expected in the next round */
-    char reason[160];    /* ABORT: for the log; COMPLETE with missing workers: which */
+    uint32_t n_average; /* COMPLETE: how many gradients to average over */
+    uint32_t n_missing; /* expected workers that are dead and did not arrive */
+    uint32_t n_next;    /* COMPLETE: workers expected in the next round */
+    char reason[160];   /* ABORT: for the log; COMPLETE with missing workers: which */
 };
-void srv_memb_decide(enum gv_dead_policy policy, uint32_t min_workers, uint64_t iter,
-                     uint32_t n, const bool *expected, const bool *arrived, const bool *dead,
+void srv_memb_decide(enum gv_dead_policy policy, uint32_t min_workers, uint64_t iter, uint32_t n,
+                     const bool *expected, const bool *arrived, const bool *dead,
                      struct srv_memb_decision *d);
 
 /* round.c, server 0: the controller's decision in force into round.cur (at create, after

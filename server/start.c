@@ -55,7 +55,8 @@ void srv_start_settle(struct gv_server *srv)
     }
     if (some >= 0 && none >= 0) {
         char text[300];
-        snprintf(text, sizeof(text), "checkpoints exist for some servers only: server %d has one "
+        snprintf(text, sizeof(text),
+                 "checkpoints exist for some servers only: server %d has one "
                  "(iteration %" PRIu64 "), server %d has none in its --checkpoint-dir; restore the "
                  "missing files, or move every server's checkpoints away to start from scratch",
                  some, some == 0 ? own : srv->net.servers[some]->hello_iter, none);
@@ -65,14 +66,17 @@ void srv_start_settle(struct gv_server *srv)
     }
     if (c != r->iter && srv_ckpt_resume_at(srv, c) != GV_OK) {
         srv->end.refused = true;
-        srv_abort_now(srv, GV_ERR_PROTO, false, "cannot resume from the iteration every server "
+        srv_abort_now(srv, GV_ERR_PROTO, false,
+                      "cannot resume from the iteration every server "
                       "holds a checkpoint of (see above)");
         return;
     }
     srv->start.settled = true;
     if (c > 0)
-        gv_log(GV_LOG_INFO, "server 0: the job resumes from iteration %" PRIu64 " (the newest "
-               "checkpoint every server holds)", c);
+        gv_log(GV_LOG_INFO,
+               "server 0: the job resumes from iteration %" PRIu64 " (the newest "
+               "checkpoint every server holds)",
+               c);
     for (uint32_t w = 0; w < srv->W; w++)
         r->memb[w] = r->expected[w] ? GV_PS_MEMB_NEXT : 0;
     for (uint32_t s = 1; s < srv->S; s++) {
@@ -132,11 +136,12 @@ void srv_start_coord_welcomed(struct gv_server *srv, struct srv_peer *p)
     if (w->model_fingerprint != sh->fingerprint || w->model_numel != sh->map.total ||
         w->num_shards != srv->S) {
         char text[200];
-        snprintf(text, sizeof(text), "model fingerprint mismatch: server %u has %016" PRIx64
-                 " (%" PRIu64 " parameters, %u shards), server 0 has %016" PRIx64 " (%" PRIu64
-                 ", %u): the model, optimizer or compression options differ", srv->rank,
-                 sh->fingerprint, sh->map.total, srv->S, w->model_fingerprint, w->model_numel,
-                 w->num_shards);
+        snprintf(text, sizeof(text),
+                 "model fingerprint mismatch: server %u has %016" PRIx64 " (%" PRIu64
+                 " parameters, %u shards), server 0 has %016" PRIx64 " (%" PRIu64
+                 ", %u): the model, optimizer or compression options differ",
+                 srv->rank, sh->fingerprint, sh->map.total, srv->S, w->model_fingerprint,
+                 w->model_numel, w->num_shards);
         struct gv_proto_msg m;
         gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_REFUSE, 0);
         m.u.refuse.code = GV_PROTO_REFUSE_MODEL;
@@ -148,7 +153,8 @@ void srv_start_coord_welcomed(struct gv_server *srv, struct srv_peer *p)
     uint64_t c = p->hs.iteration;
     if (c != srv->round.iter && srv_ckpt_resume_at(srv, c) != GV_OK) {
         srv->end.refused = true;
-        srv_abort_now(srv, GV_ERR_PROTO, false, "cannot resume from the iteration server 0 chose "
+        srv_abort_now(srv, GV_ERR_PROTO, false,
+                      "cannot resume from the iteration server 0 chose "
                       "(see above)");
         return;
     }
@@ -188,8 +194,8 @@ void srv_start_seed_done(struct gv_server *srv, const struct gv_proto_msg *m)
     if (st->seed_got < srv->shard.n)
         return;
     st->seeded = true;
-    gv_log(GV_LOG_INFO, "server %u: model seeded by worker 0 (checksum %016" PRIx64 ")",
-           srv->rank, gv_ps_checksum(srv->shard.params, srv->shard.n));
+    gv_log(GV_LOG_INFO, "server %u: model seeded by worker 0 (checksum %016" PRIx64 ")", srv->rank,
+           gv_ps_checksum(srv->shard.params, srv->shard.n));
     srv_start_sync_workers(srv);
 }
 

@@ -7,13 +7,12 @@
 #include <inttypes.h>
 #include <string.h>
 
-
 /* Builds the update payload. The averaged gradient is sent at the positions whose bit pattern
  * is not +0.0 (what a worker's zeroed buffer does not already hold), so the worker rebuilds
  * the server's vector bit for bit. Sparse while that is smaller (at most half the entries:
  * the indices go to the end of rbuf, the values are compacted into acc), else dense. */
-static gv_status_t update_build(struct gv_server *srv, struct gv_proto_msg *m,
-                                      struct gv_iov *pl, int *npl)
+static gv_status_t update_build(struct gv_server *srv, struct gv_proto_msg *m, struct gv_iov *pl,
+                                int *npl)
 {
     struct srv_round *r = &srv->round;
     uint64_t n = srv->shard.n;
@@ -38,11 +37,11 @@ static gv_status_t update_build(struct gv_server *srv, struct gv_proto_msg *m,
             acc[j] = acc[i]; /* j <= i: in place, front to back */
             j++;
         }
-    struct gv_sparse sp = {.idx = idx, .val = acc, .cap = (uint32_t)c, .count = (uint32_t)c,
-                           .n = (uint32_t)n};
+    struct gv_sparse sp = {
+        .idx = idx, .val = acc, .cap = (uint32_t)c, .count = (uint32_t)c, .n = (uint32_t)n};
     struct gv_sparse_layout info;
-    gv_status_t status = gv_sparse_encode(&sp, GV_VAL_F32, GV_IDX_AUTO, r->rbuf, idx_off,
-                                          acc + c, 4 * c, &info);
+    gv_status_t status =
+        gv_sparse_encode(&sp, GV_VAL_F32, GV_IDX_AUTO, r->rbuf, idx_off, acc + c, 4 * c, &info);
     if (status != GV_OK)
         return status;
     (void)gv_ps_sparse_segs(m, &info);
@@ -53,7 +52,7 @@ static gv_status_t update_build(struct gv_server *srv, struct gv_proto_msg *m,
 }
 
 static void update_decision_copy(struct gv_server *srv, struct srv_decision *dst,
-                                const struct srv_decision *src)
+                                 const struct srv_decision *src)
 {
     dst->iter = src->iter;
     dst->d = src->d;
@@ -115,12 +114,11 @@ enum srv_round_event srv_update_apply(struct gv_server *srv)
     gv_ps_bytes_add(&r->bytes, r->cur.d.cf_send, r->sent, r->recv, 0);
     r->done++;
     r->t_last_ns = gv_now_ns();
-    GV_TRACE("server %u: round %" PRIu64 " done, update of %" PRIu64 " entries", srv->rank,
-             r->iter, m.nnz);
+    GV_TRACE("server %u: round %" PRIu64 " done, update of %" PRIu64 " entries", srv->rank, r->iter,
+             m.nnz);
     update_decision_copy(srv, &r->cur, &r->next);
     r->next.iter = UINT64_MAX;
     r->iter++;
     r->phase = SRV_ROUND_WAIT_OPEN;
     return SRV_ROUND_DONE;
 }
-

@@ -43,7 +43,7 @@ static int gv_check_passed_;
         if (va_ == vb_)                                                                            \
             gv_check_passed_++;                                                                    \
         else                                                                                       \
-            GV_CHECK_FAIL_("%s == %s (%lld vs %lld)", #a, #b, va_, vb_);                          \
+            GV_CHECK_FAIL_("%s == %s (%lld vs %lld)", #a, #b, va_, vb_);                           \
     } while (0)
 
 #define GV_CHECK_STATUS(expr, want)                                                                \
@@ -52,7 +52,7 @@ static int gv_check_passed_;
         if (got_ == want_)                                                                         \
             gv_check_passed_++;                                                                    \
         else                                                                                       \
-            GV_CHECK_FAIL_("%s: got %s, want %s", #expr, gv_status_str((gv_status_t)got_),      \
+            GV_CHECK_FAIL_("%s: got %s, want %s", #expr, gv_status_str((gv_status_t)got_),         \
                            gv_status_str((gv_status_t)want_));                                     \
     } while (0)
 
@@ -64,7 +64,7 @@ static int gv_check_passed_;
         if (sa_ && sb_ && strcmp(sa_, sb_) == 0)                                                   \
             gv_check_passed_++;                                                                    \
         else                                                                                       \
-            GV_CHECK_FAIL_("%s == %s (\"%s\" vs \"%s\")", #a, #b, sa_ ? sa_ : "(null)",         \
+            GV_CHECK_FAIL_("%s == %s (\"%s\" vs \"%s\")", #a, #b, sa_ ? sa_ : "(null)",            \
                            sb_ ? sb_ : "(null)");                                                  \
     } while (0)
 
@@ -75,7 +75,7 @@ static int gv_check_passed_;
         if (fabs(da_ - db_) <= (atol) + (rtol)*fabs(db_))                                          \
             gv_check_passed_++;                                                                    \
         else                                                                                       \
-            GV_CHECK_FAIL_("%s ~= %s (%.9g vs %.9g)", #a, #b, da_, db_);                          \
+            GV_CHECK_FAIL_("%s ~= %s (%.9g vs %.9g)", #a, #b, da_, db_);                           \
     } while (0)
 
 #define GV_SKIP(...)                                                                               \

@@ -76,18 +76,18 @@ struct gv_tp_handler {
 
 /* Transport configuration. gv_tp_config_default() fills sane values; zero is never "unlimited". */
 struct gv_tp_config {
-    uint32_t max_hdr_len;           /* prefix+header larger than this is refused (64 KiB) */
-    uint64_t max_payload_len;       /* payload larger than this is refused (2 GiB) */
-    int sock_buf_bytes;             /* SO_SNDBUF/SO_RCVBUF request (4 MiB); 0 keeps the
-                                       kernel's autotuning */
-    int connect_timeout_ms;         /* gv_tp_connect retries until this deadline (10000) */
-    int io_timeout_ms;              /* a conn with a partial message or pending sends and no
-                                       progress for this long is closed GV_ERR_TIMEOUT (10000) */
-    int keepalive_idle_s;           /* TCP keepalive: idle, interval, probes (5, 1, 3) */
+    uint32_t max_hdr_len;     /* prefix+header larger than this is refused (64 KiB) */
+    uint64_t max_payload_len; /* payload larger than this is refused (2 GiB) */
+    int sock_buf_bytes;       /* SO_SNDBUF/SO_RCVBUF request (4 MiB); 0 keeps the
+                                 kernel's autotuning */
+    int connect_timeout_ms;   /* gv_tp_connect retries until this deadline (10000) */
+    int io_timeout_ms;        /* a conn with a partial message or pending sends and no
+                                 progress for this long is closed GV_ERR_TIMEOUT (10000) */
+    int keepalive_idle_s;     /* TCP keepalive: idle, interval, probes (5, 1, 3) */
     int keepalive_intvl_s;
     int keepalive_cnt;
-    uint32_t max_send_queue;        /* messages queued per conn before GV_ERR_AGAIN (64) */
-    uint64_t max_send_queue_bytes;  /* bytes queued per conn before GV_ERR_AGAIN (1 GiB) */
+    uint32_t max_send_queue;       /* messages queued per conn before GV_ERR_AGAIN (64) */
+    uint64_t max_send_queue_bytes; /* bytes queued per conn before GV_ERR_AGAIN (1 GiB) */
 };
 void gv_tp_config_default(struct gv_tp_config *cfg);
 
@@ -104,15 +104,14 @@ typedef void (*gv_tp_send_cb)(struct gv_conn *c, gv_status_t status, void *arg);
  * wrappers. */
 struct gv_tp_ops {
     const char *name; /* "tcp", "rdma" */
-    gv_status_t (*create)(const struct gv_tp_config *cfg, const struct gv_tp_handler *h,
-                          void *user, struct gv_tp **tp_p);
+    gv_status_t (*create)(const struct gv_tp_config *cfg, const struct gv_tp_handler *h, void *user,
+                          struct gv_tp **tp_p);
     void (*destroy)(struct gv_tp *tp);
     gv_status_t (*listen)(struct gv_tp *tp, const char *host, uint16_t port,
                           struct gv_listener **l_p);
     uint16_t (*listener_port)(const struct gv_listener *l);
     void (*listener_close)(struct gv_listener *l);
-    gv_status_t (*connect)(struct gv_tp *tp, const char *host, uint16_t port,
-                           struct gv_conn **c_p);
+    gv_status_t (*connect)(struct gv_tp *tp, const char *host, uint16_t port, struct gv_conn **c_p);
     gv_status_t (*send)(struct gv_conn *c, const struct gv_iov *iov, int iovcnt, gv_tp_send_cb cb,
                         void *arg);
     int (*progress)(struct gv_tp *tp, int timeout_ms);
@@ -135,9 +134,9 @@ struct gv_tp {
 /* The base every backend's connection embeds as its first member. */
 struct gv_conn {
     struct gv_tp *tp;
-    void *user;      /* per-connection user data, owned by the caller */
-    uint64_t id;     /* unique within the process, for logs */
-    char peer[64];   /* "host:port" of the peer, for logs */
+    void *user;                      /* per-connection user data, owned by the caller */
+    uint64_t id;                     /* unique within the process, for logs */
+    char peer[64];                   /* "host:port" of the peer, for logs */
     uint64_t bytes_sent, bytes_recv; /* payload+header bytes, counted by the backend */
 };
 
@@ -277,8 +276,8 @@ gv_status_t gv_tp_addr_split(const char *addr, char *host, size_t host_len, uint
  * interfaces), else bind_host when it names one address, else this machine's host name.
  * Written as "host:port" ("[v6addr]:port") into out[0..out_len); GV_ERR_INVAL if it does
  * not fit. */
-gv_status_t gv_tp_addr_advertise(const char *bind_host, const char *advertise_host,
-                                 uint16_t port, char *out, size_t out_len);
+gv_status_t gv_tp_addr_advertise(const char *bind_host, const char *advertise_host, uint16_t port,
+                                 char *out, size_t out_len);
 
 #ifdef __cplusplus
 }

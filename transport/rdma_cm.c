@@ -453,9 +453,7 @@ static void cm_on_request(struct rdma_tp *tp, const struct cm_ev *e)
 static void cm_on_conn_event(struct rdma_tp *tp, struct rdma_conn *c, const struct cm_ev *e)
 {
     switch (e->type) {
-    case RDMA_CM_EVENT_ESTABLISHED:
-        gv_rdma_conn_accepted(c);
-        return;
+    case RDMA_CM_EVENT_ESTABLISHED: gv_rdma_conn_accepted(c); return;
     case RDMA_CM_EVENT_DISCONNECTED:
     case RDMA_CM_EVENT_REJECTED:
     case RDMA_CM_EVENT_CONNECT_ERROR:
@@ -477,8 +475,7 @@ static void cm_on_conn_event(struct rdma_tp *tp, struct rdma_conn *c, const stru
             return;
         gv_rdma_conn_fail(c, e->type == RDMA_CM_EVENT_DISCONNECTED ? GV_ERR_CLOSED : GV_ERR_IO);
         return;
-    default:
-        return; /* TIMEWAIT_EXIT, ADDR_CHANGE: nothing to do */
+    default: return; /* TIMEWAIT_EXIT, ADDR_CHANGE: nothing to do */
     }
 }
 

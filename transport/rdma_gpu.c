@@ -58,8 +58,8 @@ static int gpu_load(struct gv_rdma_gpu *g)
         {"cuMemFreeHost", (void **)&g->host_free, 0},
         {"cuGetErrorString", (void **)&g->err_str, 0},
     };
-    const struct gv_plugin_spec spec = {.file = "libcuda.so.1", .system = 1, .syms = syms,
-                                        .n_syms = GV_ARRAY_LEN(syms)};
+    const struct gv_plugin_spec spec = {
+        .file = "libcuda.so.1", .system = 1, .syms = syms, .n_syms = GV_ARRAY_LEN(syms)};
     if (gv_plugin_load(&spec, &g->lib) != GV_OK) {
         gv_log(GV_LOG_DEBUG, "rdma gpu: no CUDA driver: %s", g->lib.why);
         return 0;

@@ -320,8 +320,7 @@ static gv_status_t rx_ctrl(struct gv_rp_conn *pc, uint32_t slot, uint32_t byte_l
     if (status != GV_OK)
         return status;
     switch (h.type) {
-    case GV_RP_CREDIT:
-        return gv_rpi_repost(pc, slot, 1);
+    case GV_RP_CREDIT: return gv_rpi_repost(pc, slot, 1);
     case GV_RP_CTS:
         /* It came into our spare receive, which is not a credit the peer holds. */
         status = gv_rpi_on_cts(pc, &h, p + GV_RP_CTRL_LEN);
@@ -341,8 +340,7 @@ static gv_status_t rx_ctrl(struct gv_rp_conn *pc, uint32_t slot, uint32_t byte_l
         if (held > pc->st.max_held)
             pc->st.max_held = held;
         return GV_OK;
-    default:
-        return gv_rpi_err(pc, GV_ERR_PROTO, "unknown message type %u", h.type);
+    default: return gv_rpi_err(pc, GV_ERR_PROTO, "unknown message type %u", h.type);
     }
 }
 

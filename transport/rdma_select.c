@@ -180,9 +180,7 @@ void gv_rdma_nodev_reason(int err, char *why, size_t n)
         snprintf(why, n, "no permission to open the RDMA devices (%s); check /dev/infiniband",
                  strerror(err));
         break;
-    default:
-        snprintf(why, n, "cannot list RDMA devices: %s", strerror(err));
-        break;
+    default: snprintf(why, n, "cannot list RDMA devices: %s", strerror(err)); break;
     }
 }
 
@@ -233,14 +231,10 @@ gv_status_t gv_tp_pick(const char *want, int rdma_built, gv_status_t probe, enum
 const char *gv_rdma_gpu_mode_str(enum gv_rdma_gpu_mode mode)
 {
     switch (mode) {
-    case GV_RDMA_GPU_DMABUF:
-        return "dma-buf registration";
-    case GV_RDMA_GPU_PEERMEM:
-        return "peer-memory registration (nvidia_peermem)";
-    case GV_RDMA_GPU_STAGED:
-        return "staged through pinned host buffers";
-    case GV_RDMA_GPU_NONE:
-        break;
+    case GV_RDMA_GPU_DMABUF: return "dma-buf registration";
+    case GV_RDMA_GPU_PEERMEM: return "peer-memory registration (nvidia_peermem)";
+    case GV_RDMA_GPU_STAGED: return "staged through pinned host buffers";
+    case GV_RDMA_GPU_NONE: break;
     }
     return "unavailable";
 }

@@ -237,8 +237,7 @@ static void tcp_conn_close(struct gv_conn *bc)
 
 static int tcp_listen_socket(struct tcp_tp *tp, const struct addrinfo *ai, int *err_p)
 {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
         *err_p = errno;
         return -1;
@@ -394,9 +393,9 @@ void tcp_listener_on_readable(struct tcp_listener *l)
 
 static int tcp_retryable(int err)
 {
-    return err == ECONNREFUSED || err == ENETUNREACH || err == EHOSTUNREACH ||
-           err == ETIMEDOUT || err == ECONNRESET || err == ECONNABORTED || err == ENETDOWN ||
-           err == EAGAIN || err == EINTR;
+    return err == ECONNREFUSED || err == ENETUNREACH || err == EHOSTUNREACH || err == ETIMEDOUT ||
+           err == ECONNRESET || err == ECONNABORTED || err == ENETDOWN || err == EAGAIN ||
+           err == EINTR;
 }
 
 /* One non-blocking connect attempt, waiting at most until deadline. Returns the connected fd,
@@ -404,8 +403,7 @@ static int tcp_retryable(int err)
 static int tcp_connect_once(struct tcp_tp *tp, const struct addrinfo *ai, uint64_t deadline,
                             int *err_p)
 {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
         *err_p = errno;
         return -1;
@@ -461,8 +459,7 @@ static int tcp_connect_round(struct tcp_tp *tp, const char *host, const char *se
     if (ret != 0) {
         *err_p = ret == EAI_AGAIN ? EAGAIN : EINVAL;
         if (ret != EAI_AGAIN)
-            gv_log(GV_LOG_ERROR, "tcp: connect: cannot resolve '%s': %s", host,
-                   gai_strerror(ret));
+            gv_log(GV_LOG_ERROR, "tcp: connect: cannot resolve '%s': %s", host, gai_strerror(ret));
         return -1;
     }
     for (struct addrinfo *ai = res; ai != NULL && fd < 0; ai = ai->ai_next)
@@ -514,9 +511,10 @@ static gv_status_t tcp_connect(struct gv_tp *btp, const char *host, uint16_t por
             return GV_ERR_IO;
         }
         if (now >= deadline) {
-            gv_log(GV_LOG_ERROR, "tcp: connect to %s port %s: gave up after %d attempts in %d ms"
-                   " (last error: %s)", host, serv, attempts, btp->cfg.connect_timeout_ms,
-                   strerror(err));
+            gv_log(GV_LOG_ERROR,
+                   "tcp: connect to %s port %s: gave up after %d attempts in %d ms"
+                   " (last error: %s)",
+                   host, serv, attempts, btp->cfg.connect_timeout_ms, strerror(err));
             return GV_ERR_TIMEOUT;
         }
         gv_log(GV_LOG_DEBUG, "tcp: connect to %s port %s: %s; retrying in %llu ms", host, serv,

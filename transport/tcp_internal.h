@@ -8,7 +8,7 @@
 
 #include <sys/uio.h>
 
-#define TCP_STAGE_BYTES (8u << 10)  /* read-ahead past the current message (see tcp_io.c) */
+#define TCP_STAGE_BYTES (8u << 10)    /* read-ahead past the current message (see tcp_io.c) */
 #define TCP_SCRATCH_BYTES (64u << 10) /* sink for discarded payload bytes */
 #define TCP_MAX_WRITE_IOV 64          /* iovecs gathered per sendmsg from the send queue */
 #define TCP_MAX_EVENTS 64             /* epoll events per progress call */
@@ -65,9 +65,9 @@ struct tcp_conn {
     int fd;
     struct tcp_tp *tp;
     enum tcp_conn_state state;
-    gv_status_t fail_reason; /* TCP_CONN_FAILED: the reason the deferred close will give */
-    int refs;                /* 1 while open + 1 per running callback frame */
-    uint32_t ep_events;      /* events currently registered with epoll */
+    gv_status_t fail_reason;      /* TCP_CONN_FAILED: the reason the deferred close will give */
+    int refs;                     /* 1 while open + 1 per running callback frame */
+    uint32_t ep_events;           /* events currently registered with epoll */
     struct tcp_conn *prev, *next; /* in tp->conns (open or failed) or tp->zombies (closed) */
     uint64_t last_io_ns;          /* last time bytes moved; the I/O timeout counts from here */
 
@@ -77,8 +77,8 @@ struct tcp_conn {
     size_t rcap, rstart, rend;
     size_t msg_len;       /* prefix + header length of the current message; 0 until parsed */
     uint64_t payload_len; /* of the current message */
-    int rx_deferred; /* on_header deferred the current message: not reading (no EPOLLIN) */
-    int rx_resume;   /* resumed: re-run the parse at the next progress */
+    int rx_deferred;      /* on_header deferred the current message: not reading (no EPOLLIN) */
+    int rx_resume;        /* resumed: re-run the parse at the next progress */
     struct gv_iov dst[GV_TP_MAX_DST_IOV];
     int dst_cnt, dst_idx; /* TCP_RX_PAYLOAD: destination and the position in it */
     size_t dst_off;
@@ -103,11 +103,11 @@ struct tcp_listener {
 struct tcp_tp {
     struct gv_tp base; /* first */
     int epfd;
-    int depth;    /* > 0 while inside progress (or a teardown) : frees are deferred */
-    int n_failed; /* conns in TCP_CONN_FAILED, closed at the next progress */
-    int n_resume; /* conns with rx_resume set */
-    uint64_t now_ns;        /* clock read once per progress call, after epoll_wait */
-    uint64_t next_check_ns; /* earliest time an I/O timeout may expire; UINT64_MAX: none */
+    int depth;                /* > 0 while inside progress (or a teardown) : frees are deferred */
+    int n_failed;             /* conns in TCP_CONN_FAILED, closed at the next progress */
+    int n_resume;             /* conns with rx_resume set */
+    uint64_t now_ns;          /* clock read once per progress call, after epoll_wait */
+    uint64_t next_check_ns;   /* earliest time an I/O timeout may expire; UINT64_MAX: none */
     struct tcp_conn *conns;   /* open and failed conns */
     struct tcp_conn *zombies; /* closed conns waiting for their last reference */
     struct tcp_listener *listeners, *dead_listeners;

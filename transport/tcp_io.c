@@ -230,8 +230,8 @@ void tcp_conn_flush(struct tcp_conn *c)
                 continue;
             if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS)
                 return;
-            gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: send: %s",
-                   (unsigned long long)c->base.id, c->base.peer, strerror(err));
+            gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: send: %s", (unsigned long long)c->base.id,
+                   c->base.peer, strerror(err));
             tcp_conn_teardown(c, tcp_status_of_errno(err));
             return;
         }
@@ -273,8 +273,8 @@ static void tcp_rx_lowat(struct tcp_conn *c)
     if (setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0)
         c->rcvlowat = want;
     else /* harmless: only the number of wake-ups changes */
-        gv_log(GV_LOG_DEBUG, "tcp: conn %llu: SO_RCVLOWAT %d: %s",
-               (unsigned long long)c->base.id, want, strerror(errno));
+        gv_log(GV_LOG_DEBUG, "tcp: conn %llu: SO_RCVLOWAT %d: %s", (unsigned long long)c->base.id,
+               want, strerror(errno));
 }
 
 /* With a low-water mark armed, bytes may be arriving without waking us: the I/O timeout asks
@@ -335,8 +335,7 @@ static gv_status_t tcp_rx_prefix(struct tcp_conn *c)
     const struct gv_tp *tp = &c->tp->base;
     uint32_t hdr_len = 0;
     uint64_t payload_len = 0;
-    gv_status_t status =
-        tp->h.parse_prefix(c->rbuf + c->rstart, &hdr_len, &payload_len, tp->user);
+    gv_status_t status = tp->h.parse_prefix(c->rbuf + c->rstart, &hdr_len, &payload_len, tp->user);
 
     if (status != GV_OK) {
         gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: prefix refused: %s",
@@ -345,9 +344,11 @@ static gv_status_t tcp_rx_prefix(struct tcp_conn *c)
     }
     if ((uint64_t)tp->h.prefix_len + hdr_len > tp->cfg.max_hdr_len ||
         payload_len > tp->cfg.max_payload_len) {
-        gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: message of header %u, payload %llu bytes "
-               "above the caps (%u, %llu)", (unsigned long long)c->base.id, c->base.peer,
-               hdr_len, (unsigned long long)payload_len, tp->cfg.max_hdr_len,
+        gv_log(GV_LOG_WARN,
+               "tcp: conn %llu peer %s: message of header %u, payload %llu bytes "
+               "above the caps (%u, %llu)",
+               (unsigned long long)c->base.id, c->base.peer, hdr_len,
+               (unsigned long long)payload_len, tp->cfg.max_hdr_len,
                (unsigned long long)tp->cfg.max_payload_len);
         return GV_ERR_PROTO;
     }
@@ -363,8 +364,8 @@ static gv_status_t tcp_rx_header(struct tcp_conn *c)
     const struct gv_tp *tp = &c->tp->base;
     int cnt = GV_TP_MAX_DST_IOV;
     uint64_t sum = 0;
-    gv_status_t status = tp->h.on_header(&c->base, c->rbuf + c->rstart, c->msg_len,
-                                         c->payload_len, c->dst, &cnt, tp->user);
+    gv_status_t status = tp->h.on_header(&c->base, c->rbuf + c->rstart, c->msg_len, c->payload_len,
+                                         c->dst, &cnt, tp->user);
 
     if (status == GV_ERR_AGAIN)
         return status; /* deferred: the caller stops reading */
@@ -379,8 +380,10 @@ static gv_status_t tcp_rx_header(struct tcp_conn *c)
         sum += ok ? c->dst[i].len : 0;
     }
     if (!ok || sum != c->payload_len) {
-        gv_log(GV_LOG_ERROR, "tcp: conn %llu: on_header gave %d segments of %llu bytes for a "
-               "payload of %llu", (unsigned long long)c->base.id, cnt, (unsigned long long)sum,
+        gv_log(GV_LOG_ERROR,
+               "tcp: conn %llu: on_header gave %d segments of %llu bytes for a "
+               "payload of %llu",
+               (unsigned long long)c->base.id, cnt, (unsigned long long)sum,
                (unsigned long long)c->payload_len);
         return GV_ERR_INVAL;
     }
@@ -527,8 +530,10 @@ void tcp_conn_on_readable(struct tcp_conn *c)
 {
     if (c->rx_deferred) {
         /* only EPOLLERR/EPOLLHUP reach a deferred conn: the peer reset it */
-        gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: connection reset while a message was "
-               "deferred", (unsigned long long)c->base.id, c->base.peer);
+        gv_log(GV_LOG_WARN,
+               "tcp: conn %llu peer %s: connection reset while a message was "
+               "deferred",
+               (unsigned long long)c->base.id, c->base.peer);
         tcp_conn_teardown(c, GV_ERR_IO);
         return;
     }
@@ -551,8 +556,10 @@ void tcp_conn_on_readable(struct tcp_conn *c)
         if (got == 0) {
             int mid = tcp_rx_busy(c);
             if (mid)
-                gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: peer closed in the middle of a "
-                       "message", (unsigned long long)c->base.id, c->base.peer);
+                gv_log(GV_LOG_WARN,
+                       "tcp: conn %llu peer %s: peer closed in the middle of a "
+                       "message",
+                       (unsigned long long)c->base.id, c->base.peer);
             tcp_conn_teardown(c, mid ? GV_ERR_IO : GV_ERR_CLOSED);
             return;
         }

@@ -135,8 +135,8 @@ gv_status_t gv_tp_addr_split(const char *addr, char *host, size_t host_len, uint
     }
     errno = 0;
     unsigned long port = strtoul(colon + 1, &end, 10);
-    if (hl == 0 || hl >= host_len || colon[1] == '\0' || *end != '\0' || errno != 0 ||
-        port == 0 || port > 65535)
+    if (hl == 0 || hl >= host_len || colon[1] == '\0' || *end != '\0' || errno != 0 || port == 0 ||
+        port > 65535)
         return GV_ERR_INVAL;
     memcpy(host, h, hl);
     host[hl] = '\0';
@@ -150,8 +150,8 @@ static int tp_is_wildcard(const char *host)
            strcmp(host, "::") == 0 || strcmp(host, "[::]") == 0;
 }
 
-gv_status_t gv_tp_addr_advertise(const char *bind_host, const char *advertise_host,
-                                 uint16_t port, char *out, size_t out_len)
+gv_status_t gv_tp_addr_advertise(const char *bind_host, const char *advertise_host, uint16_t port,
+                                 char *out, size_t out_len)
 {
     char name[256];
     const char *host = advertise_host;

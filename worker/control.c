@@ -32,8 +32,7 @@ gv_status_t wk_control_header(struct gv_worker *w, struct wk_server *ws,
         dst[0] = (struct gv_iov){ws->heavy, w->m.n_tensors};
         *cnt = 1;
         return GV_OK;
-    default:
-        break;
+    default: break;
     }
     gv_log(GV_LOG_ERROR, "worker %u: %s sent an unexpected %s with a %" PRIu64 "-byte payload",
            w->rank, ws->name, gv_proto_msg_type_str(m->type), payload_len);
@@ -65,9 +64,11 @@ static void wk_welcomed(struct gv_worker *w, struct wk_server *ws)
     const struct gv_proto_welcome *we = &ws->hs.welcome;
     if (we->model_fingerprint != w->fingerprint) {
         char text[240];
-        snprintf(text, sizeof(text), "model fingerprint mismatch: worker %u has %016" PRIx64
+        snprintf(text, sizeof(text),
+                 "model fingerprint mismatch: worker %u has %016" PRIx64
                  ", server %u has %016" PRIx64 ": the model, optimizer or compression options "
-                 "differ", w->rank, w->fingerprint, ws->s, we->model_fingerprint);
+                 "differ",
+                 w->rank, w->fingerprint, ws->s, we->model_fingerprint);
         struct gv_proto_msg m;
         gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_REFUSE, 0);
         m.u.refuse.code = GV_PROTO_REFUSE_MODEL;
@@ -76,9 +77,10 @@ static void wk_welcomed(struct gv_worker *w, struct wk_server *ws)
         wk_fail(w, GV_ERR_PROTO, "%s: %s", ws->name, text);
         return;
     }
-    if (we->shard_offset != ws->lo || we->shard_numel != ws->n ||
-        we->model_numel != w->map.total || we->num_shards != w->S) {
-        wk_fail(w, GV_ERR_PROTO, "%s holds shard [%" PRIu64 ", +%" PRIu64 ") of %" PRIu64
+    if (we->shard_offset != ws->lo || we->shard_numel != ws->n || we->model_numel != w->map.total ||
+        we->num_shards != w->S) {
+        wk_fail(w, GV_ERR_PROTO,
+                "%s holds shard [%" PRIu64 ", +%" PRIu64 ") of %" PRIu64
                 " over %u, this worker expects [%" PRIu64 ", +%" PRIu64 ") of %" PRIu64 " over %u",
                 ws->name, we->shard_offset, we->shard_numel, we->model_numel, we->num_shards,
                 ws->lo, ws->n, w->map.total, w->S);
@@ -133,9 +135,7 @@ void wk_control_msg(struct gv_worker *w, struct wk_server *ws, const struct gv_p
         ws->got_decision = true;
         ws->synced = true;
         return;
-    case GV_PROTO_MSG_BYE:
-        ws->got_bye = true;
-        return;
+    case GV_PROTO_MSG_BYE: ws->got_bye = true; return;
     case GV_PROTO_MSG_ERROR:
         ws->got_error = true;
         ws->error_code = m->u.error.code;
@@ -143,8 +143,7 @@ void wk_control_msg(struct gv_worker *w, struct wk_server *ws, const struct gv_p
         snprintf(ws->error_text, sizeof(ws->error_text), "%s",
                  m->u.error.text ? m->u.error.text : "(no text)");
         return;
-    case GV_PROTO_MSG_HEARTBEAT:
-        return;
+    case GV_PROTO_MSG_HEARTBEAT: return;
     default:
         wk_fail(w, GV_ERR_PROTO, "%s sent an unexpected %s", ws->name,
                 gv_proto_msg_type_str(m->type));

@@ -77,11 +77,11 @@ static gv_status_t load_data(const struct gv_job *job, const struct gv_nn_shard 
     case GV_JOB_DATA_MNIST: return load_idx_dir(dir, sh, tr, te);
     case GV_JOB_DATA_CIFAR10: return load_cifar(job->data_dir, sh, tr, te);
     case GV_JOB_DATA_IDX:
-        WORKER_TRY(gv_nn_dataset_load_idx_shard(job->train_images, job->train_labels,
-                                                job->classes, sh, tr));
-        return te != NULL ? gv_nn_dataset_load_idx(job->test_images, job->test_labels,
-                                                   job->classes, te)
-                          : GV_OK;
+        WORKER_TRY(gv_nn_dataset_load_idx_shard(job->train_images, job->train_labels, job->classes,
+                                                sh, tr));
+        return te != NULL
+                   ? gv_nn_dataset_load_idx(job->test_images, job->test_labels, job->classes, te)
+                   : GV_OK;
     case GV_JOB_DATA_TEXT: return load_text(job, sh, tr, te);
     case GV_JOB_DATA_SYNTHETIC:
         return gv_nn_dataset_synthetic_shard(job->model_cfg.in_h, job->model_cfg.in_w, 1, 10,
@@ -108,4 +108,3 @@ uint64_t wp_data_bytes(const struct gv_nn_dataset *tr, const struct gv_nn_datase
 {
     return gv_nn_dataset_bytes(tr) + gv_nn_dataset_bytes(te);
 }
-

@@ -22,9 +22,9 @@ extern char **environ;
 
 struct dist {
     struct gv_ps_options *o;
-    uint64_t rss_start;     /* VmRSS when main() started: the libraries' share */
+    uint64_t rss_start; /* VmRSS when main() started: the libraries' share */
     uint32_t rank;
-    bool lead;              /* evaluates and prints progress */
+    bool lead; /* evaluates and prints progress */
     struct gv_nn_backend *be;
     struct gv_nn_model *model;
     struct gv_nn_dataset *train, *test;
@@ -32,7 +32,7 @@ struct dist {
     struct gv_worker *w;
     FILE *mf;
     double t0, eval_s;
-    double eval_train_s;    /* train_s of the evaluation being recorded */
+    double eval_train_s; /* train_s of the evaluation being recorded */
     double target;
     struct gv_nn_eval last;
     bool have_eval;
@@ -47,7 +47,7 @@ struct dist {
     double last_cf;
     bool stopped_by_server;
     uint64_t data_bytes;
-    uint64_t cuda_rss;      /* --device cuda: RSS the CUDA runtime added (libraries, context) */
+    uint64_t cuda_rss; /* --device cuda: RSS the CUDA runtime added (libraries, context) */
     char names[DIST_MAX_TENSORS][24];
     size_t numel[DIST_MAX_TENSORS];
 };
@@ -148,8 +148,7 @@ static gv_status_t dist_model(struct dist *d)
     /* --device cuda: the replica, the training step, compression and the optimizer step on the
      * GPU (the CUDA plugins are loaded here, and only here) */
     uint64_t rss0 = gv_ps_rss();
-    gv_status_t status =
-        gv_nn_backend_create(o->to.device, o->to.threads, &d->be);
+    gv_status_t status = gv_nn_backend_create(o->to.device, o->to.threads, &d->be);
     if (status != GV_OK)
         gv_log(GV_LOG_ERROR, "worker %u: cannot compute on --device %s: %s", d->rank,
                o->to.device == GV_NN_CUDA ? "cuda" : "cpu", gv_status_str(status));
@@ -177,15 +176,20 @@ static gv_status_t dist_model(struct dist *d)
     }
     struct gv_worker_model wm = {.params = gv_nn_model_params(d->model),
                                  .grads = gv_nn_model_grads(d->model),
-                                 .momentum = gv_nn_model_momentum(d->model), .be = d->be,
-                                 .numel = gv_nn_model_numel(d->model), .n_tensors = (uint32_t)n,
-                                 .tensor_numel = d->numel, .names = (const char(*)[24])d->names};
+                                 .momentum = gv_nn_model_momentum(d->model),
+                                 .be = d->be,
+                                 .numel = gv_nn_model_numel(d->model),
+                                 .n_tensors = (uint32_t)n,
+                                 .tensor_numel = d->numel,
+                                 .names = (const char(*)[24])d->names};
     struct gv_auth_secret *secret = gv_calloc(1, sizeof(*secret));
     if (secret == NULL)
         return GV_ERR_NOMEM;
     status = gv_auth_secret_load(o->oc.secret_file, getenv("GV_SECRET"), o->oc.insecure, secret);
     if (status == GV_OK) {
-        struct gv_worker_config wc = {.job = &o->job, .cluster = &o->cl, .secret = secret,
+        struct gv_worker_config wc = {.job = &o->job,
+                                      .cluster = &o->cl,
+                                      .secret = secret,
                                       .cmp_threads = o->to.compress_threads,
                                       .verify_every = (uint32_t)o->to.verify_every,
                                       .heartbeat_interval_ns = o->oc.heartbeat_interval,
@@ -204,18 +208,20 @@ static gv_status_t dist_data(struct dist *d)
 {
     const struct gv_job *job = &d->o->job;
     /* this worker's shard of the training set; the test set only where it is evaluated */
-    gv_status_t status = wp_load_data(job, (int)d->rank, (int)job->num_workers, d->lead,
-                                      &d->train, &d->test);
+    gv_status_t status =
+        wp_load_data(job, (int)d->rank, (int)job->num_workers, d->lead, &d->train, &d->test);
     if (status != GV_OK)
         return status;
     bool img = d->train->kind == GV_NN_DATA_IMAGES;
     if (d->train->n_total != job->n_train || d->train->n_classes != job->model_cfg.n_classes ||
         (img && (d->train->h != job->model_cfg.in_h || d->train->w != job->model_cfg.in_w ||
                  d->train->c != job->model_cfg.in_c))) {
-        gv_log(GV_LOG_ERROR, "the loaded data (%zu samples, %dx%dx%d, %d classes) differs from "
-               "its header (%zu, %dx%dx%d, %d)", d->train->n_total, d->train->h, d->train->w,
-               d->train->c, d->train->n_classes, job->n_train, job->model_cfg.in_h,
-               job->model_cfg.in_w, job->model_cfg.in_c, job->model_cfg.n_classes);
+        gv_log(GV_LOG_ERROR,
+               "the loaded data (%zu samples, %dx%dx%d, %d classes) differs from "
+               "its header (%zu, %dx%dx%d, %d)",
+               d->train->n_total, d->train->h, d->train->w, d->train->c, d->train->n_classes,
+               job->n_train, job->model_cfg.in_h, job->model_cfg.in_w, job->model_cfg.in_c,
+               job->model_cfg.n_classes);
         return GV_ERR_PROTO;
     }
     d->data_bytes = wp_data_bytes(d->train, d->test);
@@ -229,14 +235,17 @@ static gv_status_t dist_eval(struct dist *d, int64_t step, int64_t epoch, bool *
     struct gv_nn_eval ev;
     int bs = gv_nn_model_cfg(d->model)->max_batch;
     d->eval_train_s = gv_now_s() - d->t0 - d->eval_s;
-    gv_status_t status = gv_nn_evaluate(d->model, d->test, bs, (size_t)d->o->to.eval_limit,
-                                        &d->eval_buf, &ev);
+    gv_status_t status =
+        gv_nn_evaluate(d->model, d->test, bs, (size_t)d->o->to.eval_limit, &d->eval_buf, &ev);
     if (status != GV_OK)
         return status;
-    struct gv_nn_record rec = {
-        .type = "eval", .step = step, .epoch = epoch, .time_s = gv_now_s() - d->t0,
-        .loss = ev.loss, .accuracy = ev.accuracy,
-        .perplexity = d->o->job.model == GV_NN_LSTM ? ev.perplexity : -1.0};
+    struct gv_nn_record rec = {.type = "eval",
+                               .step = step,
+                               .epoch = epoch,
+                               .time_s = gv_now_s() - d->t0,
+                               .loss = ev.loss,
+                               .accuracy = ev.accuracy,
+                               .perplexity = d->o->job.model == GV_NN_LSTM ? ev.perplexity : -1.0};
     dist_emit(d, &rec, 0);
     d->last = ev;
     d->have_eval = true;
@@ -276,8 +285,8 @@ static gv_status_t dist_loop(struct dist *d, int64_t *done_p)
     const struct gv_train_opts *to = &d->o->to;
     struct gv_nn_sampler smp;
     struct gv_nn_batch_buf buf;
-    gv_status_t status = gv_nn_sampler_init(&smp, d->train->n_total, (int)d->rank,
-                                            (int)job->num_workers, job->seed);
+    gv_status_t status =
+        gv_nn_sampler_init(&smp, d->train->n_total, (int)d->rank, (int)job->num_workers, job->seed);
     if (status != GV_OK)
         return status;
     size_t *idx = gv_malloc((size_t)job->batch * sizeof(size_t));
@@ -306,21 +315,27 @@ static gv_status_t dist_loop(struct dist *d, int64_t *done_p)
         double compute_s = (double)(gv_now_ns() - tc) * 1e-9;
         double loss = st.loss_sum / (double)st.count;
         if (!isfinite(loss)) {
-            gv_log(GV_LOG_ERROR, "worker %u: training diverged: loss is %g at iteration %lld "
-                   "(lower --lr?)", d->rank, loss, (long long)step);
+            gv_log(GV_LOG_ERROR,
+                   "worker %u: training diverged: loss is %g at iteration %lld "
+                   "(lower --lr?)",
+                   d->rank, loss, (long long)step);
             status = GV_ERR_INVAL;
             break;
         }
         bool epoch_end = job->steps_per_epoch > 0 && (step + 1) % job->steps_per_epoch == 0;
-        struct gv_worker_step_in in = {.loss = loss, .compute_s = compute_s,
-                                       .samples = (uint64_t)job->batch, .epoch_end = epoch_end};
+        struct gv_worker_step_in in = {.loss = loss,
+                                       .compute_s = compute_s,
+                                       .samples = (uint64_t)job->batch,
+                                       .epoch_end = epoch_end};
         struct gv_worker_step_out out;
         if ((status = gv_worker_step(d->w, &in, &out)) != GV_OK)
             break;
         if (out.stop) {
             d->stopped_by_server = true;
-            gv_log(GV_LOG_INFO, "worker %u: the job ended at iteration %lld (worker 0 stopped "
-                   "it)", d->rank, (long long)step);
+            gv_log(GV_LOG_INFO,
+                   "worker %u: the job ended at iteration %lld (worker 0 stopped "
+                   "it)",
+                   d->rank, (long long)step);
             break;
         }
         dist_iter_record(d, &out, loss, compute_s);
@@ -334,12 +349,18 @@ static gv_status_t dist_loop(struct dist *d, int64_t *done_p)
         if ((uint64_t)(step + 1) % to->progress_every == 0 || step + 1 == total) {
             double now = gv_now_s(), wl = win.st.loss_sum / (double)win.st.count;
             uint64_t its = (uint64_t)win.samples / (uint64_t)job->batch;
-            struct gv_nn_record rec = {
-                .type = "step", .step = step + 1, .epoch = epoch, .time_s = now - d->t0,
-                .loss = wl, .accuracy = (double)win.st.correct / (double)win.st.count,
-                .perplexity = job->model == GV_NN_LSTM ? exp(wl) : -1.0,
-                .samples_per_s = (double)win.samples * job->num_workers / (now - win.t),
-                .lr = out.lr, .cf = out.cf, .bytes_sent = its ? win.sent / its : 0};
+            struct gv_nn_record rec = {.type = "step",
+                                       .step = step + 1,
+                                       .epoch = epoch,
+                                       .time_s = now - d->t0,
+                                       .loss = wl,
+                                       .accuracy = (double)win.st.correct / (double)win.st.count,
+                                       .perplexity = job->model == GV_NN_LSTM ? exp(wl) : -1.0,
+                                       .samples_per_s =
+                                           (double)win.samples * job->num_workers / (now - win.t),
+                                       .lr = out.lr,
+                                       .cf = out.cf,
+                                       .bytes_sent = its ? win.sent / its : 0};
             dist_emit(d, &rec, its ? win.recv / its : 0);
             win = (struct window){.t = gv_now_s()};
         }
@@ -390,8 +411,8 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
     double it = s.iterations ? (double)s.iterations : 1.0;
     uint64_t bound = 6 * s.param_bytes + d->data_bytes + (64ull << 20);
     printf("summary: worker %u of %u, %u servers: %lld iterations of batch %d in %.1f s (%.1f s "
-           "evaluating), %.2f ms per iteration, %.0f samples/s over all workers\n", d->rank,
-           s.num_workers, s.num_servers, (long long)steps, job->batch, secs, d->eval_s,
+           "evaluating), %.2f ms per iteration, %.0f samples/s over all workers\n",
+           d->rank, s.num_workers, s.num_servers, (long long)steps, job->batch, secs, d->eval_s,
            1e3 * (secs - d->eval_s) / (double)GV_MAX(steps, 1),
            (double)steps * job->batch * s.num_workers / GV_MAX(1e-9, secs - d->eval_s));
     if (d->have_eval) {
@@ -419,7 +440,8 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
     printf("summary: CF timeline (iteration:CF): %s%s; %" PRIu64 " changes, last CF %g\n", tl,
            d->tl_n == DIST_TIMELINE ? " ..." : "", d->cf_changes, d->last_cf);
     printf("summary: checksums verified %" PRIu64 " times, %" PRIu64 " mismatches, %" PRIu64
-           " resyncs\n", s.checksum_checks, s.checksum_mismatches, s.resyncs);
+           " resyncs\n",
+           s.checksum_checks, s.checksum_mismatches, s.resyncs);
     /* the issue's bound, on the raw peak (VmHWM): everything the process ever held, shared
      * libraries included (the CUDA ones are mapped only with --device cuda; there the host
      * memory the CUDA runtime itself takes, measured when the GPU backend was created, is
@@ -433,12 +455,14 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
     gv_ps_fmt_bytes((double)d->cuda_rss, g, sizeof(g));
     if (d->cuda_rss == 0)
         printf("summary: peak RSS %s (%s at start); bound 6 x params (%s) + data (%s) + 64 MiB = "
-               "%s: %s\n", a, f, c, e, b, held <= bound ? "within" : "EXCEEDED");
+               "%s: %s\n",
+               a, f, c, e, b, held <= bound ? "within" : "EXCEEDED");
     else
         printf("summary: peak RSS %s (%s at start, %s the CUDA runtime's); bound 6 x params (%s) "
                "+ data (%s) + 64 MiB = %s: %s without the CUDA runtime's; %.1f MiB of GPU "
-               "memory for the runtime's buffers\n", a, f, g, c, e, b,
-               held <= bound ? "within" : "EXCEEDED", (double)s.device_bytes / 1048576.0);
+               "memory for the runtime's buffers\n",
+               a, f, g, c, e, b, held <= bound ? "within" : "EXCEEDED",
+               (double)s.device_bytes / 1048576.0);
     fflush(stdout);
     if (d->mf == NULL)
         return;
@@ -530,12 +554,12 @@ int wp_run_distributed(struct gv_ps_options *o, uint64_t rss_start)
     if (d.lead)
         printf("gravac-worker %u of %u (rank from %s, device %s): model %s (%zu parameters in %d "
                "tensors), data %s (%zu train in this worker's shard of %zu, %zu test), %u "
-               "servers, method %s, %lld iterations of batch %d\n", d.rank, o->cl.n_workers,
-               o->cl.rank_source, gv_nn_backend_name(d.be),
-               gv_nn_model_kind_str(o->job.model),
-               gv_nn_model_numel(d.model), gv_nn_model_tensor_count(d.model), d.train->name,
-               d.train->n, d.train->n_total, d.test != NULL ? d.test->n : 0, o->cl.n_servers,
-               gv_job_method_str(o->job.method), (long long)o->job.total_steps, o->job.batch);
+               "servers, method %s, %lld iterations of batch %d\n",
+               d.rank, o->cl.n_workers, o->cl.rank_source, gv_nn_backend_name(d.be),
+               gv_nn_model_kind_str(o->job.model), gv_nn_model_numel(d.model),
+               gv_nn_model_tensor_count(d.model), d.train->name, d.train->n, d.train->n_total,
+               d.test != NULL ? d.test->n : 0, o->cl.n_servers, gv_job_method_str(o->job.method),
+               (long long)o->job.total_steps, o->job.batch);
     fflush(stdout);
     int64_t done = 0;
     d.t0 = gv_now_s();

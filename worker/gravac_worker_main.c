@@ -1,8 +1,9 @@
 /* gravac_worker_main.c: the gravac-worker program: options (flags, GV_* environment, the config
  * file's [worker] and common sections), the standalone mode (one process trains alone with the
  * nn/ optimizer) and main(). The distributed mode, the default, is in gravac_worker_dist.c,
- * data loading in gravac_worker_data.c. Exit status: 0 success, 1 a run that failed, 2 bad options or a refused
- * checkpoint, 3 the job was stopped on request (SIGTERM or SIGINT here or elsewhere). */
+ * data loading in gravac_worker_data.c. Exit status: 0 success, 1 a run that failed, 2 bad options
+ * or a refused checkpoint, 3 the job was stopped on request (SIGTERM or SIGINT here or elsewhere).
+ */
 #include "worker_prog.h"
 
 #include <math.h>
@@ -53,13 +54,19 @@ static gv_status_t run_eval(struct run *r, int64_t step, int64_t epoch, int *sto
 {
     struct gv_nn_eval ev;
     int bs = gv_nn_model_cfg(r->model)->max_batch;
-    WORKER_TRY(gv_nn_evaluate(r->model, r->test, bs, (size_t)r->o->to.eval_limit, &r->eval_buf,
-                              &ev));
+    WORKER_TRY(
+        gv_nn_evaluate(r->model, r->test, bs, (size_t)r->o->to.eval_limit, &r->eval_buf, &ev));
     int lstm = r->o->job.model == GV_NN_LSTM;
     struct gv_nn_record rec = {
-        .type = "eval", .step = step, .epoch = epoch, .time_s = gv_now_s() - r->t0,
-        .loss = ev.loss, .accuracy = ev.accuracy, .perplexity = lstm ? ev.perplexity : -1.0,
-        .cf = 1.0, .standalone = 1,
+        .type = "eval",
+        .step = step,
+        .epoch = epoch,
+        .time_s = gv_now_s() - r->t0,
+        .loss = ev.loss,
+        .accuracy = ev.accuracy,
+        .perplexity = lstm ? ev.perplexity : -1.0,
+        .cf = 1.0,
+        .standalone = 1,
     };
     emit(r, &rec);
     r->last = ev;
@@ -116,11 +123,18 @@ static gv_status_t train_loop(struct run *r, int64_t total, int64_t *done_p)
         if ((uint64_t)(step + 1) % to->progress_every == 0 || step + 1 == total) {
             double now = gv_now_s(), loss = w.st.loss_sum / (double)w.st.count;
             struct gv_nn_record rec = {
-                .type = "step", .step = step + 1, .epoch = epoch, .time_s = now - r->t0,
-                .loss = loss, .accuracy = (double)w.st.correct / (double)w.st.count,
+                .type = "step",
+                .step = step + 1,
+                .epoch = epoch,
+                .time_s = now - r->t0,
+                .loss = loss,
+                .accuracy = (double)w.st.correct / (double)w.st.count,
                 .perplexity = job->model == GV_NN_LSTM ? exp(loss) : -1.0,
                 .samples_per_s = (double)w.samples / (now - w.t),
-                .lr = gv_optim_lr(&job->optim, step), .cf = 1.0, .bytes_sent = 0, .standalone = 1,
+                .lr = gv_optim_lr(&job->optim, step),
+                .cf = 1.0,
+                .bytes_sent = 0,
+                .standalone = 1,
             };
             emit(r, &rec);
             w = (struct window){.t = gv_now_s()};
@@ -198,8 +212,8 @@ static int run_standalone(struct gv_ps_options *o)
            "%lld steps\n",
            gv_nn_model_kind_str(o->job.model), gv_nn_model_numel(r.model),
            gv_nn_model_tensor_count(r.model), r.train->name, r.train->n, r.rank, r.world,
-           r.train->n_total, r.test->n,
-           gv_nn_backend_name(be), o->to.threads, o->job.batch, (long long)total);
+           r.train->n_total, r.test->n, gv_nn_backend_name(be), o->to.threads, o->job.batch,
+           (long long)total);
     fflush(stdout);
     int64_t done = 0;
     r.t0 = gv_now_s();
@@ -238,7 +252,8 @@ int main(int argc, char **argv)
     struct gv_cfg_spec spec = {.program = "gravac-worker",
                                .summary = "a gravac worker: trains on its data shard with the "
                                           "servers (or alone with --standalone)",
-                               .section = "worker", .other_sections = others};
+                               .section = "worker",
+                               .other_sections = others};
     struct gv_cfg *cfg = NULL;
     int rc = gv_ps_options_load(&o, &spec, NULL, argc, argv, &cfg);
     if (rc >= 0)

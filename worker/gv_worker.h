@@ -28,22 +28,21 @@ extern "C" {
 
 struct gv_worker;
 
-
 struct gv_worker_config {
-    const struct gv_job *job;         /* borrowed, resolved: method, compressor, optimizer */
-    const struct gv_cluster *cluster; /* borrowed, resolved, role worker */
+    const struct gv_job *job;            /* borrowed, resolved: method, compressor, optimizer */
+    const struct gv_cluster *cluster;    /* borrowed, resolved, role worker */
     const struct gv_auth_secret *secret; /* borrowed; empty = --insecure */
-    int cmp_threads;                  /* compressor threads (0 or 1: the calling thread) */
-    uint32_t verify_every;            /* compare the shard checksums every N iterations (0: no) */
-    bool host_mirrors; /* treat a host replica (model.be a CPU backend) as a GPU one: separate
-                          host mirrors, copies through the backend, the backend's optimizer
-                          step; runs the GPU worker's data path on a CPU (tests) */
+    int cmp_threads;                     /* compressor threads (0 or 1: the calling thread) */
+    uint32_t verify_every; /* compare the shard checksums every N iterations (0: no) */
+    bool host_mirrors;     /* treat a host replica (model.be a CPU backend) as a GPU one: separate
+                              host mirrors, copies through the backend, the backend's optimizer
+                              step; runs the GPU worker's data path on a CPU (tests) */
     /* operations (docs/operations.md); zero-initialised fields disable each */
-    uint64_t heartbeat_interval_ns;   /* a HEARTBEAT on every idle link this often (0: none) */
-    uint64_t peer_timeout_ns;         /* a server silent this long is dead (0: never) */
-    const char *checkpoint_dir;       /* the residual goes to DIR/worker<RRRR>/ (NULL/"": no) */
-    uint64_t checkpoint_every;        /* with the servers' --checkpoint-every (0: never) */
-    int checkpoint_keep;              /* files kept (0 means 3) */
+    uint64_t heartbeat_interval_ns; /* a HEARTBEAT on every idle link this often (0: none) */
+    uint64_t peer_timeout_ns;       /* a server silent this long is dead (0: never) */
+    const char *checkpoint_dir;     /* the residual goes to DIR/worker<RRRR>/ (NULL/"": no) */
+    uint64_t checkpoint_every;      /* with the servers' --checkpoint-every (0: never) */
+    int checkpoint_keep;            /* files kept (0 means 3) */
 };
 
 /* The replica the runtime updates: flat vectors, borrowed for the worker's life. Tensor t is
@@ -55,16 +54,16 @@ struct gv_worker_config {
  * gv_optim_apply (the same bits as the servers' host step, so replicas stay bitwise equal to
  * the servers and the checksum check stays exact; it downloads the shard to checksum it). */
 struct gv_worker_model {
-    float *params;   /* float[numel], host or device (be) */
-    float *grads;    /* float[numel]: the caller's gradient before a step, the averaged
-                        gradient after it */
-    float *momentum; /* float[numel] */
+    float *params;            /* float[numel], host or device (be) */
+    float *grads;             /* float[numel]: the caller's gradient before a step, the averaged
+                                 gradient after it */
+    float *momentum;          /* float[numel] */
     struct gv_nn_backend *be; /* borrowed, may be NULL: where the vectors live (NULL or a CPU
                                  backend: host memory) */
     size_t numel;
     uint32_t n_tensors;
-    const size_t *tensor_numel;  /* [n_tensors] */
-    const char (*names)[24];     /* [n_tensors] */
+    const size_t *tensor_numel; /* [n_tensors] */
+    const char (*names)[24];    /* [n_tensors] */
 };
 
 /* Connects to every server, handshakes, seeds (worker 0) and receives the model: on success
@@ -98,19 +97,19 @@ struct gv_worker_step_in {
 };
 
 struct gv_worker_step_out {
-    uint64_t iter;            /* the iteration just run */
+    uint64_t iter; /* the iteration just run */
     enum gv_adapt_level level;
-    double cf;                /* compression factor sent (1: dense) */
+    double cf; /* compression factor sent (1: dense) */
     double theta_min, cf_candidate;
-    float lr;                 /* learning rate applied */
-    double compress_s;        /* compression + encoding */
-    double comm_s;            /* from the last push to the last update */
+    float lr;                            /* learning rate applied */
+    double compress_s;                   /* compression + encoding */
+    double comm_s;                       /* from the last push to the last update */
     uint64_t bytes_sent, bytes_recv;     /* prefix + header + payload of this iteration */
     uint64_t payload_sent, payload_recv; /* payload only */
     uint64_t wire_sent, wire_recv;       /* the transport's own counters over the iteration */
-    uint64_t nnz_sent;        /* entries pushed, over all servers */
-    bool resynced;            /* a full model was received (resync) */
-    bool stop;                /* the job ended instead (a server said BYE): nothing was applied */
+    uint64_t nnz_sent;                   /* entries pushed, over all servers */
+    bool resynced;                       /* a full model was received (resync) */
+    bool stop; /* the job ended instead (a server said BYE): nothing was applied */
 };
 
 /* One iteration. model->grads holds this iteration's gradient; on return params and momentum
@@ -140,12 +139,12 @@ struct gv_worker_summary {
     uint64_t setup_sent, setup_recv;
     uint64_t checksum_checks, checksum_mismatches, resyncs;
     uint64_t peak_rss;
-    uint64_t param_bytes; /* 4 x numel */
-    uint64_t buffer_bytes; /* host memory the runtime allocated (residuals, compression,
-                              staging, mirrors) */
-    uint64_t device_bytes; /* device memory the runtime allocated (GPU worker) */
-    bool stopped;          /* the job was stopped on request (a signal somewhere) */
-    uint64_t resumed_from; /* the iteration the servers resumed from (0: fresh) */
+    uint64_t param_bytes;   /* 4 x numel */
+    uint64_t buffer_bytes;  /* host memory the runtime allocated (residuals, compression,
+                               staging, mirrors) */
+    uint64_t device_bytes;  /* device memory the runtime allocated (GPU worker) */
+    bool stopped;           /* the job was stopped on request (a signal somewhere) */
+    uint64_t resumed_from;  /* the iteration the servers resumed from (0: fresh) */
     bool residual_restored; /* the residual of that iteration was loaded */
     uint64_t ckpt_written;  /* residual checkpoints written */
 };

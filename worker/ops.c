@@ -33,9 +33,10 @@ int wk_tick(struct gv_worker *w, uint64_t now)
     /* this process did not run for a while (stopped, a paused VM): the servers were not
      * silent, it was not listening; they get a fresh timeout */
     if (w->live_on && w->t_tick_ns != 0 && now - w->t_tick_ns > w->cfg.peer_timeout_ns / 2) {
-        gv_log(GV_LOG_WARN, "worker %u: this process did not run for %.1f s (stopped, or the host "
-               "stalled): every server gets a fresh timeout", w->rank,
-               (double)(now - w->t_tick_ns) * 1e-9);
+        gv_log(GV_LOG_WARN,
+               "worker %u: this process did not run for %.1f s (stopped, or the host "
+               "stalled): every server gets a fresh timeout",
+               w->rank, (double)(now - w->t_tick_ns) * 1e-9);
         for (uint32_t s = 0; s < w->S; s++)
             gv_liveness_seen(&w->live, s, now);
     }
@@ -59,9 +60,10 @@ int wk_tick(struct gv_worker *w, uint64_t now)
             struct wk_server *ws = &w->srv[dead[i]];
             if (ws->got_bye || ws->closed)
                 continue;
-            wk_fail(w, GV_ERR_TIMEOUT, "%s is not responding at iteration %" PRIu64 ": %s (hung, "
-                    "or its host unreachable?)", ws->name, w->iter,
-                    gv_liveness_why(&w->live, dead[i]));
+            wk_fail(w, GV_ERR_TIMEOUT,
+                    "%s is not responding at iteration %" PRIu64 ": %s (hung, "
+                    "or its host unreachable?)",
+                    ws->name, w->iter, gv_liveness_why(&w->live, dead[i]));
             if (ws->link.c != NULL)
                 gv_tp_conn_close(ws->link.c);
         }
@@ -112,8 +114,10 @@ static void *ops_helper(void *arg)
 static void ck_ident(const struct gv_worker *w, struct gv_ckpt_ident *id)
 {
     /* a worker's file: the whole model, index = its rank, and the number of workers */
-    *id = (struct gv_ckpt_ident){.model_fingerprint = w->fingerprint, .shard_offset = 0,
-                                 .shard_length = w->m.numel, .shard_index = w->rank,
+    *id = (struct gv_ckpt_ident){.model_fingerprint = w->fingerprint,
+                                 .shard_offset = 0,
+                                 .shard_length = w->m.numel,
+                                 .shard_index = w->rank,
                                  .num_servers = w->W};
 }
 
@@ -140,8 +144,7 @@ static size_t ck_sections(struct gv_worker *w, struct gv_ckpt_section *sec, uint
                                             w->m.numel * sizeof(float)};
     if (w->epoch_acc != NULL) {
         *pending = w->norms_pending;
-        sec[n++] = (struct gv_ckpt_section){"epoch_acc", w->epoch_acc,
-                                            w->m.numel * sizeof(float)};
+        sec[n++] = (struct gv_ckpt_section){"epoch_acc", w->epoch_acc, w->m.numel * sizeof(float)};
         sec[n++] = (struct gv_ckpt_section){"layer_norms", w->layer_norms,
                                             w->m.n_tensors * sizeof(double)};
         sec[n++] = (struct gv_ckpt_section){"norms_pending", pending, 1};
@@ -169,9 +172,11 @@ static gv_status_t ck_restore(struct gv_worker *w)
     char path[PATH_MAX];
     gv_ps_ckpt_path(w->ckpt_dir, w->rank, w->iter, path, sizeof(path));
     if (access(path, F_OK) != 0) {
-        gv_log(GV_LOG_WARN, "worker %u: no checkpoint of iteration %" PRIu64 " in %s: the "
+        gv_log(GV_LOG_WARN,
+               "worker %u: no checkpoint of iteration %" PRIu64 " in %s: the "
                "error-feedback residual starts from zero (training goes on, but not exactly as "
-               "an uninterrupted run would)", w->rank, w->iter, w->ckpt_dir);
+               "an uninterrupted run would)",
+               w->rank, w->iter, w->ckpt_dir);
         return gv_ps_ckpt_retire_newer(w->ckpt_dir, w->rank, w->iter);
     }
     float *host = NULL;
@@ -184,8 +189,8 @@ static gv_status_t ck_restore(struct gv_worker *w)
         uint8_t pending = 0;
         size_t n = ck_sections(w, sec, &pending, host);
         for (size_t i = 0; i < n && status == GV_OK; i++)
-            status = gv_ckpt_read_section(ck, sec[i].name, (void *)(uintptr_t)sec[i].data,
-                                          sec[i].len);
+            status =
+                gv_ckpt_read_section(ck, sec[i].name, (void *)(uintptr_t)sec[i].data, sec[i].len);
         w->norms_pending = pending != 0;
         gv_ckpt_close(ck);
     }
@@ -200,13 +205,17 @@ static gv_status_t ck_restore(struct gv_worker *w)
     }
     gv_free(host);
     if (status != GV_OK) {
-        gv_log(GV_LOG_ERROR, "worker %u: refusing the checkpoint %s (see above): move it away "
-               "to resume with a zero residual", w->rank, path);
+        gv_log(GV_LOG_ERROR,
+               "worker %u: refusing the checkpoint %s (see above): move it away "
+               "to resume with a zero residual",
+               w->rank, path);
         return GV_ERR_PROTO;
     }
     w->residual_restored = true;
-    gv_log(GV_LOG_INFO, "worker %u: error-feedback residual of iteration %" PRIu64 " restored "
-           "from %s", w->rank, w->iter, path);
+    gv_log(GV_LOG_INFO,
+           "worker %u: error-feedback residual of iteration %" PRIu64 " restored "
+           "from %s",
+           w->rank, w->iter, path);
     return gv_ps_ckpt_retire_newer(w->ckpt_dir, w->rank, w->iter);
 }
 
@@ -225,9 +234,9 @@ void wk_ckpt_write(struct gv_worker *w)
     gv_status_t status = GV_OK;
     if (ck_resid_staged(w)) {
         host = ck_stage_alloc(w);
-        status = host == NULL ? GV_ERR_NOMEM
-                              : gv_cmp_copy_to_host(w->cmp, host, w->resid,
-                                                    w->m.numel * sizeof(float));
+        status = host == NULL
+                     ? GV_ERR_NOMEM
+                     : gv_cmp_copy_to_host(w->cmp, host, w->resid, w->m.numel * sizeof(float));
     }
     if (status == GV_OK) {
         struct gv_ckpt_section sec[4];
@@ -238,13 +247,17 @@ void wk_ckpt_write(struct gv_worker *w)
     }
     gv_free(host);
     if (status != GV_OK) {
-        gv_log(GV_LOG_ERROR, "worker %u: the residual checkpoint of iteration %" PRIu64 " failed "
-               "(%s); training goes on", w->rank, w->iter, gv_status_str(status));
+        gv_log(GV_LOG_ERROR,
+               "worker %u: the residual checkpoint of iteration %" PRIu64 " failed "
+               "(%s); training goes on",
+               w->rank, w->iter, gv_status_str(status));
         return;
     }
     w->ckpt_written++;
-    gv_log(GV_LOG_DEBUG, "worker %u: residual checkpoint of iteration %" PRIu64 " written in %.3f "
-           "s", w->rank, w->iter, (double)(gv_now_ns() - t0) * 1e-9);
+    gv_log(GV_LOG_DEBUG,
+           "worker %u: residual checkpoint of iteration %" PRIu64 " written in %.3f "
+           "s",
+           w->rank, w->iter, (double)(gv_now_ns() - t0) * 1e-9);
 }
 
 /* ---------------------------------------------------------------- start, stop */
@@ -305,7 +318,8 @@ void gv_worker_stop(struct gv_worker *w, const char *why)
     bool sent = false;
     for (uint32_t s = 0; s < w->S; s++) {
         struct wk_server *ws = &w->srv[s];
-        if (ws->closed || ws->link.c == NULL || ws->hs.state != GV_PS_CLIENT_WELCOMED || ws->got_error)
+        if (ws->closed || ws->link.c == NULL || ws->hs.state != GV_PS_CLIENT_WELCOMED ||
+            ws->got_error)
             continue;
         struct gv_proto_msg m;
         gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_ERROR, w->iter);
@@ -327,8 +341,8 @@ void gv_worker_stop(struct gv_worker *w, const char *why)
      * complete that round without its push: the servers stop there, and so can its checkpoint */
     bool same = sent && w->fail_status == GV_OK;
     for (uint32_t s = 0; s < w->S; s++)
-        same &= w->srv[s].got_error && w->srv[s].error_code == GV_OK &&
-                w->srv[s].error_iter == w->iter;
+        same &=
+            w->srv[s].got_error && w->srv[s].error_code == GV_OK && w->srv[s].error_iter == w->iter;
     w->stopped = true;
     if (w->fail_status == GV_OK) {
         w->fail_status = GV_ERR_CLOSED;

@@ -1,5 +1,5 @@
-/* step.c: one iteration of the worker runtime, out and back. Tensors are compressed from the last to
- * the first, so the shards complete from the last server to server 0; each server's push leaves
+/* step.c: one iteration of the worker runtime, out and back. Tensors are compressed from the last
+ * to the first, so the shards complete from the last server to server 0; each server's push leaves
  * as soon as its shard is complete, while the next tensors are compressed (server 0's push, the
  * last one, carries the iteration's statistics for the controller). Then every server's update
  * is applied as it arrives: the same optimizer step the server applied to its shard. */
@@ -14,10 +14,10 @@ struct step_ctx {
     const struct gv_worker_step_in *in;
     struct gv_worker_step_out *out;
     uint32_t levels;
-    bool dense;             /* the level sent is dense */
+    bool dense; /* the level sent is dense */
     struct gv_norms norms;
     uint64_t t0;
-    uint32_t next_push;     /* shards >= next_push have been pushed */
+    uint32_t next_push; /* shards >= next_push have been pushed */
 };
 
 /* Splits the sent entries of tensor t over the shards it spans, into each shard's staging
@@ -88,8 +88,10 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
         pl[0] = (struct gv_iov){(void *)(uintptr_t)(src + ws->lo), 4 * ws->n};
         npl = 1;
     } else {
-        struct gv_sparse sp = {.idx = ws->sidx + ws->tail, .val = ws->sval + ws->tail,
-                               .cap = ws->cap - ws->tail, .count = ws->cap - ws->tail,
+        struct gv_sparse sp = {.idx = ws->sidx + ws->tail,
+                               .val = ws->sval + ws->tail,
+                               .cap = ws->cap - ws->tail,
+                               .count = ws->cap - ws->tail,
                                .n = (uint32_t)ws->n};
         struct gv_sparse_layout info;
         enum gv_val_type vt = w->job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
@@ -108,8 +110,8 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
     uint64_t b = 0;
     gv_status_t status = gv_ps_link_send(&ws->link, &m, pl, npl, &b);
     if (status != GV_OK) {
-        wk_fail(w, status == GV_ERR_CLOSED ? GV_ERR_CLOSED : status,
-                "cannot push to %s: %s", ws->name, gv_status_str(status));
+        wk_fail(w, status == GV_ERR_CLOSED ? GV_ERR_CLOSED : status, "cannot push to %s: %s",
+                ws->name, gv_status_str(status));
         return status;
     }
     x->out->bytes_sent += b;
@@ -138,7 +140,9 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
     for (uint32_t t = w->m.n_tensors; t-- > 0;) {
         if (x->levels > 0) {
             double cf = accordion && w->heavy[t] ? d->cf_candidate : d->theta_min;
-            struct gv_cmp_req req = {.iter = w->iter, .tensor_id = t, .cf_min = cf,
+            struct gv_cmp_req req = {.iter = w->iter,
+                                     .tensor_id = t,
+                                     .cf_min = cf,
                                      .cf_cand = x->levels == 2 ? d->cf_candidate : 0};
             /* the capacity is the bound of this call's CF, not of the buffer: a threshold
              * compressor (DGC, Redsync) falls back to exact top-k above the capacity, so the
@@ -188,8 +192,8 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
  * it arrives (the same optimizer step its server applied to its shard); every other message
  * goes to control.c. */
 
-static gv_status_t wk_parse_prefix(const void *prefix, uint32_t *hdr_len_p,
-                                   uint64_t *payload_len_p, void *user)
+static gv_status_t wk_parse_prefix(const void *prefix, uint32_t *hdr_len_p, uint64_t *payload_len_p,
+                                   void *user)
 {
     struct gv_worker *w = user;
     return gv_proto_parse_prefix(prefix, &w->caps, hdr_len_p, payload_len_p);
@@ -201,9 +205,10 @@ static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
     bool accordion = w->job->method == GV_JOB_ACCORDION;
     bool dense;
     if (!ws->synced || !w->in_step ||
-        gv_ps_update_check(m, w->iter, ws->s, ws->n, ws->ucap, accordion, w->m.n_tensors,
-                           &dense) != GV_OK) {
-        gv_log(GV_LOG_ERROR, "worker %u: %s sent a malformed update (iteration %" PRIu64
+        gv_ps_update_check(m, w->iter, ws->s, ws->n, ws->ucap, accordion, w->m.n_tensors, &dense) !=
+            GV_OK) {
+        gv_log(GV_LOG_ERROR,
+               "worker %u: %s sent a malformed update (iteration %" PRIu64
                ", shard %u, numel %" PRIu64 ", %u segments) during iteration %" PRIu64 "%s",
                w->rank, ws->name, m->iteration, m->shard, m->numel, m->n_segs, w->iter,
                w->in_step ? "" : " (between iterations)");
@@ -228,8 +233,7 @@ static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
 }
 
 static gv_status_t wk_on_header(struct gv_conn *c, const void *msg, size_t msg_len,
-                                uint64_t payload_len, struct gv_iov *dst, int *dst_cnt,
-                                void *user)
+                                uint64_t payload_len, struct gv_iov *dst, int *dst_cnt, void *user)
 {
     struct gv_worker *w = user;
     struct wk_server *ws = c->user;
@@ -254,8 +258,8 @@ static gv_status_t step_optim(struct gv_worker *w, struct wk_server *ws, float l
     float *dg = w->m.grads + ws->lo;
     gv_status_t status = wk_upload(w, dg, g, ws->n, "the update");
     if (status == GV_OK)
-        status = gv_optim_apply(w->m.be, oc, lr, w->m.params + ws->lo, w->m.momentum + ws->lo,
-                                dg, ws->n);
+        status = gv_optim_apply(w->m.be, oc, lr, w->m.params + ws->lo, w->m.momentum + ws->lo, dg,
+                                ws->n);
     if (status != GV_OK)
         wk_fail(w, status, "the optimizer step on the GPU failed (%s)", gv_status_str(status));
     return status;
@@ -294,13 +298,14 @@ static void step_apply_update(struct gv_worker *w, struct wk_server *ws,
     if (w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0) {
         /* a GPU replica is checked on a copy of its shard */
         if (w->mirrored && wk_download(w, w->hp + ws->lo, w->m.params + ws->lo, ws->n,
-                                  "the shard to checksum") != GV_OK)
+                                       "the shard to checksum") != GV_OK)
             return;
         w->checks++;
         uint64_t ck = gv_ps_checksum(w->hp + ws->lo, ws->n);
         if (ck != m->u.update.model_checksum) {
             w->mismatches++;
-            gv_log(GV_LOG_WARN, "worker %u: shard %u drifted from %s at iteration %" PRIu64
+            gv_log(GV_LOG_WARN,
+                   "worker %u: shard %u drifted from %s at iteration %" PRIu64
                    " (checksum %016" PRIx64 ", server %016" PRIx64 "): asking for a full model",
                    w->rank, ws->s, ws->name, w->iter, ck, m->u.update.model_checksum);
             struct gv_proto_msg r;
@@ -324,8 +329,7 @@ static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *
     ws->link.bytes_recv += bytes;
     wk_seen(w, ws);
     bool joined = ws->hs.state == GV_PS_CLIENT_WELCOMED;
-    if (joined && w->in_step &&
-        (m->type == GV_PROTO_MSG_UPDATE || m->type == GV_PROTO_MSG_MODEL)) {
+    if (joined && w->in_step && (m->type == GV_PROTO_MSG_UPDATE || m->type == GV_PROTO_MSG_MODEL)) {
         w->it_recv += bytes;
         w->it_payload_recv += m->payload_len;
     }
@@ -402,10 +406,11 @@ static gv_status_t step_adopt(struct gv_worker *w)
         const struct wk_server *ws = &w->srv[s];
         if (!gv_ps_decision_equal(&ws->dec, &s0->dec) ||
             memcmp(ws->heavy, s0->heavy, w->m.n_tensors) != 0) {
-            wk_fail(w, GV_ERR_PROTO, "servers 0 and %u sent different decisions for iteration "
-                    "%" PRIu64 " (CF %g vs %g, level %s vs %s)", s, w->iter + 1, s0->dec.cf_send,
-                    ws->dec.cf_send, gv_adapt_level_str(s0->dec.level),
-                    gv_adapt_level_str(ws->dec.level));
+            wk_fail(w, GV_ERR_PROTO,
+                    "servers 0 and %u sent different decisions for iteration "
+                    "%" PRIu64 " (CF %g vs %g, level %s vs %s)",
+                    s, w->iter + 1, s0->dec.cf_send, ws->dec.cf_send,
+                    gv_adapt_level_str(s0->dec.level), gv_adapt_level_str(ws->dec.level));
             return GV_ERR_PROTO;
         }
     }
@@ -468,8 +473,11 @@ static gv_status_t step_run(struct gv_worker *w, const struct gv_worker_step_in 
     memset(out, 0, sizeof(*out));
     if (w->fail_status != GV_OK)
         return w->fail_status;
-    struct step_ctx x = {.in = in, .out = out, .levels = wk_levels(w, &w->dec),
-                         .dense = w->dec.level == GV_ADAPT_LEVEL_DENSE, .t0 = gv_now_ns(),
+    struct step_ctx x = {.in = in,
+                         .out = out,
+                         .levels = wk_levels(w, &w->dec),
+                         .dense = w->dec.level == GV_ADAPT_LEVEL_DENSE,
+                         .t0 = gv_now_ns(),
                          .next_push = w->S};
     out->iter = w->iter;
     out->level = w->dec.level;

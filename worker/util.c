@@ -67,4 +67,3 @@ gv_status_t wk_upload(struct gv_worker *w, float *dev, const float *host, size_t
         wk_fail(w, status, "cannot copy %s to the GPU (%s)", what, gv_status_str(status));
     return status;
 }
-

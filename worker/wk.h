@@ -21,33 +21,33 @@ struct wk_server {
     uint32_t s;
     struct gv_ps_link link;
     struct gv_ps_client_hs hs;
-    struct gv_ps_rx rx;     /* the header of the message being received (decoded once) */
-    char name[96];          /* "server 1 (10.0.0.2:7000)" */
+    struct gv_ps_rx rx; /* the header of the message being received (decoded once) */
+    char name[96];      /* "server 1 (10.0.0.2:7000)" */
     bool closed;
     gv_status_t close_reason;
-    uint64_t lo, n;         /* the shard [lo, lo + n) */
+    uint64_t lo, n; /* the shard [lo, lo + n) */
 
     /* sync and updates */
-    bool synced;            /* initial model and decision received */
+    bool synced; /* initial model and decision received */
     bool got_decision;
-    uint64_t model_left;    /* MODEL elements still expected (params + momentum) */
+    uint64_t model_left; /* MODEL elements still expected (params + momentum) */
     uint64_t model_checksum;
     bool got_update;
-    bool resync;            /* this update is followed by a full model */
+    bool resync; /* this update is followed by a full model */
     bool got_bye;
     bool got_error;
-    int32_t error_code;     /* the ERROR's status: GV_OK means the job was stopped on request */
-    uint64_t error_iter;    /* the ERROR's iteration: where the servers stopped */
+    int32_t error_code;  /* the ERROR's status: GV_OK means the job was stopped on request */
+    uint64_t error_iter; /* the ERROR's iteration: where the servers stopped */
     char error_text[260];
-    bool deferred;          /* its update waits for our push to leave: not held against it */
-    uint64_t seen_bytes;    /* conn bytes_recv at the last liveness tick */
+    bool deferred;             /* its update waits for our push to leave: not held against it */
+    uint64_t seen_bytes;       /* conn bytes_recv at the last liveness tick */
     struct gv_ps_decision dec; /* from the last UPDATE or DECISION */
     uint64_t dec_iter;
-    uint8_t *heavy;         /* [n_tensors]: Accordion's per-tensor level from this server */
+    uint8_t *heavy; /* [n_tensors]: Accordion's per-tensor level from this server */
 
     /* push staging: the sent entries of this shard, filled back to front */
-    uint32_t *sidx;         /* [cap], shard-relative indices */
-    float *sval;            /* [cap] */
+    uint32_t *sidx; /* [cap], shard-relative indices */
+    float *sval;    /* [cap] */
     uint32_t cap, tail;
     bool pushed;
     /* the encoded push, then (same memory: the push has left before the update comes) the
@@ -70,7 +70,7 @@ struct gv_worker {
     struct gv_buf mirror;   /* mirrored: hp, hg, hv */
     struct gv_sparse hsent; /* mirrored: host copy of one tensor's level sent (pinned) */
     struct gv_buf hsent_buf;
-    size_t *off;            /* [n_tensors + 1] */
+    size_t *off; /* [n_tensors + 1] */
     struct gv_shard_map map;
     uint64_t fingerprint;
     struct gv_proto_caps caps;
@@ -78,19 +78,19 @@ struct gv_worker {
     struct gv_tp *tp;
     struct gv_proto_arena arena;
     void *arena_buf;
-    struct wk_server *srv;  /* [S] */
+    struct wk_server *srv; /* [S] */
 
     /* compression */
-    struct gv_cmp *cmp;     /* NULL for the dense method */
-    struct gv_ef **ef;      /* [n_tensors], residuals are views into resid */
-    float *resid;           /* float[numel]: r, and g_ef between compress and apply (of the
-                               compressor's memory kind, as the outputs below) */
+    struct gv_cmp *cmp;             /* NULL for the dense method */
+    struct gv_ef **ef;              /* [n_tensors], residuals are views into resid */
+    float *resid;                   /* float[numel]: r, and g_ef between compress and apply (of the
+                                       compressor's memory kind, as the outputs below) */
     struct gv_sparse *lmin, *lcand; /* [n_tensors] */
 
     /* the decision in force */
     uint64_t iter;
     struct gv_ps_decision dec;
-    uint8_t *heavy;         /* [n_tensors] */
+    uint8_t *heavy; /* [n_tensors] */
 
     /* Accordion (worker 0): the averaged gradient accumulated over the epoch */
     float *epoch_acc;
@@ -103,23 +103,23 @@ struct gv_worker {
     uint64_t buffer_bytes, device_bytes;
     uint64_t it_recv, it_payload_recv; /* bytes of the current iteration received */
     bool in_step;
-    bool busy;              /* the caller's thread is inside create or step: updates and
-                               models may arrive (any other time they are a protocol error) */
+    bool busy; /* the caller's thread is inside create or step: updates and
+                  models may arrive (any other time they are a protocol error) */
 
     /* failure */
     gv_status_t fail_status;
     char fail[400];
-    bool stopped;           /* a server stopped the job on request */
+    bool stopped; /* a server stopped the job on request */
 
     /* operations (worker_ops.c) */
-    pthread_mutex_t mu;     /* held by the caller's calls and by the helper between naps */
+    pthread_mutex_t mu; /* held by the caller's calls and by the helper between naps */
     pthread_cond_t cv;
     pthread_t helper;
     bool helper_on, helper_stop;
     struct gv_liveness live; /* servers 0..S-1, from the end of start-up */
     bool live_on;
-    uint64_t t_tick_ns;     /* the last liveness tick (a long gap: this process stalled) */
-    char ckpt_dir[1024];    /* this worker's directory ("" none) */
+    uint64_t t_tick_ns;  /* the last liveness tick (a long gap: this process stalled) */
+    char ckpt_dir[1024]; /* this worker's directory ("" none) */
     uint64_t resumed_from;
     bool residual_restored;
     uint64_t ckpt_written;

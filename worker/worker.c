@@ -61,8 +61,8 @@ static void wk_cmp_free(struct gv_worker *w, void *p)
  * (and a host copy of one tensor's level sent, as large as the largest). */
 static gv_status_t wk_host_views(struct gv_worker *w)
 {
-    w->mirrored = w->m.be != NULL &&
-                  (gv_nn_backend_mem(w->m.be) == GV_MEM_DEVICE || w->cfg.host_mirrors);
+    w->mirrored =
+        w->m.be != NULL && (gv_nn_backend_mem(w->m.be) == GV_MEM_DEVICE || w->cfg.host_mirrors);
     if (!w->mirrored) {
         w->hp = w->m.params, w->hg = w->m.grads, w->hv = w->m.momentum;
         return GV_OK;
@@ -118,14 +118,14 @@ static gv_status_t wk_compressor(struct gv_worker *w)
             return status;
         uint32_t b = gv_cmp_bound(w->cmp, n, cc.min_cf);
         most = GV_MAX(most, b);
-        w->lmin[t] = (struct gv_sparse){.idx = wk_cmp_alloc(w, b, 4),
-                                        .val = wk_cmp_alloc(w, b, 4), .cap = b};
+        w->lmin[t] = (struct gv_sparse){
+            .idx = wk_cmp_alloc(w, b, 4), .val = wk_cmp_alloc(w, b, 4), .cap = b};
         if (w->lmin[t].idx == NULL || w->lmin[t].val == NULL)
             return GV_ERR_NOMEM;
         if (cand_cf > 0) {
             uint32_t bc = gv_cmp_bound(w->cmp, n, cand_cf);
-            w->lcand[t] = (struct gv_sparse){.idx = wk_cmp_alloc(w, bc, 4),
-                                             .val = wk_cmp_alloc(w, bc, 4), .cap = bc};
+            w->lcand[t] = (struct gv_sparse){
+                .idx = wk_cmp_alloc(w, bc, 4), .val = wk_cmp_alloc(w, bc, 4), .cap = bc};
             if (w->lcand[t].idx == NULL || w->lcand[t].val == NULL)
                 return GV_ERR_NOMEM;
         }
@@ -134,8 +134,8 @@ static gv_status_t wk_compressor(struct gv_worker *w)
         /* the level sent goes to the host tensor by tensor, for staging and encoding */
         if ((status = wk_host_buf(w, &w->hsent_buf, (size_t)most * 8)) != GV_OK)
             return status;
-        w->hsent = (struct gv_sparse){.idx = w->hsent_buf.ptr,
-                                      .val = (float *)w->hsent_buf.ptr + most, .cap = most};
+        w->hsent = (struct gv_sparse){
+            .idx = w->hsent_buf.ptr, .val = (float *)w->hsent_buf.ptr + most, .cap = most};
     }
     gv_log(GV_LOG_INFO, "worker %u: compressor %s (%s), floor CF %g, %d thread(s)", w->rank,
            gv_cmp_kind_str(cc.kind), gv_cmp_backend(w->cmp), cc.min_cf, gv_cmp_nthreads(w->cmp));
@@ -202,9 +202,12 @@ static gv_status_t wk_layout(struct gv_worker *w)
 
 static gv_status_t wk_connect(struct gv_worker *w, uint64_t deadline)
 {
-    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER, .rank = w->rank,
-                                    .num_workers = w->W, .num_servers = w->S,
-                                    .cluster_id = w->cl->cluster_id, .secret = w->cfg.secret};
+    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER,
+                                    .rank = w->rank,
+                                    .num_workers = w->W,
+                                    .num_servers = w->S,
+                                    .cluster_id = w->cl->cluster_id,
+                                    .secret = w->cfg.secret};
     for (uint32_t s = 0; s < w->S; s++) {
         struct wk_server *ws = &w->srv[s];
         struct gv_hostport hp;
@@ -247,9 +250,11 @@ static gv_status_t wk_sync(struct gv_worker *w, uint64_t deadline)
             for (uint32_t s = 0; s < w->S && off < sizeof(missing) - 12; s++)
                 if (!w->srv[s].synced)
                     off += (size_t)snprintf(missing + off, sizeof(missing) - off, " %u", s);
-            wk_fail(w, GV_ERR_TIMEOUT, "start-up did not complete within %.1f s "
+            wk_fail(w, GV_ERR_TIMEOUT,
+                    "start-up did not complete within %.1f s "
                     "(--connect-timeout): no model and decision yet from servers%s (waiting for "
-                    "the other workers to join?)", (double)w->cl->connect_timeout * 1e-9, missing);
+                    "the other workers to join?)",
+                    (double)w->cl->connect_timeout * 1e-9, missing);
             return GV_ERR_TIMEOUT;
         }
         int ms = wk_tick(w, gv_now_ns());
@@ -264,8 +269,10 @@ static gv_status_t wk_sync(struct gv_worker *w, uint64_t deadline)
         const struct wk_server *ws = &w->srv[s];
         if (ws->dec_iter != s0->dec_iter || !gv_ps_decision_equal(&ws->dec, &s0->dec) ||
             memcmp(ws->heavy, s0->heavy, w->m.n_tensors) != 0) {
-            wk_fail(w, GV_ERR_PROTO, "servers 0 and %u disagree on the starting iteration or "
-                    "decision (%" PRIu64 " vs %" PRIu64 ")", s, s0->dec_iter, ws->dec_iter);
+            wk_fail(w, GV_ERR_PROTO,
+                    "servers 0 and %u disagree on the starting iteration or "
+                    "decision (%" PRIu64 " vs %" PRIu64 ")",
+                    s, s0->dec_iter, ws->dec_iter);
             return GV_ERR_PROTO;
         }
     }
@@ -332,8 +339,7 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
             gv_log(GV_LOG_ERROR, "worker: cannot create the %s transport", w->cl->transport);
     }
     if (status == GV_OK && !gv_tp_has_cap(w->tp, GV_TP_CAP_DEFER_RECV)) {
-        gv_log(GV_LOG_ERROR, "worker: the %s transport cannot defer a receive",
-               w->cl->transport);
+        gv_log(GV_LOG_ERROR, "worker: the %s transport cannot defer a receive", w->cl->transport);
         status = GV_ERR_UNSUPPORTED;
     }
     if (status == GV_ERR_NOMEM)
@@ -349,9 +355,11 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
         gv_worker_destroy(w);
         return status;
     }
-    gv_log(GV_LOG_INFO, "worker %u of %u: in sync with %u servers at iteration %" PRIu64
-           " after %.2f s (first decision: %s, CF %g)", w->rank, w->W, w->S, w->iter,
-           (double)(gv_now_ns() - t0) * 1e-9, gv_adapt_level_str(w->dec.level), w->dec.cf_send);
+    gv_log(GV_LOG_INFO,
+           "worker %u of %u: in sync with %u servers at iteration %" PRIu64
+           " after %.2f s (first decision: %s, CF %g)",
+           w->rank, w->W, w->S, w->iter, (double)(gv_now_ns() - t0) * 1e-9,
+           gv_adapt_level_str(w->dec.level), w->dec.cf_send);
     *w_p = w;
     return GV_OK;
 }
@@ -367,7 +375,8 @@ static void wk_tell_failure(struct gv_worker *w)
     bool sent = false;
     for (uint32_t s = 0; w->srv != NULL && s < w->S; s++) {
         struct wk_server *ws = &w->srv[s];
-        if (ws->closed || ws->link.c == NULL || ws->got_error || ws->hs.state != GV_PS_CLIENT_WELCOMED)
+        if (ws->closed || ws->link.c == NULL || ws->got_error ||
+            ws->hs.state != GV_PS_CLIENT_WELCOMED)
             continue;
         struct gv_proto_msg m;
         gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_ERROR, w->iter);

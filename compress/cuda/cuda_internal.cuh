@@ -16,12 +16,12 @@
  * (thresholds) and read by the compaction kernels: keys >= gt_min are taken, and of the keys
  * equal to eq_key the first need_eq in index order. */
 struct gv_cu_sel {
-    uint32_t prefix;  /* digits of the k-th key found so far */
-    uint32_t rank;    /* rank still to find inside the current bucket (1-based) */
+    uint32_t prefix; /* digits of the k-th key found so far */
+    uint32_t rank;   /* rank still to find inside the current bucket (1-based) */
     uint32_t gt_min;
     uint32_t eq_key;
     uint32_t need_eq;
-    uint32_t total;   /* entries the compaction writes */
+    uint32_t total; /* entries the compaction writes */
 };
 
 /* Reductions of the small kernels. */
@@ -35,14 +35,14 @@ struct gv_cu_red {
 struct gv_cuda_ws {
     uint64_t max_n;
     uint32_t pos_cap;
-    int grid;               /* blocks for grid-stride kernels */
-    uint32_t *hist;         /* [2048] */
-    struct gv_cu_sel *sel;  /* [1] */
-    struct gv_cu_red *red;  /* [1] */
-    uint32_t *tile_gt;      /* [ntiles max] */
-    uint32_t *tile_eq;      /* [ntiles max] */
-    uint32_t *pos;          /* [pos_cap] positions uploaded from the host */
-    float *vals;            /* [pos_cap] sampled values */
+    int grid;              /* blocks for grid-stride kernels */
+    uint32_t *hist;        /* [2048] */
+    struct gv_cu_sel *sel; /* [1] */
+    struct gv_cu_red *red; /* [1] */
+    uint32_t *tile_gt;     /* [ntiles max] */
+    uint32_t *tile_eq;     /* [ntiles max] */
+    uint32_t *pos;         /* [pos_cap] positions uploaded from the host */
+    float *vals;           /* [pos_cap] sampled values */
 };
 
 gv_status_t gv_cu_check(cudaError_t err, const char *what);
@@ -70,8 +70,7 @@ __device__ __forceinline__ uint32_t gv_cu_key(float f)
 }
 
 /* Exclusive block scan (all threads of the block call it); *total_p gets the block sum. */
-template <typename T>
-__device__ __forceinline__ T gv_cu_block_excl_scan(T v, T *total_p)
+template <typename T> __device__ __forceinline__ T gv_cu_block_excl_scan(T v, T *total_p)
 {
     __shared__ T sh[33];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
@@ -105,8 +104,7 @@ __device__ __forceinline__ T gv_cu_block_excl_scan(T v, T *total_p)
 }
 
 /* Block sum to thread 0 (others get garbage). */
-template <typename T>
-__device__ __forceinline__ T gv_cu_block_sum(T v)
+template <typename T> __device__ __forceinline__ T gv_cu_block_sum(T v)
 {
     __shared__ T sh[32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;

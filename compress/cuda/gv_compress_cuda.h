@@ -43,25 +43,24 @@ struct gv_cuda_api {
     gv_status_t (*accumulate)(struct gv_cuda_ws *ws, float *r, const float *g, uint32_t n,
                               double *sumsq_p);
     gv_status_t (*sumsq)(struct gv_cuda_ws *ws, const float *x, uint32_t n, double *sumsq_p);
-    gv_status_t (*ef_apply)(struct gv_cuda_ws *ws, float *r, const uint32_t *idx,
-                            const float *val, uint32_t count);
+    gv_status_t (*ef_apply)(struct gv_cuda_ws *ws, float *r, const uint32_t *idx, const float *val,
+                            uint32_t count);
     gv_status_t (*topk)(struct gv_cuda_ws *ws, const float *x, uint32_t n, uint32_t k,
                         const uint32_t *map, uint32_t *idx_out, float *val_out);
     gv_status_t (*count_ge)(struct gv_cuda_ws *ws, const float *x, uint32_t n, uint32_t key_min,
                             uint64_t *count_p);
     gv_status_t (*select_ge)(struct gv_cuda_ws *ws, const float *x, uint32_t n, uint32_t key_min,
-                             const uint32_t *map, uint32_t cap, uint32_t *idx_out,
-                             float *val_out, uint32_t *count_p);
+                             const uint32_t *map, uint32_t cap, uint32_t *idx_out, float *val_out,
+                             uint32_t *count_p);
     gv_status_t (*gather)(struct gv_cuda_ws *ws, const float *x, const uint32_t *pos_host,
-                          uint32_t count, const uint32_t *map, uint32_t *idx_out,
-                          float *val_out);
+                          uint32_t count, const uint32_t *map, uint32_t *idx_out, float *val_out);
     gv_status_t (*sample)(struct gv_cuda_ws *ws, const float *x, const uint32_t *pos_host,
                           uint32_t count, float *vals_host);
     gv_status_t (*abs_stats)(struct gv_cuda_ws *ws, const float *x, uint32_t n, double *sum_p,
                              float *max_p, uint64_t *nfinite_p);
     gv_status_t (*round_f16)(struct gv_cuda_ws *ws, float *val, uint32_t count);
-    gv_status_t (*scatter_add)(struct gv_cuda_ws *ws, float *dense, uint32_t n,
-                               const uint32_t *idx, const float *val, uint32_t count);
+    gv_status_t (*scatter_add)(struct gv_cuda_ws *ws, float *dense, uint32_t n, const uint32_t *idx,
+                               const float *val, uint32_t count);
 };
 
 /* Host side (cuda_plugin.c): loads the plugin once (thread-safe) and gives its table. Looked
@@ -91,8 +90,8 @@ gv_status_t gv_cuda_accumulate(struct gv_cuda_ws *ws, float *r, const float *g, 
                                double *sumsq_p);
 gv_status_t gv_cuda_sumsq(struct gv_cuda_ws *ws, const float *x, uint32_t n, double *sumsq_p);
 /* r[idx[i]] -= val[i] (idx NULL: r[i]), non-finite results -> 0 */
-gv_status_t gv_cuda_ef_apply(struct gv_cuda_ws *ws, float *r, const uint32_t *idx,
-                             const float *val, uint32_t count);
+gv_status_t gv_cuda_ef_apply(struct gv_cuda_ws *ws, float *r, const uint32_t *idx, const float *val,
+                             uint32_t count);
 /* Exact top-k with the CPU's order and tie rule; k entries, ascending index. map: NULL or
  * uint32[n] (output index = map[position]). */
 gv_status_t gv_cuda_topk(struct gv_cuda_ws *ws, const float *x, uint32_t n, uint32_t k,
@@ -100,12 +99,11 @@ gv_status_t gv_cuda_topk(struct gv_cuda_ws *ws, const float *x, uint32_t n, uint
 gv_status_t gv_cuda_count_ge(struct gv_cuda_ws *ws, const float *x, uint32_t n, uint32_t key_min,
                              uint64_t *count_p);
 /* All entries with key >= key_min, ascending index; GV_ERR_INVAL if more than cap. */
-gv_status_t gv_cuda_select_ge(struct gv_cuda_ws *ws, const float *x, uint32_t n,
-                              uint32_t key_min, const uint32_t *map, uint32_t cap,
-                              uint32_t *idx_out, float *val_out, uint32_t *count_p);
+gv_status_t gv_cuda_select_ge(struct gv_cuda_ws *ws, const float *x, uint32_t n, uint32_t key_min,
+                              const uint32_t *map, uint32_t cap, uint32_t *idx_out, float *val_out,
+                              uint32_t *count_p);
 gv_status_t gv_cuda_gather(struct gv_cuda_ws *ws, const float *x, const uint32_t *pos_host,
-                           uint32_t count, const uint32_t *map, uint32_t *idx_out,
-                           float *val_out);
+                           uint32_t count, const uint32_t *map, uint32_t *idx_out, float *val_out);
 gv_status_t gv_cuda_sample(struct gv_cuda_ws *ws, const float *x, const uint32_t *pos_host,
                            uint32_t count, float *vals_host);
 gv_status_t gv_cuda_abs_stats(struct gv_cuda_ws *ws, const float *x, uint32_t n, double *sum_p,

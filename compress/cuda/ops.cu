@@ -53,8 +53,7 @@ extern "C" void gv_cuda_ws_destroy(struct gv_cuda_ws *ws)
     gv_free(ws);
 }
 
-extern "C" gv_status_t gv_cuda_ws_create(uint64_t max_n, uint32_t pos_cap,
-                                         struct gv_cuda_ws **ws_p)
+extern "C" gv_status_t gv_cuda_ws_create(uint64_t max_n, uint32_t pos_cap, struct gv_cuda_ws **ws_p)
 {
     struct gv_cuda_ws *ws = (struct gv_cuda_ws *)gv_calloc(1, sizeof(*ws));
     if (ws == NULL)
@@ -293,8 +292,8 @@ __global__ void k_gather(const float *x, const uint32_t *pos, uint32_t count, co
 }
 
 extern "C" gv_status_t gv_cuda_gather(struct gv_cuda_ws *ws, const float *x,
-                                      const uint32_t *pos_host, uint32_t count,
-                                      const uint32_t *map, uint32_t *idx_out, float *val_out)
+                                      const uint32_t *pos_host, uint32_t count, const uint32_t *map,
+                                      uint32_t *idx_out, float *val_out)
 {
     if (count > ws->pos_cap)
         return GV_ERR_INVAL;
@@ -302,7 +301,7 @@ extern "C" gv_status_t gv_cuda_gather(struct gv_cuda_ws *ws, const float *x,
         return GV_OK;
     GV_CU(cudaMemcpy(ws->pos, pos_host, (size_t)count * 4, cudaMemcpyHostToDevice));
     k_gather<<<gv_cu_blocks(count, ws->grid), GV_CU_BLOCK>>>(x, ws->pos, count, map, idx_out,
-                                                            val_out);
+                                                             val_out);
     return gv_cu_sync("gather");
 }
 
@@ -315,7 +314,7 @@ extern "C" gv_status_t gv_cuda_sample(struct gv_cuda_ws *ws, const float *x,
         return GV_OK;
     GV_CU(cudaMemcpy(ws->pos, pos_host, (size_t)count * 4, cudaMemcpyHostToDevice));
     k_gather<<<gv_cu_blocks(count, ws->grid), GV_CU_BLOCK>>>(x, ws->pos, count, NULL, NULL,
-                                                            ws->vals);
+                                                             ws->vals);
     gv_status_t status = gv_cu_sync("sample");
     if (status != GV_OK)
         return status;

@@ -132,8 +132,8 @@ __global__ void k_tile_scan(uint32_t *tile_gt, uint32_t *tile_eq, uint32_t ntile
 /* Writes the selected entries of each tile at their global positions: an entry's position is
  * (keys >= gt_min before it) + min(keys == eq_key before it, need_eq). */
 __global__ void k_tile_write(const float *x, uint32_t n, const struct gv_cu_sel *sel,
-                             const uint32_t *tile_gt, const uint32_t *tile_eq,
-                             const uint32_t *map, uint32_t *idx_out, float *val_out)
+                             const uint32_t *tile_gt, const uint32_t *tile_eq, const uint32_t *map,
+                             uint32_t *idx_out, float *val_out)
 {
     const size_t base = (size_t)blockIdx.x * GV_CU_TILE;
     const uint32_t gt_min = sel->gt_min, eq_key = sel->eq_key, need_eq = sel->need_eq;
@@ -178,7 +178,7 @@ static gv_status_t compact(struct gv_cuda_ws *ws, const float *x, uint32_t n, co
     k_tile_count<<<ntiles, GV_CU_BLOCK>>>(x, n, ws->sel, ws->tile_gt, ws->tile_eq);
     k_tile_scan<<<1, 1024>>>(ws->tile_gt, ws->tile_eq, ntiles, ws->sel);
     k_tile_write<<<ntiles, GV_CU_BLOCK>>>(x, n, ws->sel, ws->tile_gt, ws->tile_eq, map, idx_out,
-                                         val_out);
+                                          val_out);
     return gv_cu_sync("compaction");
 }
 

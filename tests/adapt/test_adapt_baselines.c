@@ -32,9 +32,16 @@ static void test_dense_static(void)
         GV_CHECK_NEAR(ds.cf_candidate, 1000, 0, 0);
         GV_CHECK_EQ(ds.levels, 1);
         /* observations vary wildly; decisions do not */
-        struct gv_adapt_obs o = {.iter = i, .level = D, .cf_sent = 1, .norm2_ef = (double)i,
-                                 .norm2_min = 0.1 * (double)i, .t_compute = 0.1, .t_comm = 1,
-                                 .samples = 64, .num_workers = 2, .lr = i < 25 ? 0.1 : 0.01};
+        struct gv_adapt_obs o = {.iter = i,
+                                 .level = D,
+                                 .cf_sent = 1,
+                                 .norm2_ef = (double)i,
+                                 .norm2_min = 0.1 * (double)i,
+                                 .t_compute = 0.1,
+                                 .t_comm = 1,
+                                 .samples = 64,
+                                 .num_workers = 2,
+                                 .lr = i < 25 ? 0.1 : 0.01};
         GV_CHECK_OK(gv_adapt_update(dense, &o, &dd));
         o.level = F;
         o.cf_sent = 1000;
@@ -74,18 +81,12 @@ static const double *acc_norms(uint64_t iter)
                         e5[] = {5, 5, 5}, e7[] = {5.1, 1, 5}, e9[] = {5.1, 1.05, 5},
                         other[] = {123, 0.5, 7}; /* never compared */
     switch (iter) {
-    case 4:
-        return e0;
-    case 14:
-        return e2;
-    case 24:
-        return e4;
-    case 29:
-        return e5;
-    case 39:
-        return e7;
-    case 49:
-        return e9;
+    case 4: return e0;
+    case 14: return e2;
+    case 24: return e4;
+    case 29: return e5;
+    case 39: return e7;
+    case 49: return e9;
     }
     return other;
 }
@@ -134,12 +135,17 @@ static void test_accordion(void)
         GV_CHECK_EQ(d.num_layers, 3);
         bool same = memcmp(layer_cf, want, sizeof(want)) == 0;
         GV_CHECK_MSG(same, "iteration %llu: layer CFs %g %g %g, want %g %g %g",
-                     (unsigned long long)i, layer_cf[0], layer_cf[1], layer_cf[2], want[0],
-                     want[1], want[2]);
+                     (unsigned long long)i, layer_cf[0], layer_cf[1], layer_cf[2], want[0], want[1],
+                     want[2]);
         double min = GV_MIN(want[0], GV_MIN(want[1], want[2]));
         GV_CHECK_NEAR(d.cf_send, min, 0, 0);
-        struct gv_adapt_obs o = {.iter = i, .level = F, .cf_sent = d.cf_send, .num_workers = 4,
-                                 .samples = 128, .t_compute = 0.1, .t_comm = 0.2};
+        struct gv_adapt_obs o = {.iter = i,
+                                 .level = F,
+                                 .cf_sent = d.cf_send,
+                                 .num_workers = 4,
+                                 .samples = 128,
+                                 .t_compute = 0.1,
+                                 .t_comm = 0.2};
         o.lr = i < 2 ? 0.05 : i < 27 ? 0.1 : 0.01;
         o.lr_decayed = i == 52;
         o.epoch_end = i % 5 == 4;
@@ -201,8 +207,13 @@ static void test_accordion_invalid(void)
     GV_CHECK_OK(gv_adapt_current(ctl, &d)); /* no storage: count only */
     GV_CHECK_EQ(d.num_layers, 2);
     double norms[2] = {1, 2}, bad_norms[2] = {1, NAN};
-    struct gv_adapt_obs o = {.iter = 0, .level = F, .cf_sent = 10, .num_workers = 1,
-                             .epoch_end = true, .num_layers = 2, .layer_norms = NULL};
+    struct gv_adapt_obs o = {.iter = 0,
+                             .level = F,
+                             .cf_sent = 10,
+                             .num_workers = 1,
+                             .epoch_end = true,
+                             .num_layers = 2,
+                             .layer_norms = NULL};
     GV_CHECK_STATUS(gv_adapt_update(ctl, &o, &d), GV_ERR_INVAL);
     o.layer_norms = norms;
     o.num_layers = 3;

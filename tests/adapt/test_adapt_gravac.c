@@ -31,8 +31,13 @@ static double gain_log(const struct env *e, double cf, uint64_t iter)
 
 static struct env env_default(void)
 {
-    struct env e = {.gain = gain_log, .t_compute = 0.01, .t_compress = 0.01, .comm_dense = 1.0,
-                    .samples = 128, .workers = 4, .lr = 0.1};
+    struct env e = {.gain = gain_log,
+                    .t_compute = 0.01,
+                    .t_compress = 0.01,
+                    .comm_dense = 1.0,
+                    .samples = 128,
+                    .workers = 4,
+                    .lr = 0.1};
     return e;
 }
 
@@ -47,9 +52,8 @@ static void test_exponential_schedule(void)
     struct step s[60];
     GV_CHECK(replay(ctl, &e, 60, s));
     static const struct run want[] = {
-        {0, D, 1, 10, 20},      {1, C, 20, 10, 20},   {10, F, 10, 10, 40},
-        {11, C, 40, 10, 40},    {20, F, 10, 10, 160}, {21, C, 160, 10, 160},
-        {30, F, 10, 10, 1000},  {31, C, 1000, 10, 1000},
+        {0, D, 1, 10, 20},    {1, C, 20, 10, 20},    {10, F, 10, 10, 40},   {11, C, 40, 10, 40},
+        {20, F, 10, 10, 160}, {21, C, 160, 10, 160}, {30, F, 10, 10, 1000}, {31, C, 1000, 10, 1000},
     };
     CHECK_RUNS(s, 60, want);
     struct gv_adapt_decision d = {0};
@@ -74,11 +78,11 @@ static void test_geometric_schedule(void)
     struct step s[100];
     GV_CHECK(replay(ctl, &e, 100, s));
     static const struct run want[] = {
-        {0, D, 1, 10, 20},         {1, C, 20, 10, 20},       {10, F, 10, 10, 40},
-        {11, C, 40, 10, 40},       {20, F, 10, 10, 80},      {21, C, 80, 10, 80},
-        {30, F, 10, 10, 160},      {31, C, 160, 10, 160},    {40, F, 10, 10, 320},
-        {41, C, 320, 10, 320},     {50, F, 10, 10, 640},     {51, C, 640, 10, 640},
-        {60, F, 10, 10, 1280},     {61, C, 1280, 10, 1280},  {70, F, 10, 10, 2000},
+        {0, D, 1, 10, 20},       {1, C, 20, 10, 20},      {10, F, 10, 10, 40},
+        {11, C, 40, 10, 40},     {20, F, 10, 10, 80},     {21, C, 80, 10, 80},
+        {30, F, 10, 10, 160},    {31, C, 160, 10, 160},   {40, F, 10, 10, 320},
+        {41, C, 320, 10, 320},   {50, F, 10, 10, 640},    {51, C, 640, 10, 640},
+        {60, F, 10, 10, 1280},   {61, C, 1280, 10, 1280}, {70, F, 10, 10, 2000},
         {71, C, 2000, 10, 2000},
     };
     CHECK_RUNS(s, 100, want);
@@ -114,7 +118,7 @@ static void test_cap(void)
     GV_CHECK_OK(gv_adapt_create(&cfg, &ctl));
     GV_CHECK(replay(ctl, &e, 60, s));
     static const struct run want3[] = {
-        {0, D, 1, 10, 30},   {1, C, 30, 10, 30},   {10, F, 10, 10, 90},    {11, C, 90, 10, 90},
+        {0, D, 1, 10, 30},    {1, C, 30, 10, 30},    {10, F, 10, 10, 90},   {11, C, 90, 10, 90},
         {20, F, 10, 10, 810}, {21, C, 810, 10, 810}, {30, F, 10, 10, 1000}, {31, C, 1000, 10, 1000},
         {40, F, 10, 10, 810}, {41, C, 810, 10, 810},
     };
@@ -145,7 +149,7 @@ static void test_fallback(void)
     struct step s[40];
     GV_CHECK(replay(ctl, &e, 40, s));
     static const struct run want[] = {
-        {0, D, 1, 10, 20},  {1, C, 20, 10, 20}, {16, F, 10, 10, 20},
+        {0, D, 1, 10, 20},  {1, C, 20, 10, 20},  {16, F, 10, 10, 20},
         {21, D, 1, 10, 20}, {26, C, 20, 10, 20},
     };
     CHECK_RUNS(s, 40, want);
@@ -206,8 +210,8 @@ static void test_floor_raise(void)
     struct step s[50];
     GV_CHECK(replay(ctl, &e, 50, s));
     static const struct run want[] = {
-        {0, D, 1, 10, 20},    {1, C, 20, 10, 20},    {10, F, 20, 20, 40},
-        {11, C, 40, 20, 40},  {20, F, 40, 40, 160},  {30, F, 40, 40, 1000},
+        {0, D, 1, 10, 20},   {1, C, 20, 10, 20},   {10, F, 20, 20, 40},
+        {11, C, 40, 20, 40}, {20, F, 40, 40, 160}, {30, F, 40, 40, 1000},
     };
     CHECK_RUNS(s, 50, want);
 
@@ -217,9 +221,12 @@ static void test_floor_raise(void)
         const char *event, *reason;
         double iter;
     } log_want[] = {
-        {"decision", "candidate-eligible", 0}, {"window", "floor-raise+scale-up", 9},
-        {"decision", "candidate-eligible", 10}, {"window", "floor-raise+scale-up", 19},
-        {"window", "scale-up", 29},             {"window", "at-cap", 39},
+        {"decision", "candidate-eligible", 0},
+        {"window", "floor-raise+scale-up", 9},
+        {"decision", "candidate-eligible", 10},
+        {"window", "floor-raise+scale-up", 19},
+        {"window", "scale-up", 29},
+        {"window", "at-cap", 39},
         {"window", "at-cap", 49},
     };
     GV_CHECK_EQ(cap.n, (int)GV_ARRAY_LEN(log_want));
@@ -251,8 +258,7 @@ static void test_floor_raise(void)
         GV_CHECK_NEAR(jnum(cJSON_GetArrayItem(tp, 0), "tp"), 128 / (0.01 + 1.0), 1e-9, 0);
         GV_CHECK_NEAR(jnum(cJSON_GetArrayItem(tp, 1), "cf"), 20, 0, 0);
         GV_CHECK_NEAR(jnum(cJSON_GetArrayItem(tp, 1), "n"), 9, 0, 0);
-        GV_CHECK_NEAR(jnum(cJSON_GetArrayItem(tp, 1), "tp"), 128 / (0.02 + 0.05) * 0.95, 1e-9,
-                      0);
+        GV_CHECK_NEAR(jnum(cJSON_GetArrayItem(tp, 1), "tp"), 128 / (0.02 + 0.05) * 0.95, 1e-9, 0);
     }
     logcap_free(&cap);
     gv_adapt_destroy(ctl);
@@ -305,12 +311,12 @@ static void test_saturation_smaller(void)
         struct step s[80];
         GV_CHECK(replay(ctl, &e, 80, s));
         static const struct run want[] = {
-            {0, D, 1, 10, 20},       {1, C, 20, 10, 20},       {5, F, 10, 10, 40},
-            {6, C, 40, 10, 40},      {10, F, 10, 10, 80},      {11, C, 80, 10, 80},
-            {15, F, 10, 10, 160},    {16, C, 160, 10, 160},    {20, F, 10, 10, 320},
-            {21, C, 320, 10, 320},   {25, F, 10, 10, 640},     {26, C, 640, 10, 640},
-            {30, F, 10, 10, 1280},   {31, C, 1280, 10, 1280},  {35, F, 10, 10, 2000},
-            {36, C, 2000, 10, 2000}, {40, F, 10, 10, 1280},    {41, C, 1280, 10, 1280},
+            {0, D, 1, 10, 20},       {1, C, 20, 10, 20},      {5, F, 10, 10, 40},
+            {6, C, 40, 10, 40},      {10, F, 10, 10, 80},     {11, C, 80, 10, 80},
+            {15, F, 10, 10, 160},    {16, C, 160, 10, 160},   {20, F, 10, 10, 320},
+            {21, C, 320, 10, 320},   {25, F, 10, 10, 640},    {26, C, 640, 10, 640},
+            {30, F, 10, 10, 1280},   {31, C, 1280, 10, 1280}, {35, F, 10, 10, 2000},
+            {36, C, 2000, 10, 2000}, {40, F, 10, 10, 1280},   {41, C, 1280, 10, 1280},
         };
         CHECK_RUNS(s, 80, want);
         gv_adapt_destroy(ctl);
@@ -333,12 +339,12 @@ static void test_saturation_resumes(void)
     struct step s[90];
     GV_CHECK(replay(ctl, &e, 90, s));
     static const struct run want[] = {
-        {0, D, 1, 10, 20},       {1, C, 20, 10, 20},       {5, F, 10, 10, 40},
-        {6, C, 40, 10, 40},      {10, F, 10, 10, 80},      {11, C, 80, 10, 80},
-        {15, F, 10, 10, 160},    {16, C, 160, 10, 160},    {20, F, 10, 10, 320},
-        {21, C, 320, 10, 320},   {25, F, 10, 10, 640},     {26, C, 640, 10, 640},
-        {30, F, 10, 10, 1280},   {31, C, 1280, 10, 1280},  {35, F, 10, 10, 2000},
-        {36, C, 2000, 10, 2000}, {40, F, 10, 10, 1280},    {41, C, 1280, 10, 1280},
+        {0, D, 1, 10, 20},       {1, C, 20, 10, 20},      {5, F, 10, 10, 40},
+        {6, C, 40, 10, 40},      {10, F, 10, 10, 80},     {11, C, 80, 10, 80},
+        {15, F, 10, 10, 160},    {16, C, 160, 10, 160},   {20, F, 10, 10, 320},
+        {21, C, 320, 10, 320},   {25, F, 10, 10, 640},    {26, C, 640, 10, 640},
+        {30, F, 10, 10, 1280},   {31, C, 1280, 10, 1280}, {35, F, 10, 10, 2000},
+        {36, C, 2000, 10, 2000}, {40, F, 10, 10, 1280},   {41, C, 1280, 10, 1280},
         {65, F, 10, 10, 2000},   {66, C, 2000, 10, 2000},
     };
     CHECK_RUNS(s, 90, want);
@@ -348,8 +354,8 @@ static void test_saturation_resumes(void)
         if (strcmp(jstr(cap.lines[i], "reason"), "saturated") != 0)
             continue;
         saturated++;
-        const cJSON *sat = cJSON_GetObjectItem(cJSON_GetObjectItem(cap.lines[i], "window"),
-                                               "saturation");
+        const cJSON *sat =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(cap.lines[i], "window"), "saturation");
         const cJSON *top = cJSON_GetObjectItem(sat, "top_cf");
         GV_CHECK_NEAR(cJSON_GetArrayItem(top, 0)->valuedouble, 2000, 0, 0);
         GV_CHECK_NEAR(cJSON_GetArrayItem(top, 1)->valuedouble, 1280, 0, 0);
@@ -379,8 +385,8 @@ static void test_saturation_at_floor(void)
     struct step s[30];
     GV_CHECK(replay(ctl, &e, 30, s));
     static const struct run want[] = {
-        {0, D, 1, 10, 20}, {1, C, 20, 10, 20}, {5, F, 10, 10, 40}, {6, C, 40, 10, 40},
-        {10, F, 10, 10, 10},
+        {0, D, 1, 10, 20},  {1, C, 20, 10, 20},  {5, F, 10, 10, 40},
+        {6, C, 40, 10, 40}, {10, F, 10, 10, 10},
     };
     CHECK_RUNS(s, 30, want);
     struct gv_adapt_decision d = {0};
@@ -466,9 +472,18 @@ static void test_clamp_and_times(void)
     struct gv_adapt *ctl = make(10, 1000, GV_ADAPT_POLICY_EXPONENTIAL, 1000, 0.5, 1.0);
     struct gv_adapt_decision d = {0};
     GV_CHECK_OK(gv_adapt_current(ctl, &d));
-    struct gv_adapt_obs o = {.iter = 0, .level = D, .cf_sent = 1, .norm2_ef = 4, .norm2_min = 5,
-                             .norm2_cand = 3, .t_compute = 0.5, .t_compress = 7, .t_comm = 1.5,
-                             .samples = 100, .num_workers = 8, .lr = 0.1};
+    struct gv_adapt_obs o = {.iter = 0,
+                             .level = D,
+                             .cf_sent = 1,
+                             .norm2_ef = 4,
+                             .norm2_min = 5,
+                             .norm2_cand = 3,
+                             .t_compute = 0.5,
+                             .t_compress = 7,
+                             .t_comm = 1.5,
+                             .samples = 100,
+                             .num_workers = 8,
+                             .lr = 0.1};
     GV_CHECK_OK(gv_adapt_update(ctl, &o, &d));
     struct gv_adapt_info info;
     gv_adapt_get_info(ctl, &info);
@@ -476,9 +491,18 @@ static void test_clamp_and_times(void)
     GV_CHECK_NEAR(info.ratio_cand, 0.75, 0, 0);
     GV_CHECK_NEAR(info.t_sys, 50.0, 0, 0); /* 100 / (0.5 + 1.5): dense excludes t_compress */
     GV_CHECK_EQ(d.level, C);
-    o = (struct gv_adapt_obs){.iter = 1, .level = C, .cf_sent = 20, .norm2_ef = 4, .norm2_min = 4,
-                              .norm2_cand = 3, .t_compute = 0.5, .t_compress = 2, .t_comm = 1.5,
-                              .samples = 100, .num_workers = 8, .lr = 0.1};
+    o = (struct gv_adapt_obs){.iter = 1,
+                              .level = C,
+                              .cf_sent = 20,
+                              .norm2_ef = 4,
+                              .norm2_min = 4,
+                              .norm2_cand = 3,
+                              .t_compute = 0.5,
+                              .t_compress = 2,
+                              .t_comm = 1.5,
+                              .samples = 100,
+                              .num_workers = 8,
+                              .lr = 0.1};
     GV_CHECK_OK(gv_adapt_update(ctl, &o, &d));
     gv_adapt_get_info(ctl, &info);
     GV_CHECK_NEAR(info.t_sys, 25.0, 0, 0); /* 100 / (0.5 + 2 + 1.5) */
@@ -517,11 +541,11 @@ static void test_floor_raise_needs_eligible(void)
         struct step s[70];
         GV_CHECK(replay(ctl, &e, 70, s));
         static const struct run ours[] = {
-            {0, D, 1, 10, 20},   {10, D, 1, 10, 40},   {20, D, 1, 10, 160},
+            {0, D, 1, 10, 20},    {10, D, 1, 10, 40},    {20, D, 1, 10, 160},
             {30, D, 1, 10, 1000}, {51, F, 10, 10, 1000},
         };
         static const struct run papers[] = {
-            {0, D, 1, 10, 20},     {10, D, 1, 20, 40},        {20, D, 1, 40, 160},
+            {0, D, 1, 10, 20},     {10, D, 1, 20, 40},     {20, D, 1, 40, 160},
             {30, D, 1, 160, 1000}, {40, D, 1, 1000, 1000},
         };
         if (paper)

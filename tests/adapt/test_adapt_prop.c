@@ -109,8 +109,8 @@ static int check_step(const struct gv_adapt_config *cfg, const struct gv_adapt_d
         bad += d->level != F;
     }
     /* windows */
-    uint64_t counted = info->observations > g->warmup_iters ? info->observations - g->warmup_iters
-                                                            : 0;
+    uint64_t counted =
+        info->observations > g->warmup_iters ? info->observations - g->warmup_iters : 0;
     bad += info->windows != counted / g->window;
     /* the EWMA recursion, between windows (a window may move gains between levels) */
     if (info->windows == p->windows) {
@@ -126,8 +126,8 @@ static int check_step(const struct gv_adapt_config *cfg, const struct gv_adapt_d
             }
         } else {
             bad += info->gain_min_known != p->min_known || !bits_eq(info->gain_min, p->gain_min);
-            bad += info->gain_cand_known != p->cand_known ||
-                   !bits_eq(info->gain_cand, p->gain_cand);
+            bad +=
+                info->gain_cand_known != p->cand_known || !bits_eq(info->gain_cand, p->gain_cand);
         }
     }
     for (uint32_t i = 0; i < info->n_tp; i++)
@@ -183,13 +183,13 @@ static void run_trace(uint64_t seed, int steps, int *violations, int *diverged, 
         p.levels = levels_before;
         int bad = check_step(&cfg, &da, &info, &o, &p);
         if (bad && *violations < 5)
-            fprintf(stderr, "seed %llu step %d: %d property violations\n",
-                    (unsigned long long)seed, i, bad);
+            fprintf(stderr, "seed %llu step %d: %d property violations\n", (unsigned long long)seed,
+                    i, bad);
         *violations += bad;
         *diverged += !same(&da, &db);
         levels_seen[da.level]++;
         p = (struct prev){info.gain_min_known, info.gain_cand_known, info.gain_min,
-                          info.gain_cand, info.windows, da.levels};
+                          info.gain_cand,      info.windows,         da.levels};
         if (below(250) == 0)
             reincarnate(&b);
     }

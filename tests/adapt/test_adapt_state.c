@@ -61,8 +61,12 @@ static void noisy_hook(struct env *e, uint64_t iter)
 
 static struct env env_noisy(void)
 {
-    struct env e = {.gain = gain_noisy, .t_compress = 0.005, .samples = 256, .workers = 8,
-                    .lr = 0.1, .hook = noisy_hook};
+    struct env e = {.gain = gain_noisy,
+                    .t_compress = 0.005,
+                    .samples = 256,
+                    .workers = 8,
+                    .lr = 0.1,
+                    .hook = noisy_hook};
     return e;
 }
 
@@ -332,11 +336,14 @@ static void test_corrupt(void)
         case 2: src->s_min = 1.5; break;
         case 3: src->s_cand = NAN; break;
         case 4: src->win_obs = (src->win_obs + 1) % src->cfg.gravac.window; break;
-        case 5: src->tp[0].iter = src->cfg.first_iter + src->n_obs; src->tp[0].count = 1; break;
+        case 5:
+            src->tp[0].iter = src->cfg.first_iter + src->n_obs;
+            src->tp[0].count = 1;
+            break;
         case 6: src->cfg.gravac.epsilon = 0; break; /* invalid configuration */
-        case 7: /* a level that eligibility would not give */
-            src->level = src->level == GV_ADAPT_LEVEL_DENSE ? GV_ADAPT_LEVEL_FLOOR
-                                                            : GV_ADAPT_LEVEL_DENSE;
+        case 7:                                     /* a level that eligibility would not give */
+            src->level =
+                src->level == GV_ADAPT_LEVEL_DENSE ? GV_ADAPT_LEVEL_FLOOR : GV_ADAPT_LEVEL_DENSE;
             break;
         case 8: src->t_sys = -1; break;
         }
@@ -383,7 +390,10 @@ static void test_corrupt_accordion(void)
         switch (f) {
         case 0: src->heavy[1] = 2; break;
         case 1: src->heavy[1] = 1; break; /* heavy before any check */
-        case 2: src->ref_valid = true; src->ref_norm[2] = -1; break;
+        case 2:
+            src->ref_valid = true;
+            src->ref_norm[2] = -1;
+            break;
         case 3: src->phase_start = 5; break;
         }
         size_t n = gv_adapt_state_size(src), got;
@@ -409,30 +419,85 @@ static void test_invalid_config(void)
         gv_adapt_config_default(&cfg, GV_ADAPT_GRAVAC);
         const char *field = ""; /* must appear in the error line */
         switch (c) {
-        case 0: cfg.gravac.epsilon = 0; field = "epsilon"; break;
-        case 1: cfg.gravac.epsilon = 1.0000001; field = "epsilon"; break;
-        case 2: cfg.gravac.epsilon = NAN; field = "epsilon"; break;
-        case 3: cfg.gravac.omega = 1; field = "omega"; break;
-        case 4: cfg.gravac.omega = -0.01; field = "omega"; break;
-        case 5: cfg.gravac.theta_min = 0.5; field = "theta_min"; break;
-        case 6: cfg.gravac.theta_min = 2000; field = "theta_max"; break; /* > theta_max */
-        case 7: cfg.gravac.theta_max = INFINITY; field = "theta_max"; break;
-        case 8: cfg.gravac.window = 0; field = "window"; break;
-        case 9: cfg.gravac.alpha = 1.5; field = "alpha"; break;
-        case 10: cfg.gravac.alpha = NAN; field = "alpha"; break;
-        case 11: cfg.gravac.theta_s0 = 1; field = "theta_s0"; break;
-        case 12: cfg.gravac.tp_alpha = -1; field = "tp_alpha"; break;
-        case 13: cfg.gravac.policy = (enum gv_adapt_policy)7; field = "policy"; break;
+        case 0:
+            cfg.gravac.epsilon = 0;
+            field = "epsilon";
+            break;
+        case 1:
+            cfg.gravac.epsilon = 1.0000001;
+            field = "epsilon";
+            break;
+        case 2:
+            cfg.gravac.epsilon = NAN;
+            field = "epsilon";
+            break;
+        case 3:
+            cfg.gravac.omega = 1;
+            field = "omega";
+            break;
+        case 4:
+            cfg.gravac.omega = -0.01;
+            field = "omega";
+            break;
+        case 5:
+            cfg.gravac.theta_min = 0.5;
+            field = "theta_min";
+            break;
+        case 6:
+            cfg.gravac.theta_min = 2000;
+            field = "theta_max";
+            break; /* > theta_max */
+        case 7:
+            cfg.gravac.theta_max = INFINITY;
+            field = "theta_max";
+            break;
+        case 8:
+            cfg.gravac.window = 0;
+            field = "window";
+            break;
+        case 9:
+            cfg.gravac.alpha = 1.5;
+            field = "alpha";
+            break;
+        case 10:
+            cfg.gravac.alpha = NAN;
+            field = "alpha";
+            break;
+        case 11:
+            cfg.gravac.theta_s0 = 1;
+            field = "theta_s0";
+            break;
+        case 12:
+            cfg.gravac.tp_alpha = -1;
+            field = "tp_alpha";
+            break;
+        case 13:
+            cfg.gravac.policy = (enum gv_adapt_policy)7;
+            field = "policy";
+            break;
         case 14: /* geometric from 1 to 1e300: about 1000 rungs, far above the limit */
             cfg.gravac.theta_min = 1;
             cfg.gravac.theta_max = 1e300;
             cfg.gravac.policy = GV_ADAPT_POLICY_GEOMETRIC;
             field = "rungs";
             break;
-        case 15: cfg.gravac.theta_s0 = INFINITY; field = "theta_s0"; break;
-        case 16: cfg.kind = (enum gv_adapt_kind)9; field = "kind"; break;
-        case 17: cfg.kind = GV_ADAPT_STATIC; cfg.static_cf = 0.9; field = "static_cf"; break;
-        case 18: cfg.kind = GV_ADAPT_ACCORDION; field = "num_layers"; break; /* 0 layers */
+        case 15:
+            cfg.gravac.theta_s0 = INFINITY;
+            field = "theta_s0";
+            break;
+        case 16:
+            cfg.kind = (enum gv_adapt_kind)9;
+            field = "kind";
+            break;
+        case 17:
+            cfg.kind = GV_ADAPT_STATIC;
+            cfg.static_cf = 0.9;
+            field = "static_cf";
+            break;
+        case 18:
+            cfg.kind = GV_ADAPT_ACCORDION;
+            field = "num_layers";
+            break; /* 0 layers */
         case 19:
             cfg.kind = GV_ADAPT_ACCORDION;
             cfg.accordion.num_layers = 2;
@@ -456,15 +521,18 @@ static void test_invalid_config(void)
             cfg.accordion.num_layers = GV_ADAPT_MAX_LAYERS + 1;
             field = "num_layers";
             break;
-        case 23: cfg.gravac.theta_min = NAN; field = "theta_min"; break;
+        case 23:
+            cfg.gravac.theta_min = NAN;
+            field = "theta_min";
+            break;
         }
         struct gv_adapt *ctl = (struct gv_adapt *)&ec; /* must stay untouched */
         int before = ec.n;
         GV_CHECK_STATUS(gv_adapt_create(&cfg, &ctl), GV_ERR_INVAL);
         GV_CHECK(ctl == (struct gv_adapt *)&ec);
         GV_CHECK_EQ(ec.n, before + 1);
-        GV_CHECK_MSG(strstr(ec.last, field) != NULL, "case %d: '%s' does not name %s", c,
-                     ec.last, field);
+        GV_CHECK_MSG(strstr(ec.last, field) != NULL, "case %d: '%s' does not name %s", c, ec.last,
+                     field);
     }
     /* the edges of the valid ranges */
     struct gv_adapt_config cfg;
@@ -497,23 +565,76 @@ static void test_invalid_obs(void)
         struct gv_adapt_obs o = good;
         const char *field = ""; /* must appear in the error line */
         switch (c) {
-        case 0: o.norm2_ef = NAN; field = "norm2_ef"; break;
-        case 1: o.norm2_min = -1; field = "norm2_min"; break;
-        case 2: o.norm2_cand = INFINITY; field = "norm2_cand"; break;
-        case 3: o.t_compute = NAN; field = "t_compute"; break;
-        case 4: o.t_compress = -0.5; field = "t_compress"; break;
-        case 5: o.t_comm = -INFINITY; field = "t_comm"; break;
-        case 6: o.lr = NAN; field = "lr"; break;
-        case 7: o.num_workers = 0; field = "num_workers"; break;
-        case 8: o.iter++; field = "out of sequence"; break;
-        case 9: o.iter--; field = "out of sequence"; break;
-        case 10: o.level = o.level == D ? F : D; field = "decision was"; break;
-        case 11: o.cf_sent *= 2; field = "decision was"; break;
-        case 12: o.cf_sent = NAN; field = "decision was"; break;
-        case 13: o.t_compute = 1e308; o.t_comm = 1e308; field = "t_compute + t_compress"; break;
-        case 14: o.norm2_ef = -0.0 - 1e-300; field = "norm2_ef"; break;
-        case 15: o.t_comm = NAN; o.norm2_ef = NAN; field = "norm2_ef"; break;
-        case 16: o.norm2_min = NAN; field = "norm2_min"; break;
+        case 0:
+            o.norm2_ef = NAN;
+            field = "norm2_ef";
+            break;
+        case 1:
+            o.norm2_min = -1;
+            field = "norm2_min";
+            break;
+        case 2:
+            o.norm2_cand = INFINITY;
+            field = "norm2_cand";
+            break;
+        case 3:
+            o.t_compute = NAN;
+            field = "t_compute";
+            break;
+        case 4:
+            o.t_compress = -0.5;
+            field = "t_compress";
+            break;
+        case 5:
+            o.t_comm = -INFINITY;
+            field = "t_comm";
+            break;
+        case 6:
+            o.lr = NAN;
+            field = "lr";
+            break;
+        case 7:
+            o.num_workers = 0;
+            field = "num_workers";
+            break;
+        case 8:
+            o.iter++;
+            field = "out of sequence";
+            break;
+        case 9:
+            o.iter--;
+            field = "out of sequence";
+            break;
+        case 10:
+            o.level = o.level == D ? F : D;
+            field = "decision was";
+            break;
+        case 11:
+            o.cf_sent *= 2;
+            field = "decision was";
+            break;
+        case 12:
+            o.cf_sent = NAN;
+            field = "decision was";
+            break;
+        case 13:
+            o.t_compute = 1e308;
+            o.t_comm = 1e308;
+            field = "t_compute + t_compress";
+            break;
+        case 14:
+            o.norm2_ef = -0.0 - 1e-300;
+            field = "norm2_ef";
+            break;
+        case 15:
+            o.t_comm = NAN;
+            o.norm2_ef = NAN;
+            field = "norm2_ef";
+            break;
+        case 16:
+            o.norm2_min = NAN;
+            field = "norm2_min";
+            break;
         }
         struct gv_adapt_decision d;
         memset(&d, 0xab, sizeof(d));
@@ -523,8 +644,8 @@ static void test_invalid_obs(void)
         GV_CHECK_STATUS(gv_adapt_update(ctl, &o, &d), GV_ERR_INVAL);
         GV_CHECK_MSG(memcmp(&d, &sentinel, sizeof(d)) == 0, "case %d: decision written", c);
         GV_CHECK_EQ(ec.n, before + 1);
-        GV_CHECK_MSG(strstr(ec.last, field) != NULL, "case %d: '%s' does not name %s", c,
-                     ec.last, field);
+        GV_CHECK_MSG(strstr(ec.last, field) != NULL, "case %d: '%s' does not name %s", c, ec.last,
+                     field);
         size_t n;
         uint8_t *now = save_alloc(ctl, &n);
         GV_CHECK_MSG(n == ref_len && memcmp(now, ref, n) == 0, "case %d: state changed", c);

@@ -91,8 +91,7 @@ static inline bool bt_test_csv(const char *path, int cols, int *rows)
         for (const char *p = line; *p; p++)
             n += *p == ',';
         if (n != cols) {
-            fprintf(stderr, "%s: row %d has %d fields, want %d: %s\n", path, *rows, n, cols,
-                    line);
+            fprintf(stderr, "%s: row %d has %d fields, want %d: %s\n", path, *rows, n, cols, line);
             ok = false;
         }
         (*rows)++;

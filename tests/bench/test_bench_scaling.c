@@ -11,8 +11,9 @@
 
 static const char *regime_of(double s)
 {
-    return s >= 0.8 ? "perfect scaling" : s >= 0.2 ? "diminishing returns"
-                                                   : "maximal data parallelism";
+    return s >= 0.8   ? "perfect scaling"
+           : s >= 0.2 ? "diminishing returns"
+                      : "maximal data parallelism";
 }
 
 static void check_json(const char *out)
@@ -84,8 +85,8 @@ static void check_json(const char *out)
         {
             const char *oc = cJSON_GetStringValue(cJSON_GetObjectItem(t, "outcome"));
             GV_CHECK(oc != NULL && (strcmp(oc, "reached") == 0 || strcmp(oc, "pruned") == 0 ||
-                                    strcmp(oc, "not-reached") == 0 ||
-                                    strcmp(oc, "diverged") == 0 || strcmp(oc, "stalled") == 0));
+                                    strcmp(oc, "not-reached") == 0 || strcmp(oc, "diverged") == 0 ||
+                                    strcmp(oc, "stalled") == 0));
             if (bt_num(t, "batch") != bt_num(bb, "batch") || oc == NULL ||
                 strcmp(oc, "reached") != 0)
                 continue;
@@ -107,10 +108,28 @@ static void check_stalled(const char *prog, const char *dir)
     char out[600], log[700], path[700];
     snprintf(out, sizeof(out), "%s/stalled", dir);
     snprintf(log, sizeof(log), "%s/stalled.log", dir);
-    char *argv[] = {(char *)prog, "scaling", "--batches", "512", "--trials", "1", "--refine",
-                    "0", "--goal-error", "0.05", "--max-epochs", "2", "--val", "1000",
-                    "--lr-range", "0.3,0.301", "--om-range", "0.1,0.11", "--no-plots", "--out",
-                    out, NULL};
+    char *argv[] = {(char *)prog,
+                    "scaling",
+                    "--batches",
+                    "512",
+                    "--trials",
+                    "1",
+                    "--refine",
+                    "0",
+                    "--goal-error",
+                    "0.05",
+                    "--max-epochs",
+                    "2",
+                    "--val",
+                    "1000",
+                    "--lr-range",
+                    "0.3,0.301",
+                    "--om-range",
+                    "0.1,0.11",
+                    "--no-plots",
+                    "--out",
+                    out,
+                    NULL};
     int rc = bt_test_run(argv, log, 30);
     GV_CHECK_EQ(rc, 0);
     snprintf(path, sizeof(path), "%s/scaling.json", out);
@@ -137,10 +156,28 @@ static void check_slow_large_batch(const char *prog, const char *dir)
     char out[600], log[700], path[700];
     snprintf(out, sizeof(out), "%s/slow", dir);
     snprintf(log, sizeof(log), "%s/slow.log", dir);
-    char *argv[] = {(char *)prog, "scaling", "--batches", "8192", "--trials", "1", "--refine",
-                    "1", "--goal-error", "0.05", "--max-epochs", "2", "--val", "1000",
-                    "--lr-range", "0.0016,0.00161", "--om-range", "0.32,0.33", "--no-plots",
-                    "--out", out, NULL};
+    char *argv[] = {(char *)prog,
+                    "scaling",
+                    "--batches",
+                    "8192",
+                    "--trials",
+                    "1",
+                    "--refine",
+                    "1",
+                    "--goal-error",
+                    "0.05",
+                    "--max-epochs",
+                    "2",
+                    "--val",
+                    "1000",
+                    "--lr-range",
+                    "0.0016,0.00161",
+                    "--om-range",
+                    "0.32,0.33",
+                    "--no-plots",
+                    "--out",
+                    out,
+                    NULL};
     int rc = bt_test_run(argv, log, 30);
     GV_CHECK_EQ(rc, 0);
     snprintf(path, sizeof(path), "%s/scaling.json", out);
@@ -173,10 +210,29 @@ int main(int argc, char **argv)
     char prog[600], log[128];
     snprintf(prog, sizeof(prog), "%s/gravac-bench", argv[1]);
     snprintf(log, sizeof(log), "%s/bench.log", out);
-    char *bargv[] = {prog, "scaling", "--batches", "256,2048", "--trials", "2", "--refine", "1",
-                     "--goal-error", "0.45", "--max-epochs", "3", "--val", "1000",
-                     "--eval-samples", "4096", "--lr-range", "0.01,0.3", "--om-range",
-                     "0.05,0.3", "--out", out, NULL};
+    char *bargv[] = {prog,
+                     "scaling",
+                     "--batches",
+                     "256,2048",
+                     "--trials",
+                     "2",
+                     "--refine",
+                     "1",
+                     "--goal-error",
+                     "0.45",
+                     "--max-epochs",
+                     "3",
+                     "--val",
+                     "1000",
+                     "--eval-samples",
+                     "4096",
+                     "--lr-range",
+                     "0.01,0.3",
+                     "--om-range",
+                     "0.05,0.3",
+                     "--out",
+                     out,
+                     NULL};
     int rc = bt_test_run(bargv, log, 50);
     GV_CHECK_EQ(rc, 0);
     if (rc != 0)

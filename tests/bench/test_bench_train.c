@@ -9,8 +9,8 @@
 #include <dirent.h>
 #include <errno.h>
 
-static const char *job[] = {"--", "--dataset", "synthetic", "--synthetic-n", "2048", "--widths",
-                            "64,32", "--batch", "32", "--lr", "0.05"};
+static const char *job[] = {"--",    "--dataset", "synthetic", "--synthetic-n", "2048", "--widths",
+                            "64,32", "--batch",   "32",        "--lr",          "0.05"};
 
 static int build_argv(char **argv, const char *bin, const char *net, const char *out,
                       const char *steps, bool iperf)
@@ -104,8 +104,8 @@ static void check_run(const cJSON *r, const char *method)
            cmp = bt_num(sp, "compress_and_push"), wait = bt_num(sp, "wait_for_updates");
     GV_CHECK_NEAR(tot, 1e3 * bt_num(r, "train_s") / 30, 1e-9, 1e-9);
     GV_CHECK(cpu > 0 && cmp > 0 && wait > 0);
-    GV_CHECK_MSG(cpu + cmp + wait <= tot, "%s: split %g + %g + %g ms > %g ms per iteration",
-                 method, cpu, cmp, wait, tot);
+    GV_CHECK_MSG(cpu + cmp + wait <= tot, "%s: split %g + %g + %g ms > %g ms per iteration", method,
+                 cpu, cmp, wait, tot);
     /* --also-targets 0.2,50: 50 (a percentage) is the target itself; 0.2 comes no later */
     const cJSON *at = cJSON_GetObjectItem(r, "also_targets");
     GV_CHECK_EQ(cJSON_GetArraySize(at), 2);
@@ -175,8 +175,7 @@ static void check_outputs(const char *out, bool netns)
         printf("gnuplot not installed: plots not checked\n");
         return;
     }
-    static const char *plots[] = {"accuracy-time", "accuracy-iteration", "cf-iteration",
-                                  "bytes"};
+    static const char *plots[] = {"accuracy-time", "accuracy-iteration", "cf-iteration", "bytes"};
     for (size_t i = 0; i < sizeof(plots) / sizeof(plots[0]); i++) {
         snprintf(path, sizeof(path), "%s/plots/%s-%s.png", out, netns ? "1gbit" : "loopback",
                  plots[i]);

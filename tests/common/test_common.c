@@ -302,8 +302,11 @@ static void test_plugin_load(void)
     spec.n_syms = 1;
     GV_CHECK_OK(gv_plugin_load(&spec, &pl2));
     GV_CHECK(entry != NULL);
-    struct gv_plugin_host host = {.abi = GV_PLUGIN_HOST_ABI + 1, .size = sizeof(host),
-                                  .vlog = gv_vlog, .calloc = gv_calloc, .free = gv_free};
+    struct gv_plugin_host host = {.abi = GV_PLUGIN_HOST_ABI + 1,
+                                  .size = sizeof(host),
+                                  .vlog = gv_vlog,
+                                  .calloc = gv_calloc,
+                                  .free = gv_free};
     struct tp_api api2;
     if (entry != NULL) {
         GV_CHECK_STATUS(entry(&host, TP_ABI, &api2, sizeof(api2)), GV_ERR_UNSUPPORTED);

@@ -9,11 +9,11 @@
 #define TP_ABI 7u
 
 struct tp_api {
-    struct gv_plugin_api_hdr hdr;      /* TP_ABI, sizeof(struct tp_api) */
+    struct gv_plugin_api_hdr hdr; /* TP_ABI, sizeof(struct tp_api) */
     int (*add)(int a, int b);
-    void (*say)(const char *what);     /* gv_log(GV_LOG_WARN, "test plugin says %s", what) */
-    void *(*alloc)(size_t bytes);      /* gv_calloc(1, bytes) */
-    void (*release)(void *ptr);        /* gv_free */
+    void (*say)(const char *what); /* gv_log(GV_LOG_WARN, "test plugin says %s", what) */
+    void *(*alloc)(size_t bytes);  /* gv_calloc(1, bytes) */
+    void (*release)(void *ptr);    /* gv_free */
 };
 
 #endif /* GV_TEST_PLUGIN_H */

@@ -161,8 +161,8 @@ static void test_others(void)
                     same_sparse(&c, &g.h, what);
                 } else {
                     double d = fabs((double)c.count - (double)g.h.count);
-                    GV_CHECK_MSG(d <= 0.01 * c.count + 1, "%s: count cpu %u gpu %u", what,
-                                 c.count, g.h.count);
+                    GV_CHECK_MSG(d <= 0.01 * c.count + 1, "%s: count cpu %u gpu %u", what, c.count,
+                                 g.h.count);
                     GV_CHECK(tu_strictly_ascending(g.h.idx, g.h.count));
                 }
             }

@@ -54,8 +54,8 @@ static void test_config(void)
     GV_CHECK(gv_cmp_nthreads(c) >= 1);
     GV_CHECK(strncmp(gv_cmp_backend(c), "cpu-", 4) == 0);
     GV_CHECK_EQ(gv_cmp_bound(c, 1000, 10), 100);
-    GV_CHECK_EQ(gv_cmp_bound(c, 1000, 5), 0);   /* below min_cf */
-    GV_CHECK_EQ(gv_cmp_bound(c, 1001, 10), 0);  /* above max_numel */
+    GV_CHECK_EQ(gv_cmp_bound(c, 1000, 5), 0);  /* below min_cf */
+    GV_CHECK_EQ(gv_cmp_bound(c, 1001, 10), 0); /* above max_numel */
     GV_CHECK(gv_cmp_get_config(c)->max_numel == 1000);
     float x[1000] = {0};
     struct gv_sparse out;
@@ -231,8 +231,7 @@ static void check_threshold_rule(const float *x, uint32_t n, const struct gv_spa
     }
     GV_CHECK_MSG(s->count == 0 || min_in > max_out,
                  "%s: selected min key %08x <= unselected max %08x", what, min_in, max_out);
-    GV_CHECK_MSG(nonfinite_out == 0, "%s: %d non-finite entries not selected", what,
-                 nonfinite_out);
+    GV_CHECK_MSG(nonfinite_out == 0, "%s: %d non-finite entries not selected", what, nonfinite_out);
     free(in);
 }
 
@@ -310,8 +309,7 @@ static void test_thresholds(void)
         x[i] = i < 2000 ? 1.0f : (i < 2600 ? 0.6f : 0.01f); /* mean ~0.0089, max 1 */
     /* k = 3000: r = 0.5 -> thr ~0.505 -> 2600 pass (in [k/2, k)): must lower -> more */
     GV_CHECK_OK(gv_cmp_select(c, x, n, 100, 0, 0, &s));
-    GV_CHECK_MSG(s.count >= 2600, "redsync: %u selected, the search raised the threshold",
-                 s.count);
+    GV_CHECK_MSG(s.count >= 2600, "redsync: %u selected, the search raised the threshold", s.count);
     gv_cmp_destroy(c);
     tu_sparse_free(&s);
     tu_sparse_free(&l2);

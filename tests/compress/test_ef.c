@@ -52,8 +52,8 @@ static void test_sent_plus_residual(void)
                 tu_fill_normal(g, N, 50 + (uint64_t)it);
                 for (uint32_t i = 0; i < N; i++)
                     g_ef[i] = r[i] + g[i];
-                struct gv_cmp_req req = {.iter = (uint64_t)it, .tensor_id = 7, .cf_min = 10,
-                                         .cf_cand = 100};
+                struct gv_cmp_req req = {
+                    .iter = (uint64_t)it, .tensor_id = 7, .cf_min = 10, .cf_cand = 100};
                 struct gv_norms nm;
                 GV_CHECK_OK(gv_cmp_compress(c, ef, g, &req, &lmin, &lcand, &nm));
                 GV_CHECK(memcmp(gv_ef_data(ef), g_ef, N * 4) == 0); /* pending: holds g_ef */
@@ -167,8 +167,8 @@ static void test_decisions(void)
 /* Multi-level top-k equals direct top-k at the candidate CF; norms match sums done here. */
 static void test_multilevel_topk(void)
 {
-    static const double pairs[][2] = {{10, 20}, {10, 40}, {10, 160}, {10, 1000}, {1.5, 3},
-                                      {10, 10}, {2, 2e6}};
+    static const double pairs[][2] = {{10, 20}, {10, 40}, {10, 160}, {10, 1000},
+                                      {1.5, 3}, {10, 10}, {2, 2e6}};
     float *g = malloc(N * 4);
     for (int f16 = 0; f16 <= 1; f16++) {
         struct gv_cmp *c1 = tu_cmp(GV_CMP_TOPK, N, 1.5, 1, f16 ? GV_VAL_F16 : GV_VAL_F32, 3);

@@ -37,8 +37,8 @@ static void expect_proto(const struct enc *e, const struct gv_sparse_desc *d, si
     logc.line[0] = 0;
     gv_status_t st = gv_sparse_decode_add(d, e->ib, ilen, e->vb, vlen, flags, dense);
     GV_CHECK_MSG(st == GV_ERR_PROTO, "%s: got %s", what, gv_status_str(st));
-    GV_CHECK_MSG(logc.n == 1 && strstr(logc.line, needle) != NULL,
-                 "%s: log '%s' (want '%s')", what, logc.line, needle);
+    GV_CHECK_MSG(logc.n == 1 && strstr(logc.line, needle) != NULL, "%s: log '%s' (want '%s')", what,
+                 logc.line, needle);
     int same = 1;
     for (int i = 0; i < 64; i++)
         same &= dense[i] == (float)i;
@@ -80,8 +80,7 @@ static void round_trip(const struct gv_sparse *s, enum gv_val_type vt, enum gv_i
     float *dense = malloc(((size_t)s->n + 1) * 4);
     for (uint32_t i = 0; i < s->n; i++)
         dense[i] = 1.0f;
-    GV_CHECK_OK(gv_sparse_decode_add(&info.desc, e.ib, info.idx_len, e.vb, info.val_len, 0,
-                                     dense));
+    GV_CHECK_OK(gv_sparse_decode_add(&info.desc, e.ib, info.idx_len, e.vb, info.val_len, 0, dense));
     ok = 1;
     for (uint32_t i = 0; i < s->count; i++)
         ok &= dense[idx[i]] == 1.0f + val[i];
@@ -97,8 +96,8 @@ static void test_round_trips(void)
     const uint32_t n = 100000;
     float *x = malloc(n * 4);
     tu_fill_normal(x, n, 12);
-    static const enum gv_cmp_kind kinds[] = {GV_CMP_DENSE, GV_CMP_TOPK, GV_CMP_RANDOMK,
-                                             GV_CMP_DGC, GV_CMP_REDSYNC};
+    static const enum gv_cmp_kind kinds[] = {GV_CMP_DENSE, GV_CMP_TOPK, GV_CMP_RANDOMK, GV_CMP_DGC,
+                                             GV_CMP_REDSYNC};
     static const double cfs[] = {1.5, 10, 100, 1000, 1e9};
     for (size_t q = 0; q < GV_ARRAY_LEN(kinds); q++) {
         for (int f16 = 0; f16 <= 1; f16++) {
@@ -127,8 +126,7 @@ static void test_round_trips(void)
 
 static struct gv_sparse mk(uint32_t n, uint32_t count, const uint32_t *idx, float *val)
 {
-    struct gv_sparse s = {.idx = (uint32_t *)idx, .val = val, .cap = count, .count = count,
-                          .n = n};
+    struct gv_sparse s = {.idx = (uint32_t *)idx, .val = val, .cap = count, .count = count, .n = n};
     return s;
 }
 
@@ -273,8 +271,7 @@ static void test_decoder_rejects(void)
         mv[i] = 1;
     }
     struct gv_sparse sm = mk(n, 50, many, mv);
-    GV_CHECK_OK(gv_sparse_encode(&sm, GV_VAL_F32, GV_IDX_RAW32, e.ib, e.icap, e.vb, e.vcap,
-                                 &info));
+    GV_CHECK_OK(gv_sparse_encode(&sm, GV_VAL_F32, GV_IDX_RAW32, e.ib, e.icap, e.vb, e.vcap, &info));
     expect_proto(&e, &info.desc, info.idx_len, info.val_len, 0, "exceeds", "count > n");
     memset(dense, 0, sizeof(dense));
     GV_CHECK_OK(gv_sparse_decode_add(&info.desc, e.ib, info.idx_len, e.vb, info.val_len,
@@ -328,8 +325,8 @@ static void test_decoder_rejects(void)
     /* n = 37: bits beyond n in the last byte */
     uint32_t i37[2] = {1, 36};
     struct gv_sparse s37 = mk(37, 2, i37, val);
-    GV_CHECK_OK(gv_sparse_encode(&s37, GV_VAL_F32, GV_IDX_BITMAP, e.ib, e.icap, e.vb, e.vcap,
-                                 &info));
+    GV_CHECK_OK(
+        gv_sparse_encode(&s37, GV_VAL_F32, GV_IDX_BITMAP, e.ib, e.icap, e.vb, e.vcap, &info));
     e.ib[4] |= 0x40; /* bit 38 */
     d = info.desc;
     d.count = 3;
@@ -351,15 +348,14 @@ static void test_decoder_rejects(void)
     GV_CHECK_OK(gv_sparse_encode(&s, GV_VAL_F16, GV_IDX_VARINT, e.ib, e.icap, e.vb, e.vcap, &info));
     expect_proto(&e, &info.desc, info.idx_len, info.val_len, GV_DECODE_FINITE, "not finite",
                  "nan value");
-    GV_CHECK_OK(gv_sparse_decode_add(&info.desc, e.ib, info.idx_len, e.vb, info.val_len, 0,
-                                     dense));
+    GV_CHECK_OK(gv_sparse_decode_add(&info.desc, e.ib, info.idx_len, e.vb, info.val_len, 0, dense));
     val[2] = 3;
     /* decode into too small an output */
     uint32_t oi[4];
     float ov[4];
-    GV_CHECK_STATUS(gv_sparse_decode(&info.desc, e.ib, info.idx_len, e.vb, info.val_len, 0, oi,
-                                     ov, 4),
-                    GV_ERR_INVAL);
+    GV_CHECK_STATUS(
+        gv_sparse_decode(&info.desc, e.ib, info.idx_len, e.vb, info.val_len, 0, oi, ov, 4),
+        GV_ERR_INVAL);
     gv_log_set_cb(NULL, NULL);
     enc_free(&e);
 }

@@ -14,25 +14,25 @@ static void test_edges(void)
     GV_CHECK_EQ(h_of(-0.0f), 0x8000);
     GV_CHECK_EQ(h_of(1.0f), 0x3C00);
     GV_CHECK_EQ(h_of(-2.0f), 0xC000);
-    GV_CHECK_EQ(h_of(65504.0f), 0x7BFF);          /* largest finite */
-    GV_CHECK_EQ(h_of(65519.99f), 0x7BFF);         /* below the tie */
-    GV_CHECK_EQ(h_of(65520.0f), 0x7C00);          /* the tie rounds to even = Inf */
+    GV_CHECK_EQ(h_of(65504.0f), 0x7BFF);  /* largest finite */
+    GV_CHECK_EQ(h_of(65519.99f), 0x7BFF); /* below the tie */
+    GV_CHECK_EQ(h_of(65520.0f), 0x7C00);  /* the tie rounds to even = Inf */
     GV_CHECK_EQ(h_of(1e10f), 0x7C00);
     GV_CHECK_EQ(h_of(-1e10f), 0xFC00);
     GV_CHECK_EQ(h_of(INFINITY), 0x7C00);
     GV_CHECK_EQ(h_of(-INFINITY), 0xFC00);
-    GV_CHECK_EQ(h_of(0x1p-14f), 0x0400);          /* smallest normal */
-    GV_CHECK_EQ(h_of(0x1p-24f), 0x0001);          /* smallest subnormal */
-    GV_CHECK_EQ(h_of(0x1p-25f), 0x0000);          /* tie between 0 and 2^-24: even = 0 */
-    GV_CHECK_EQ(h_of(0x1.8p-25f), 0x0001);        /* above the tie */
-    GV_CHECK_EQ(h_of(0x1.8p-24f), 0x0002);        /* 1.5 ulp: tie, to even (2) */
+    GV_CHECK_EQ(h_of(0x1p-14f), 0x0400);   /* smallest normal */
+    GV_CHECK_EQ(h_of(0x1p-24f), 0x0001);   /* smallest subnormal */
+    GV_CHECK_EQ(h_of(0x1p-25f), 0x0000);   /* tie between 0 and 2^-24: even = 0 */
+    GV_CHECK_EQ(h_of(0x1.8p-25f), 0x0001); /* above the tie */
+    GV_CHECK_EQ(h_of(0x1.8p-24f), 0x0002); /* 1.5 ulp: tie, to even (2) */
     GV_CHECK_EQ(h_of(0x1.4p-24f), 0x0001);
-    GV_CHECK_EQ(h_of(0x3FFp-24f), 0x03FF);        /* largest subnormal */
-    GV_CHECK_EQ(h_of(0x3FF.8p-24f), 0x0400);      /* rounds up into the normals */
-    GV_CHECK_EQ(h_of(1.0f + 0x1p-11f), 0x3C00);   /* tie: 1.0 is even */
-    GV_CHECK_EQ(h_of(1.0f + 0x3p-11f), 0x3C02);   /* tie: up to even */
+    GV_CHECK_EQ(h_of(0x3FFp-24f), 0x03FF);         /* largest subnormal */
+    GV_CHECK_EQ(h_of(0x3FF.8p-24f), 0x0400);       /* rounds up into the normals */
+    GV_CHECK_EQ(h_of(1.0f + 0x1p-11f), 0x3C00);    /* tie: 1.0 is even */
+    GV_CHECK_EQ(h_of(1.0f + 0x3p-11f), 0x3C02);    /* tie: up to even */
     GV_CHECK_EQ(h_of(1.0f + 0x1.01p-11f), 0x3C01); /* just above the tie */
-    GV_CHECK_EQ(h_of(-0x1p-30f), 0x8000);         /* underflow keeps the sign */
+    GV_CHECK_EQ(h_of(-0x1p-30f), 0x8000);          /* underflow keeps the sign */
     uint16_t qn = h_of(NAN);
     GV_CHECK((qn & 0x7C00) == 0x7C00 && (qn & 0x3FF) != 0 && (qn & 0x200) != 0);
     uint16_t nn = h_of(-NAN);
@@ -69,8 +69,9 @@ static void test_all_halves_round_trip(void)
             bad += back != h;
             /* and the decoded value is what the bits say (independent formula) */
             uint32_t e = (h >> 10) & 0x1F, m = h & 0x3FF;
-            double v = e == 0 ? ldexp((double)m, -24) : e == 31 ? INFINITY
-                                                                 : ldexp(1024.0 + m, (int)e - 25);
+            double v = e == 0    ? ldexp((double)m, -24)
+                       : e == 31 ? INFINITY
+                                 : ldexp(1024.0 + m, (int)e - 25);
             if (h & 0x8000)
                 v = -v;
             bad += (double)f != v;

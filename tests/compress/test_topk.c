@@ -20,16 +20,18 @@ static void check_topk(const float *x, uint32_t n, double cf, const char *what)
                      gv_status_str(st));
         GV_CHECK_MSG(out.count == k, "%s n %u cf %g threads %d: count %u, k %u", what, n, cf, t,
                      out.count, k);
-        GV_CHECK_MSG(tu_u32_eq(out.idx, oracle_idx, k), "%s n %u cf %g threads %d: index set "
-                     "differs from the oracle", what, n, cf, t);
+        GV_CHECK_MSG(tu_u32_eq(out.idx, oracle_idx, k),
+                     "%s n %u cf %g threads %d: index set "
+                     "differs from the oracle",
+                     what, n, cf, t);
         int vals_ok = 1;
         double ss = 0;
         for (uint32_t i = 0; i < k && i < out.count; i++) {
             vals_ok &= tu_bits_eq(out.val[i], x[out.idx[i]]);
             ss += (double)out.val[i] * out.val[i];
         }
-        GV_CHECK_MSG(vals_ok, "%s n %u cf %g: values are not the inputs at the indices", what,
-                     n, cf);
+        GV_CHECK_MSG(vals_ok, "%s n %u cf %g: values are not the inputs at the indices", what, n,
+                     cf);
         GV_CHECK_MSG(out.sumsq == ss || (isnan(ss) && isnan(out.sumsq)) ||
                          fabs(out.sumsq - ss) <= 1e-12 * ss,
                      "%s: sumsq %.17g vs %.17g", what, out.sumsq, ss);
@@ -41,8 +43,8 @@ static const double cfs[] = {1, 1.5, 2, 7.9, 8, 10, 33.3, 100, 1000, 1e4, 1e9};
 
 static void test_random_sizes(float *x)
 {
-    static const uint32_t sizes[] = {1, 2, 3, 17, 31, 32, 33, 1000, 4097, 65535, 65536, 100003,
-                                     300001, 1u << 20};
+    static const uint32_t sizes[] = {1,    2,    3,     17,    31,     32,     33,
+                                     1000, 4097, 65535, 65536, 100003, 300001, 1u << 20};
     for (size_t s = 0; s < GV_ARRAY_LEN(sizes); s++) {
         tu_fill_normal(x, sizes[s], 100 + s);
         for (size_t c = 0; c < GV_ARRAY_LEN(cfs); c++)
@@ -177,8 +179,8 @@ static void test_two_levels(float *x)
     tu_sparse_alloc(&l1, n);
     tu_sparse_alloc(&l2, n);
     uint32_t *o2 = malloc(n * sizeof(uint32_t));
-    static const double pairs[][2] = {{10, 20}, {10, 100}, {10, 1000}, {4, 8}, {100, 1e4},
-                                      {4, 4.5}, {10, 1e9}};
+    static const double pairs[][2] = {{10, 20},   {10, 100}, {10, 1000}, {4, 8},
+                                      {100, 1e4}, {4, 4.5},  {10, 1e9}};
     for (int data = 0; data < 5; data++) {
         if (data == 0)
             tu_fill_normal(x, n, 61);
@@ -203,12 +205,12 @@ static void test_two_levels(float *x)
             GV_CHECK_OK(gv_topk_oracle(x, n, k1, oracle_idx));
             GV_CHECK_OK(gv_topk_oracle(x, n, k2, o2));
             for (int t = 1; t <= 3; t++) {
-                GV_CHECK_OK(gv_cmp_select2(cmps[t], x, n, pairs[p][0], pairs[p][1], 0, 0, &l1,
-                                           &l2));
+                GV_CHECK_OK(
+                    gv_cmp_select2(cmps[t], x, n, pairs[p][0], pairs[p][1], 0, 0, &l1, &l2));
                 GV_CHECK_MSG(l1.count == k1 && tu_u32_eq(l1.idx, oracle_idx, k1) &&
                                  l2.count == k2 && tu_u32_eq(l2.idx, o2, k2),
-                             "two levels data %d cf %g/%g threads %d differ from the oracle",
-                             data, pairs[p][0], pairs[p][1], t);
+                             "two levels data %d cf %g/%g threads %d differ from the oracle", data,
+                             pairs[p][0], pairs[p][1], t);
                 int vals = 1;
                 for (uint32_t i = 0; i < l2.count; i++)
                     vals &= tu_bits_eq(l2.val[i], x[l2.idx[i]]);
@@ -265,8 +267,7 @@ static void test_scan_kernels(float *x)
                 size_t ma = 0, mb = 0;
                 size_t a = gv_scan_split_generic(x + 1, n - 1, lo, hi, 1, i1, v1, k1, &ma, cap);
                 size_t b = fast_split(x + 1, n - 1, lo, hi, 1, i2, v2, k2, &mb, cap);
-                GV_CHECK_MSG(a == b, "split %s lo %g cap %zu: %zu vs %zu", name, los[t], cap, a,
-                             b);
+                GV_CHECK_MSG(a == b, "split %s lo %g cap %zu: %zu vs %zu", name, los[t], cap, a, b);
                 if (a > cap || b > cap)
                     continue;
                 GV_CHECK(ma == mb && tu_u32_eq(i1, i2, a) && memcmp(v1, v2, a * 4) == 0 &&

@@ -64,8 +64,8 @@ static void two_levels_ok(int t, const float *x, uint32_t n, double cf1, double 
     GV_CHECK_MSG(out.count == k1 && tu_u32_eq(out.idx, oracle_idx, k1) && out2.count == k2 &&
                      tu_u32_eq(out2.idx, oracle2_idx, k2) && vals,
                  "%s: threads %d cf %g/%g differs from the oracle", what, t, cf1, cf2);
-    GV_CHECK_MSG(sumsq_ok(&out) && sumsq_ok(&out2), "%s: threads %d cf %g/%g: norms", what, t,
-                 cf1, cf2);
+    GV_CHECK_MSG(sumsq_ok(&out) && sumsq_ok(&out2), "%s: threads %d cf %g/%g: norms", what, t, cf1,
+                 cf2);
 }
 
 /* Marks the entries of x the sampled path reads for (n, k). */

@@ -109,8 +109,7 @@ static inline int e2e_wait(struct e2e_job *j, double timeout_s)
     }
     int ok = 0;
     for (int i = 0; i < j->n; i++)
-        ok += j->p[i].status != -1 && WIFEXITED(j->p[i].status) &&
-              WEXITSTATUS(j->p[i].status) == 0;
+        ok += j->p[i].status != -1 && WIFEXITED(j->p[i].status) && WEXITSTATUS(j->p[i].status) == 0;
     return ok;
 }
 

@@ -23,7 +23,8 @@ int main(int argc, char **argv)
     snprintf(common, sizeof(common),
              "--dataset synthetic --synthetic-n 2048 --batch 16 --widths 32 --steps 10000000 "
              "--method static --num-servers 2 --num-workers 2 --rendezvous-dir %s --insecure "
-             "--connect-timeout 20s", dir);
+             "--connect-timeout 20s",
+             dir);
     struct e2e_job j = {0};
     snprintf(prog, sizeof(prog), "%s/gravac-server", bin);
     for (int s = 0; s < 2; s++) {

@@ -55,21 +55,26 @@ static void run_case(const char *what, const char *jobargs, int steps, const cha
     if (mkdtemp(dir) == NULL)
         return;
     char common[2048], args[3072], log[600], prog[600];
-    snprintf(common, sizeof(common), "%s --steps %d --num-servers %d --num-workers %d "
-             "--rendezvous-dir %s --insecure --connect-timeout 60s", jobargs, steps, S, W, dir);
+    snprintf(common, sizeof(common),
+             "%s --steps %d --num-servers %d --num-workers %d "
+             "--rendezvous-dir %s --insecure --connect-timeout 60s",
+             jobargs, steps, S, W, dir);
     struct e2e_job j = {0};
     snprintf(prog, sizeof(prog), "%s/gravac-server", bindir);
     for (int s = 0; s < S; s++) {
-        snprintf(args, sizeof(args), "%s --rank %d --bind 127.0.0.1:0 --dump-params "
-                 "%s/server%%r.bin", common, s, dir);
+        snprintf(args, sizeof(args),
+                 "%s --rank %d --bind 127.0.0.1:0 --dump-params "
+                 "%s/server%%r.bin",
+                 common, s, dir);
         snprintf(log, sizeof(log), "%s/server%d.log", dir, s);
         e2e_spawn(&j, s ? "server1" : "server0", prog, args, log);
     }
     snprintf(prog, sizeof(prog), "%s/gravac-worker", bindir);
     for (int w = 0; w < W; w++) {
-        snprintf(args, sizeof(args), "%s --rank %d --device %s --quiet --metrics-file "
-                 "%s/worker%%r.jsonl --dump-params %s/worker%%r.bin", common, w,
-                 w == 0 ? "cuda" : dev1, dir, dir);
+        snprintf(args, sizeof(args),
+                 "%s --rank %d --device %s --quiet --metrics-file "
+                 "%s/worker%%r.jsonl --dump-params %s/worker%%r.bin",
+                 common, w, w == 0 ? "cuda" : dev1, dir, dir);
         snprintf(log, sizeof(log), "%s/worker%d.log", dir, w);
         e2e_spawn(&j, w ? "worker1" : "worker0", prog, args, log);
     }

@@ -21,9 +21,8 @@ static int mem_mib(const char *p, double *mib)
     if (p == NULL || sscanf(p, "%lf %3s", mib, unit) != 2)
         return -1;
     *mib *= strcmp(unit, "KiB") == 0 ? 1.0 / 1024 : strcmp(unit, "GiB") == 0 ? 1024.0 : 1.0;
-    return strcmp(unit, "KiB") == 0 || strcmp(unit, "MiB") == 0 || strcmp(unit, "GiB") == 0
-               ? 0
-               : -1;
+    return strcmp(unit, "KiB") == 0 || strcmp(unit, "MiB") == 0 || strcmp(unit, "GiB") == 0 ? 0
+                                                                                            : -1;
 }
 
 /* "summary: peak RSS 9.4 MiB (4.2 MiB at start); bound ... = 91.2 MiB: within" from a server's
@@ -53,7 +52,8 @@ int main(int argc, char **argv)
     snprintf(common, sizeof(common),
              "--dataset synthetic --synthetic-n 2048 --batch 32 --widths 3072,1024 --steps 6 "
              "--method gravac-exp --window 2 --epsilon 0.5 --num-servers %d --num-workers %d "
-             "--rendezvous-dir %s --insecure --connect-timeout 60s", S, W, dir);
+             "--rendezvous-dir %s --insecure --connect-timeout 60s",
+             S, W, dir);
     struct e2e_job j = {0};
     snprintf(prog, sizeof(prog), "%s/gravac-server", bindir);
     for (int s = 0; s < S; s++) {
@@ -86,9 +86,11 @@ int main(int argc, char **argv)
         double peak = e2e_num(o, "peak_rss"), start = e2e_num(o, "rss_start"),
                bound = e2e_num(o, "rss_bound"), params = e2e_num(o, "param_bytes"),
                data = e2e_num(o, "data_bytes");
-        fprintf(stderr, "worker %d: peak RSS %.1f MiB (%.1f at start), bound %.1f MiB "
-                "(parameters %.1f MiB, data %.2f MiB)\n", w, peak / 1048576, start / 1048576,
-                bound / 1048576, params / 1048576, data / 1048576);
+        fprintf(stderr,
+                "worker %d: peak RSS %.1f MiB (%.1f at start), bound %.1f MiB "
+                "(parameters %.1f MiB, data %.2f MiB)\n",
+                w, peak / 1048576, start / 1048576, bound / 1048576, params / 1048576,
+                data / 1048576);
         GV_CHECK(params > 13e6);
         /* the shard of 2048 synthetic 8x8 samples (floats), the 2048 test samples on worker 0 */
         double shard = 1024.0 * (64 * 4 + 4 + 4), test = 2048.0 * (64 * 4 + 4);

@@ -44,12 +44,12 @@ static const char *bindir;
 
 struct run {
     const char *dir;
-    const char *tag;   /* "a", "b": logs and files of this start */
+    const char *tag; /* "a", "b": logs and files of this start */
     int S, W;
     uint64_t steps;
-    const char *extra; /* more options for every process */
+    const char *extra;  /* more options for every process */
     const char *method; /* the compression options (NULL: static CF 10) */
-    bool secure;       /* GV_SECRET_FILE is set: no --insecure */
+    bool secure;        /* GV_SECRET_FILE is set: no --insecure */
     struct e2e_job j;
 };
 
@@ -62,13 +62,15 @@ static void run_start(struct run *r)
              "--dataset synthetic --synthetic-n 2048 --batch 16 --widths 32 --steps %llu "
              "%s --num-servers %d --num-workers %d --rendezvous-dir %s "
              "--connect-timeout 15s --heartbeat-interval 200ms --peer-timeout 1500ms %s %s",
-             (unsigned long long)r->steps, r->method ? r->method : "--method static --cf 10",
-             r->S, r->W, rdv, r->secure ? "" : "--insecure", r->extra ? r->extra : "");
+             (unsigned long long)r->steps, r->method ? r->method : "--method static --cf 10", r->S,
+             r->W, rdv, r->secure ? "" : "--insecure", r->extra ? r->extra : "");
     memset(&r->j, 0, sizeof(r->j));
     snprintf(prog, sizeof(prog), "%s/gravac-server", bindir);
     for (int s = 0; s < r->S; s++) {
-        snprintf(args, sizeof(args), "%s --rank %d --bind 127.0.0.1:0 --dump-params "
-                 "%s/server%%r-%s.bin", common, s, r->dir, r->tag);
+        snprintf(args, sizeof(args),
+                 "%s --rank %d --bind 127.0.0.1:0 --dump-params "
+                 "%s/server%%r-%s.bin",
+                 common, s, r->dir, r->tag);
         snprintf(log, sizeof(log), "%s/server%d-%s.log", r->dir, s, r->tag);
         char name[32];
         snprintf(name, sizeof(name), "server%d", s);
@@ -76,8 +78,10 @@ static void run_start(struct run *r)
     }
     snprintf(prog, sizeof(prog), "%s/gravac-worker", bindir);
     for (int w = 0; w < r->W; w++) {
-        snprintf(args, sizeof(args), "%s --rank %d --quiet --metrics-file %s/worker%%r-%s.jsonl "
-                 "--dump-params %s/worker%%r-%s.bin", common, w, r->dir, r->tag, r->dir, r->tag);
+        snprintf(args, sizeof(args),
+                 "%s --rank %d --quiet --metrics-file %s/worker%%r-%s.jsonl "
+                 "--dump-params %s/worker%%r-%s.bin",
+                 common, w, r->dir, r->tag, r->dir, r->tag);
         snprintf(log, sizeof(log), "%s/worker%d-%s.log", r->dir, w, r->tag);
         char name[32];
         snprintf(name, sizeof(name), "worker%d", w);
@@ -183,8 +187,8 @@ static double wait_others(struct run *r, int skip, double timeout_s)
  * policy every other process exits 1 within the bound and names it. */
 static void scenario_worker_abort(bool stop)
 {
-    struct run r = {.dir = mkdir_tmp(stop ? "stopw" : "killw"), .tag = "a", .S = 2, .W = 3,
-                    .steps = 100000000};
+    struct run r = {
+        .dir = mkdir_tmp(stop ? "stopw" : "killw"), .tag = "a", .S = 2, .W = 3, .steps = 100000000};
     GV_CHECK(r.dir != NULL);
     run_start(&r);
     const int victim = 2;
@@ -250,8 +254,12 @@ static void replicas_equal(struct run *r, const bool *alive)
 /* Under the continue policy the job finishes without the dead worker. */
 static void scenario_worker_continue(bool stop)
 {
-    struct run r = {.dir = mkdir_tmp(stop ? "stopwc" : "killwc"), .tag = "a", .S = 2, .W = 3,
-                    .steps = 3000, .extra = "--dead-worker-policy continue"};
+    struct run r = {.dir = mkdir_tmp(stop ? "stopwc" : "killwc"),
+                    .tag = "a",
+                    .S = 2,
+                    .W = 3,
+                    .steps = 3000,
+                    .extra = "--dead-worker-policy continue"};
     GV_CHECK(r.dir != NULL);
     run_start(&r);
     const int victim = 2;
@@ -324,8 +332,8 @@ static void scenario_worker_continue(bool stop)
  * 0 decides the rounds and the aborts, so losing it is checked as well as losing server 1. */
 static void scenario_server(bool stop, int victim)
 {
-    struct run r = {.dir = mkdir_tmp(stop ? "stops" : "kills"), .tag = "a", .S = 2, .W = 2,
-                    .steps = 100000000};
+    struct run r = {
+        .dir = mkdir_tmp(stop ? "stops" : "kills"), .tag = "a", .S = 2, .W = 2, .steps = 100000000};
     GV_CHECK(r.dir != NULL);
     run_start(&r);
     GV_CHECK(wait_iter(&r, 0, 200, 20));
@@ -435,8 +443,10 @@ static void scenario_restart(void)
             n++;
             diff += !(x[i] == y[i]); /* bitwise: the JSON holds 17 digits */
         }
-        GV_CHECK_MSG(diff == 0 && n == (long)steps - from, "worker %d: %ld of %ld losses differ "
-                     "after the restart", w, diff, n);
+        GV_CHECK_MSG(diff == 0 && n == (long)steps - from,
+                     "worker %d: %ld of %ld losses differ "
+                     "after the restart",
+                     w, diff, n);
         GV_CHECK(file_has(proc(&c, false, w)->log, "residual of iteration"));
         free(x);
         free(y);
@@ -447,8 +457,10 @@ static void scenario_restart(void)
     for (int s = 0; s < 2; s++) {
         snprintf(p1, sizeof(p1), "%s/server%d-a.bin", dir, s);
         snprintf(p2, sizeof(p2), "%s/server%d-c.bin", dir, s);
-        GV_CHECK_MSG(same_file(p1, p2), "server %d: final shard differs from the uninterrupted "
-                     "run's", s);
+        GV_CHECK_MSG(same_file(p1, p2),
+                     "server %d: final shard differs from the uninterrupted "
+                     "run's",
+                     s);
     }
     for (int w = 0; w < 2; w++) {
         snprintf(p1, sizeof(p1), "%s/worker%d-a.bin", dir, w);
@@ -512,8 +524,8 @@ static void scenario_restart_gravac(void)
     snprintf(extra, sizeof(extra), "--checkpoint-dir %s/ck --checkpoint-every %llu", dir,
              (unsigned long long)every);
     const char *method = "--method gravac-exp --window 25 --epsilon 0.3";
-    struct run b = {.dir = dir, .tag = "b", .S = 2, .W = 2, .steps = steps, .extra = extra,
-                    .method = method};
+    struct run b = {
+        .dir = dir, .tag = "b", .S = 2, .W = 2, .steps = steps, .extra = extra, .method = method};
     run_start(&b);
     GV_CHECK(wait_iter(&b, 0, 700, 20));
     kill(proc(&b, true, 1)->pid, SIGKILL);
@@ -521,8 +533,8 @@ static void scenario_restart_gravac(void)
     run_kill(&b);
     long killed_at = last_iter(&b, 0);
     GV_CHECK_MSG(killed_at < (long)steps - 1, "the job ended before the kill (%ld)", killed_at);
-    struct run c = {.dir = dir, .tag = "c", .S = 2, .W = 2, .steps = steps, .extra = extra,
-                    .method = method};
+    struct run c = {
+        .dir = dir, .tag = "c", .S = 2, .W = 2, .steps = steps, .extra = extra, .method = method};
     run_start(&c);
     GV_CHECK_EQ(e2e_wait(&c.j, 25), c.j.n);
     long from = -1;
@@ -537,13 +549,15 @@ static void scenario_restart_gravac(void)
     GV_CHECK(decision_at(&b, 0, 0, &first));
     GV_CHECK(decision_at(&b, 0, from, &killed));
     GV_CHECK(decision_at(&c, 0, from, &resumed));
-    fprintf(stderr, "decision at %ld: %s CF %g (floor %g, candidate %g) before the kill, %s CF "
+    fprintf(stderr,
+            "decision at %ld: %s CF %g (floor %g, candidate %g) before the kill, %s CF "
             "%g (floor %g, candidate %g) after the restart; at 0: %s CF %g (candidate %g)\n",
-            from, killed.level, killed.cf, killed.theta_min, killed.cf_candidate,
-            resumed.level, resumed.cf, resumed.theta_min, resumed.cf_candidate, first.level,
-            first.cf, first.cf_candidate);
+            from, killed.level, killed.cf, killed.theta_min, killed.cf_candidate, resumed.level,
+            resumed.cf, resumed.theta_min, resumed.cf_candidate, first.level, first.cf,
+            first.cf_candidate);
     GV_CHECK_MSG(decision_eq(&killed, &resumed), "the restarted controller decides otherwise");
-    GV_CHECK_MSG(!decision_eq(&first, &killed), "the controller at iteration %ld decides as a "
+    GV_CHECK_MSG(!decision_eq(&first, &killed),
+                 "the controller at iteration %ld decides as a "
                  "fresh one: this run cannot tell a restored controller (change the options)",
                  from);
     for (int w = 0; w < 2; w++)
@@ -641,9 +655,11 @@ static void scenario_ckpt_refused(void)
     snprintf(f1, sizeof(f1), "%s/ck/shard0001-iter000000000300.gvckpt", dir);
     snprintf(f0, sizeof(f0), "%s/ck/shard0000-iter000000000300.gvckpt", dir);
     GV_CHECK(access(f0, R_OK) == 0 && access(f1, R_OK) == 0);
-    snprintf(base, sizeof(base), "--dataset synthetic --synthetic-n 2048 --batch 16 --steps 600 "
+    snprintf(base, sizeof(base),
+             "--dataset synthetic --synthetic-n 2048 --batch 16 --steps 600 "
              "--method static --cf 10 --num-servers 2 --num-workers 2 --rendezvous-dir "
-             "%s/rdv-x --connect-timeout 3s --insecure --checkpoint-dir %s/ck", dir, dir);
+             "%s/rdv-x --connect-timeout 3s --insecure --checkpoint-dir %s/ck",
+             dir, dir);
 
     /* 1. a corrupt newest checkpoint: refused before anything else, never loaded */
     char *orig = e2e_slurp(f1, NULL);
@@ -757,8 +773,10 @@ static bool send_expect_close(int port, const void *bytes, size_t len, bool keep
 
 static void prefix(uint8_t *out, uint16_t version, uint32_t hdr_len, uint64_t payload_len)
 {
-    struct gv_proto_prefix p = {.magic = GV_PROTO_MAGIC, .version = version,
-                                .hdr_len = hdr_len, .payload_len = payload_len};
+    struct gv_proto_prefix p = {.magic = GV_PROTO_MAGIC,
+                                .version = version,
+                                .hdr_len = hdr_len,
+                                .payload_len = payload_len};
     gv_proto_prefix_write(&p, out);
 }
 
@@ -769,7 +787,7 @@ struct hs_client {
     unsigned char arena_buf[65536];
     struct gv_ps_link link;
     struct gv_ps_client_hs hs;
-    bool forge;  /* answer the CHALLENGE with a made-up proof, unchecked */
+    bool forge; /* answer the CHALLENGE with a made-up proof, unchecked */
     bool closed;
     char refuse[300];
 };
@@ -830,8 +848,11 @@ static bool handshake_refused(int port, const char *key, uint32_t rank, bool for
     struct gv_tp_config tc;
     gv_ps_caps(&h->caps, &tc, 5000000000ull, 5000000000ull);
     gv_proto_arena_init(&h->arena, h->arena_buf, sizeof(h->arena_buf));
-    struct gv_tp_handler hd = {.prefix_len = GV_PROTO_PREFIX_LEN, .parse_prefix = hc_prefix,
-                               .on_header = hc_header, .on_msg = hc_msg, .on_close = hc_close};
+    struct gv_tp_handler hd = {.prefix_len = GV_PROTO_PREFIX_LEN,
+                               .parse_prefix = hc_prefix,
+                               .on_header = hc_header,
+                               .on_msg = hc_msg,
+                               .on_close = hc_close};
     struct gv_tp *tp = NULL;
     struct gv_conn *c = NULL;
     struct gv_auth_secret sec = {0};
@@ -842,9 +863,12 @@ static bool handshake_refused(int port, const char *key, uint32_t rank, bool for
               gv_ps_link_init(&h->link, &h->caps, &hostile_env, 8, 4096) == GV_OK;
     if (ok) {
         h->link.c = c;
-        struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER, .rank = rank,
-                                        .num_workers = 2, .num_servers = 2,
-                                        .cluster_id = "gravac", .secret = &sec};
+        struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER,
+                                        .rank = rank,
+                                        .num_workers = 2,
+                                        .num_servers = 2,
+                                        .cluster_id = "gravac",
+                                        .secret = &sec};
         ok = gv_ps_client_hs_start(&h->hs, &h->link, &info) == GV_OK;
         uint64_t end = gv_now_ns() + 5000000000ull;
         while (ok && !h->closed && gv_now_ns() < end)
@@ -860,8 +884,18 @@ static bool handshake_refused(int port, const char *key, uint32_t rank, bool for
 
 /* Every kind of bad connection, each in its own thread (so that the slowest, the one the
  * handshake timeout ends, bounds the time), at one server. */
-enum attack_kind { ATT_GARBAGE, ATT_VERSION, ATT_HUGE_HDR, ATT_HUGE_PAYLOAD, ATT_TRUNC_EOF,
-                   ATT_TRUNC_HANG, ATT_WRONG_SECRET, ATT_FORGED_PROOF, ATT_DUP_RANK, ATT_N };
+enum attack_kind {
+    ATT_GARBAGE,
+    ATT_VERSION,
+    ATT_HUGE_HDR,
+    ATT_HUGE_PAYLOAD,
+    ATT_TRUNC_EOF,
+    ATT_TRUNC_HANG,
+    ATT_WRONG_SECRET,
+    ATT_FORGED_PROOF,
+    ATT_DUP_RANK,
+    ATT_N
+};
 
 struct attack {
     int port;
@@ -878,9 +912,7 @@ static void *attack_one(void *arg)
     uint8_t buf[256];
     memset(buf, 0x5a, sizeof(buf));
     switch (a->kind) {
-    case ATT_GARBAGE:
-        a->ok = send_expect_close(a->port, buf, sizeof(buf), false);
-        break;
+    case ATT_GARBAGE: a->ok = send_expect_close(a->port, buf, sizeof(buf), false); break;
     case ATT_VERSION: /* another wire version */
         prefix(buf, GV_PROTO_VERSION + 1, 16, 0);
         a->ok = send_expect_close(a->port, buf, GV_PROTO_PREFIX_LEN + 16, true);
@@ -913,24 +945,25 @@ static void *attack_one(void *arg)
         a->ok = handshake_refused(a->port, a->right_key, 0, false, a->why, sizeof(a->why)) &&
                 strstr(a->why, "already joined") != NULL;
         break;
-    default:
-        break;
+    default: break;
     }
     return NULL;
 }
 
 static void attack(const int *ports, int n_ports, const char *wrong_key, const char *right_key)
 {
-    static const char *const names[ATT_N] = {"garbage", "another wire version", "huge header",
-                                             "huge payload", "truncated frame",
-                                             "hanging truncated frame", "another secret",
-                                             "a forged proof", "duplicate rank"};
+    static const char *const names[ATT_N] = {
+        "garbage",        "another wire version", "huge header",
+        "huge payload",   "truncated frame",      "hanging truncated frame",
+        "another secret", "a forged proof",       "duplicate rank"};
     struct attack a[2 * ATT_N];
     int n = 0;
     for (int p = 0; p < n_ports; p++)
         for (int k = 0; k < ATT_N; k++) {
-            a[n] = (struct attack){.port = ports[p], .kind = (enum attack_kind)k,
-                                   .wrong_key = wrong_key, .right_key = right_key};
+            a[n] = (struct attack){.port = ports[p],
+                                   .kind = (enum attack_kind)k,
+                                   .wrong_key = wrong_key,
+                                   .right_key = right_key};
             pthread_create(&a[n].th, NULL, attack_one, &a[n]);
             n++;
         }
@@ -957,12 +990,22 @@ static void scenario_bad_peers(void)
     close(fd);
     setenv("GV_SECRET_FILE", path, 1);
     const char *extra = "--handshake-timeout 300ms";
-    struct run a = {.dir = dir, .tag = "a", .S = 2, .W = 2, .steps = BAD_PEERS_STEPS,
-                    .extra = extra, .secure = true};
+    struct run a = {.dir = dir,
+                    .tag = "a",
+                    .S = 2,
+                    .W = 2,
+                    .steps = BAD_PEERS_STEPS,
+                    .extra = extra,
+                    .secure = true};
     run_start(&a);
     GV_CHECK_EQ(e2e_wait(&a.j, 25), a.j.n);
-    struct run b = {.dir = dir, .tag = "b", .S = 2, .W = 2, .steps = BAD_PEERS_STEPS,
-                    .extra = extra, .secure = true};
+    struct run b = {.dir = dir,
+                    .tag = "b",
+                    .S = 2,
+                    .W = 2,
+                    .steps = BAD_PEERS_STEPS,
+                    .extra = extra,
+                    .secure = true};
     run_start(&b);
     int port0 = port_of(dir, "b", 0), port1 = port_of(dir, "b", 1);
     GV_CHECK(port0 > 0 && port1 > 0);
@@ -974,8 +1017,10 @@ static void scenario_bad_peers(void)
     long during = last_iter(&b, 0);
     fprintf(stderr, "the attacks took %.2f s, iterations %ld to %ld of %ld\n",
             (double)(gv_now_ns() - t0) * 1e-9, before, during, (long)BAD_PEERS_STEPS);
-    GV_CHECK_MSG(during < (long)BAD_PEERS_STEPS - 1, "training ended before the attacks did "
-                 "(%ld)", during);
+    GV_CHECK_MSG(during < (long)BAD_PEERS_STEPS - 1,
+                 "training ended before the attacks did "
+                 "(%ld)",
+                 during);
     GV_CHECK_EQ(e2e_wait(&b.j, 25), b.j.n);
     unsetenv("GV_SECRET_FILE");
     for (int s = 0; s < 2; s++) {
@@ -1010,8 +1055,10 @@ static void scenario_bad_peers(void)
 static char *curl_get(int port, int *code)
 {
     char cmd[300];
-    snprintf(cmd, sizeof(cmd), "curl -sS --noproxy '*' --max-time 5 -w '\\n%%{http_code}' "
-             "'http://127.0.0.1:%d/metrics' 2>&1", port);
+    snprintf(cmd, sizeof(cmd),
+             "curl -sS --noproxy '*' --max-time 5 -w '\\n%%{http_code}' "
+             "'http://127.0.0.1:%d/metrics' 2>&1",
+             port);
     FILE *p = popen(cmd, "r");
     if (p == NULL)
         return NULL;
@@ -1057,11 +1104,18 @@ static void scenario_metrics(void)
     char *dir = mkdir_tmp("metrics");
     GV_CHECK(dir != NULL);
     char extra[900];
-    snprintf(extra, sizeof(extra), "--metrics-addr 127.0.0.1:0 --checkpoint-dir %s/ck "
-             "--checkpoint-every 200", dir);
+    snprintf(extra, sizeof(extra),
+             "--metrics-addr 127.0.0.1:0 --checkpoint-dir %s/ck "
+             "--checkpoint-every 200",
+             dir);
     /* GraVAC, so that the gains are exported (server 0): after its first windows the floor is
      * used (CF 10) and the candidate has climbed to the top (1000) */
-    struct run r = {.dir = dir, .tag = "a", .S = 2, .W = 2, .steps = 100000000, .extra = extra,
+    struct run r = {.dir = dir,
+                    .tag = "a",
+                    .S = 2,
+                    .W = 2,
+                    .steps = 100000000,
+                    .extra = extra,
                     .method = "--method gravac-exp --window 25 --epsilon 0.3"};
     run_start(&r);
     int port = metrics_port(proc(&r, true, 0)->log), port1 = metrics_port(proc(&r, true, 1)->log);
@@ -1077,9 +1131,9 @@ static void scenario_metrics(void)
     char *c = curl_get(port1, &code);
     GV_CHECK_EQ(code, 200);
     double now = (double)time(NULL);
-    const char *moving[] = {"gravac_iteration", "gravac_rounds_total", "gravac_samples_total",
-                            "gravac_bytes_received_total", "gravac_bytes_sent_total",
-                            "gravac_round_seconds_count"};
+    const char *moving[] = {"gravac_iteration",        "gravac_rounds_total",
+                            "gravac_samples_total",    "gravac_bytes_received_total",
+                            "gravac_bytes_sent_total", "gravac_round_seconds_count"};
     for (size_t i = 0; i < GV_ARRAY_LEN(moving); i++) {
         double x = sample(a, moving[i]), y = sample(b, moving[i]);
         GV_CHECK_MSG(x > 0 && y > x, "%s: %g then %g", moving[i], x, y);

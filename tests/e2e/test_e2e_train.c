@@ -74,8 +74,11 @@ static void ref_cleanup(struct ref *r)
 static size_t plan_bytes(const uint32_t *idx, const float *val, uint32_t count, uint32_t n,
                          enum gv_val_type vt)
 {
-    struct gv_sparse sp = {.idx = (uint32_t *)(uintptr_t)idx, .val = (float *)(uintptr_t)val,
-                           .cap = count, .count = count, .n = n};
+    struct gv_sparse sp = {.idx = (uint32_t *)(uintptr_t)idx,
+                           .val = (float *)(uintptr_t)val,
+                           .cap = count,
+                           .count = count,
+                           .n = n};
     struct gv_sparse_layout info;
     if (gv_sparse_plan(&sp, vt, GV_IDX_AUTO, &info) != GV_OK)
         return (size_t)-1;
@@ -129,8 +132,8 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
         GV_CHECK_OK(gv_cmp_create(&cc, &cmp[w]));
         resid[w] = calloc(P, 4);
         for (uint32_t t = 0; t < r->T; t++)
-            GV_CHECK_OK(gv_ef_create(cmp[w], (uint32_t)r->numel[t], resid[w] + r->off[t],
-                                     &ef[w][t]));
+            GV_CHECK_OK(
+                gv_ef_create(cmp[w], (uint32_t)r->numel[t], resid[w] + r->off[t], &ef[w][t]));
     }
     int bad = 0;
     for (int i = 0; i < n_iters; i++) {
@@ -138,9 +141,10 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
         enum gv_adapt_level level =
             level_of(cJSON_GetStringValue(cJSON_GetObjectItem(rec, "level")));
         double theta = e2e_num(rec, "theta_min"), cand = e2e_num(rec, "cf_candidate");
-        uint32_t levels = dense_method ? 0
+        uint32_t levels = dense_method                   ? 0
                           : job->method == GV_JOB_STATIC ? 1
-                          : cand > theta ? 2 : 1;
+                          : cand > theta                 ? 2
+                                                         : 1;
         bool dense = level == GV_ADAPT_LEVEL_DENSE;
         GV_CHECK_OK(gv_nn_model_set_params(r->model, p));
         memset(acc, 0, P * 4);
@@ -153,7 +157,9 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
             GV_CHECK_OK(gv_nn_model_get_grads(r->model, g));
             size_t nsel = 0;
             for (uint32_t t = 0; t < r->T && levels > 0; t++) {
-                struct gv_cmp_req req = {.iter = (uint64_t)i, .tensor_id = t, .cf_min = theta,
+                struct gv_cmp_req req = {.iter = (uint64_t)i,
+                                         .tensor_id = t,
+                                         .cf_min = theta,
                                          .cf_cand = levels == 2 ? cand : 0};
                 lmin[t].cap = gv_cmp_bound(cmp[w], (uint32_t)r->numel[t], theta);
                 if (levels == 2)
@@ -196,8 +202,10 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
             bad += ps != (double)want || e2e_num(rw, "bytes_sent") != e2e_num(rw, "wire_sent") ||
                    e2e_num(rw, "bytes_sent") <= ps;
             if (ps != (double)want)
-                fprintf(stderr, "iteration %d worker %d: %.0f payload bytes sent, the encoder "
-                        "plans %llu\n", i, w, ps, (unsigned long long)want);
+                fprintf(stderr,
+                        "iteration %d worker %d: %.0f payload bytes sent, the encoder "
+                        "plans %llu\n",
+                        i, w, ps, (unsigned long long)want);
         }
         gv_ps_average(acc, P, W);
         uint64_t upd = 0;
@@ -326,13 +334,17 @@ static void run_case(const char *what, const char *jobargs, int steps, bool garb
         return;
     char common[2048], args[3072], log[600], prog[600], job[1024];
     snprintf(job, sizeof(job), "%s --steps %d", jobargs, steps);
-    snprintf(common, sizeof(common), "%s --num-servers %d --num-workers %d "
-             "--rendezvous-dir %s --insecure --connect-timeout 20s", job, S, W, dir);
+    snprintf(common, sizeof(common),
+             "%s --num-servers %d --num-workers %d "
+             "--rendezvous-dir %s --insecure --connect-timeout 20s",
+             job, S, W, dir);
     struct e2e_job j = {0};
     snprintf(prog, sizeof(prog), "%s/gravac-server", bindir);
     for (int s = 0; s < S; s++) {
-        snprintf(args, sizeof(args), "%s --rank %d --bind 127.0.0.1:0 --dump-params "
-                 "%s/server%%r.bin --decision-log %s/decisions.jsonl", common, s, dir, dir);
+        snprintf(args, sizeof(args),
+                 "%s --rank %d --bind 127.0.0.1:0 --dump-params "
+                 "%s/server%%r.bin --decision-log %s/decisions.jsonl",
+                 common, s, dir, dir);
         snprintf(log, sizeof(log), "%s/server%d.log", dir, s);
         char name[16];
         snprintf(name, sizeof(name), "server%d", s);
@@ -340,8 +352,10 @@ static void run_case(const char *what, const char *jobargs, int steps, bool garb
     }
     snprintf(prog, sizeof(prog), "%s/gravac-worker", bindir);
     for (int w = 0; w < W; w++) {
-        snprintf(args, sizeof(args), "%s --rank %d --quiet --metrics-file %s/worker%%r.jsonl "
-                 "--dump-params %s/worker%%r.bin", common, w, dir, dir);
+        snprintf(args, sizeof(args),
+                 "%s --rank %d --quiet --metrics-file %s/worker%%r.jsonl "
+                 "--dump-params %s/worker%%r.bin",
+                 common, w, dir, dir);
         snprintf(log, sizeof(log), "%s/worker%d.log", dir, w);
         char name[16];
         snprintf(name, sizeof(name), "worker%d", w);
@@ -361,7 +375,8 @@ static void run_case(const char *what, const char *jobargs, int steps, bool garb
         char path[600];
         snprintf(path, sizeof(path), "%s/server0.log", dir);
         char *s = e2e_slurp(path, NULL);
-        GV_CHECK_MSG(s && strstr(s, "before it joined: it sent a malformed frame"), "the garbage connection was not "
+        GV_CHECK_MSG(s && strstr(s, "before it joined: it sent a malformed frame"),
+                     "the garbage connection was not "
                      "logged and dropped");
         free(s);
     }
@@ -462,11 +477,15 @@ int main(int argc, char **argv)
     run_case("dense", a, 20, false, false);
     snprintf(a, sizeof(a), "%s --method static --cf 10 --lr 0.05", base);
     run_case("static top-k CF 10, with a garbage connection", a, 25, true, false);
-    snprintf(a, sizeof(a), "%s --method gravac-exp --window 4 --epsilon 0.3 --theta-min 5 "
-             "--lr-schedule cosine", base);
+    snprintf(a, sizeof(a),
+             "%s --method gravac-exp --window 4 --epsilon 0.3 --theta-min 5 "
+             "--lr-schedule cosine",
+             base);
     run_case("gravac", a, 30, false, true);
-    snprintf(a, sizeof(a), "%s --method accordion --theta-min 4 --theta-max 64 "
-             "--switch-epochs 1 --synthetic-n 1536", base);
+    snprintf(a, sizeof(a),
+             "%s --method accordion --theta-min 4 --theta-max 64 "
+             "--switch-epochs 1 --synthetic-n 1536",
+             base);
     run_case("accordion (replicas only)", a, 64, false, false);
     return gv_check_summary();
 }

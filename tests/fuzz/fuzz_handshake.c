@@ -43,8 +43,10 @@ static void must_encode(const struct gv_proto_msg *m, const struct gv_proto_caps
 static const struct gv_ps_server_hs_cfg *hs_cfg(bool rank1, const struct gv_auth_secret *sec)
 {
     static struct gv_ps_server_hs_cfg cfg;
-    cfg = (struct gv_ps_server_hs_cfg){.rank = rank1 ? 1 : 0, .num_workers = 2,
-                                       .num_servers = 2, .cluster_id = "gravac",
+    cfg = (struct gv_ps_server_hs_cfg){.rank = rank1 ? 1 : 0,
+                                       .num_workers = 2,
+                                       .num_servers = 2,
+                                       .cluster_id = "gravac",
                                        .secret = sec};
     return &cfg;
 }
@@ -55,8 +57,12 @@ static void genuine(const struct gv_auth_secret *sec, const struct gv_proto_caps
 {
     struct gv_ps_client_hs c;
     struct gv_ps_server_hs s;
-    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER, .rank = 1, .num_workers = 2,
-                                    .num_servers = 2, .cluster_id = "gravac", .secret = sec};
+    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER,
+                                    .rank = 1,
+                                    .num_workers = 2,
+                                    .num_servers = 2,
+                                    .cluster_id = "gravac",
+                                    .secret = sec};
     struct gv_proto_msg m, out, dec;
     uint8_t buf[4096];
     size_t len;
@@ -108,8 +114,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct gv_ps_server_hs s;
     gv_ps_server_hs_init(&s, ss);
     struct gv_ps_client_hs c;
-    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER, .rank = 0, .num_workers = 2,
-                                    .num_servers = 2, .cluster_id = "gravac", .secret = cs};
+    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER,
+                                    .rank = 0,
+                                    .num_workers = 2,
+                                    .num_servers = 2,
+                                    .cluster_id = "gravac",
+                                    .secret = cs};
     struct gv_proto_msg hello;
     if (gv_ps_client_hs_begin(&c, &info, &hello) != GV_OK)
         abort();
@@ -129,8 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         off += frame_len;
         if (!s_done) {
-            enum gv_ps_hs_result r = gv_ps_server_hs_on_msg(&s, hs_cfg(rank1, ss), &m,
-                                                            &out);
+            enum gv_ps_hs_result r = gv_ps_server_hs_on_msg(&s, hs_cfg(rank1, ss), &m, &out);
             if (r == GV_PS_HS_REPLY || r == GV_PS_HS_REFUSED)
                 must_encode(&out, &caps);
             if (r == GV_PS_HS_JOINED && srv_secret)

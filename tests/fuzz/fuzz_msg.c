@@ -173,9 +173,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (m.type == GV_PROTO_MSG_UPDATE)
             on_update(&m, pl, pl_len, mode == 2);
         break;
-    default:
-        on_membership(&m, pl, pl_len);
-        break;
+    default: on_membership(&m, pl, pl_len); break;
     }
     return 0;
 }

@@ -15,8 +15,7 @@ static void put(uint8_t *buf, size_t cap, size_t *len, const struct gv_proto_msg
                 const void *payload, size_t pl_len)
 {
     size_t n;
-    if (gv_proto_encode(m, &caps, buf + *len, cap - *len, &n) != GV_OK ||
-        *len + n + pl_len > cap) {
+    if (gv_proto_encode(m, &caps, buf + *len, cap - *len, &n) != GV_OK || *len + n + pl_len > cap) {
         fprintf(stderr, "gen_ps_corpus: cannot encode a %s\n", gv_proto_msg_type_str(m->type));
         exit(1);
     }
@@ -51,8 +50,8 @@ static void handshake_seeds(const char *dir)
         gv_proto_msg_init(&m, GV_PROTO_MSG_HELLO);
         m.role = flags & 4 ? GV_PROTO_ROLE_SERVER : GV_PROTO_ROLE_WORKER;
         m.rank = 1;
-        m.u.hello = (struct gv_proto_hello){.num_workers = 2, .num_servers = 2,
-                                            .nonce = {nonce, 32}, .cluster_id = "gravac"};
+        m.u.hello = (struct gv_proto_hello){
+            .num_workers = 2, .num_servers = 2, .nonce = {nonce, 32}, .cluster_id = "gravac"};
         put(buf, sizeof(buf), &len, &m, NULL, 0);
         gv_proto_msg_init(&m, GV_PROTO_MSG_CHALLENGE);
         m.role = GV_PROTO_ROLE_SERVER;
@@ -65,8 +64,8 @@ static void handshake_seeds(const char *dir)
         put(buf, sizeof(buf), &len, &m, NULL, 0);
         gv_proto_msg_init(&m, GV_PROTO_MSG_WELCOME);
         m.role = GV_PROTO_ROLE_SERVER;
-        m.u.welcome = (struct gv_proto_welcome){.shard_numel = 10, .model_numel = 20,
-                                                .num_shards = 2};
+        m.u.welcome =
+            (struct gv_proto_welcome){.shard_numel = 10, .model_numel = 20, .num_shards = 2};
         put(buf, sizeof(buf), &len, &m, NULL, 0);
         char name[32];
         snprintf(name, sizeof(name), "exchange-%d", flags);
@@ -84,8 +83,8 @@ static void handshake_seeds(const char *dir)
     gv_proto_msg_init(&m, GV_PROTO_MSG_HELLO);
     m.role = GV_PROTO_ROLE_WORKER;
     m.rank = 7; /* out of range */
-    m.u.hello = (struct gv_proto_hello){.num_workers = 3, .num_servers = 2,
-                                        .nonce = {nonce, 16}, .cluster_id = "other"};
+    m.u.hello = (struct gv_proto_hello){
+        .num_workers = 3, .num_servers = 2, .nonce = {nonce, 16}, .cluster_id = "other"};
     put(buf, sizeof(buf), &len, &m, NULL, 0);
     gv_proto_msg_init(&m, GV_PROTO_MSG_PUSH); /* out of order */
     put(buf, sizeof(buf), &len, &m, NULL, 0);
@@ -93,9 +92,9 @@ static void handshake_seeds(const char *dir)
 }
 
 /* A sparse PUSH or UPDATE of `count` entries over n, with the given encodings. */
-static void sparse_seed(const char *dir, const char *name, uint8_t mode, enum gv_proto_msg_type type,
-                        uint32_t n, uint32_t count, enum gv_idx_enc ie, enum gv_val_type vt,
-                        bool accordion)
+static void sparse_seed(const char *dir, const char *name, uint8_t mode,
+                        enum gv_proto_msg_type type, uint32_t n, uint32_t count, enum gv_idx_enc ie,
+                        enum gv_val_type vt, bool accordion)
 {
     static uint8_t buf[1 << 17], idx_buf[1 << 16], val_buf[1 << 16];
     uint32_t idx[4096];
@@ -106,8 +105,8 @@ static void sparse_seed(const char *dir, const char *name, uint8_t mode, enum gv
     }
     struct gv_sparse sp = {.idx = idx, .val = val, .cap = count, .count = count, .n = n};
     struct gv_sparse_layout info;
-    if (gv_sparse_encode(&sp, vt, ie, idx_buf, sizeof(idx_buf), val_buf, sizeof(val_buf),
-                         &info) != GV_OK) {
+    if (gv_sparse_encode(&sp, vt, ie, idx_buf, sizeof(idx_buf), val_buf, sizeof(val_buf), &info) !=
+        GV_OK) {
         fprintf(stderr, "gen_ps_corpus: sparse encode failed (%s)\n", name);
         exit(1);
     }
@@ -125,9 +124,8 @@ static void sparse_seed(const char *dir, const char *name, uint8_t mode, enum gv
         m.u.push.level = GV_PROTO_LEVEL_FLOOR;
         m.u.push.index_enc = pe;
     } else {
-        m.u.update.decision = (struct gv_proto_decision){.level = GV_PROTO_LEVEL_FLOOR,
-                                                         .theta_min = 10, .cf_send = 10,
-                                                         .lr = 0.1};
+        m.u.update.decision = (struct gv_proto_decision){
+            .level = GV_PROTO_LEVEL_FLOOR, .theta_min = 10, .cf_send = 10, .lr = 0.1};
     }
     static uint8_t pl[1 << 17];
     size_t pl_len = 0;
@@ -164,8 +162,8 @@ static void dense_seed(const char *dir, const char *name, uint8_t mode, enum gv_
     if (type == GV_PROTO_MSG_PUSH)
         m.u.push.level = GV_PROTO_LEVEL_DENSE;
     else
-        m.u.update.decision = (struct gv_proto_decision){.level = GV_PROTO_LEVEL_DENSE,
-                                                         .cf_send = 1};
+        m.u.update.decision =
+            (struct gv_proto_decision){.level = GV_PROTO_LEVEL_DENSE, .cf_send = 1};
     size_t len = 0;
     buf[len++] = mode;
     put(buf, sizeof(buf), &len, &m, v, 4ull * n);
@@ -184,8 +182,8 @@ static void memb_seed(const char *dir, const char *name, enum gv_proto_msg_type 
     if (type == GV_PROTO_MSG_STATS)
         m.u.stats.workers = 2;
     else
-        m.u.decision = (struct gv_proto_decision){.level = GV_PROTO_LEVEL_FLOOR, .cf_send = 10,
-                                                  .theta_min = 10};
+        m.u.decision = (struct gv_proto_decision){
+            .level = GV_PROTO_LEVEL_FLOOR, .cf_send = 10, .theta_min = 10};
     gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, 3, 3);
     size_t len = 0;
     buf[len++] = 3;

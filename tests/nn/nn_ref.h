@@ -66,8 +66,7 @@ static inline void ref_compare(const char *what, const float *ana, const double 
             worst = rel;
         if (err > 1e-4 + 2e-3 * fabs(num[i])) {
             if (bad++ < 5)
-                fprintf(stderr, "  %s[%zu]: analytic %.8g numeric %.8g\n", what, i, ana[i],
-                        num[i]);
+                fprintf(stderr, "  %s[%zu]: analytic %.8g numeric %.8g\n", what, i, ana[i], num[i]);
         }
     }
     GV_CHECK_MSG(bad == 0, "%s: %zu of %zu gradient entries off", what, bad, n);
@@ -154,8 +153,8 @@ static inline void ref_pool(const double *x, double *y, int n, int h, int w, int
 }
 
 /* One LSTM cell on pre-activations g [n][4H] (i, f, g, o). */
-static inline void ref_lstm_cell(const double *g, const double *c_prev, double *c, double *h,
-                                 int n, int hid)
+static inline void ref_lstm_cell(const double *g, const double *c_prev, double *c, double *h, int n,
+                                 int hid)
 {
     for (int r = 0; r < n; r++)
         for (int j = 0; j < hid; j++) {

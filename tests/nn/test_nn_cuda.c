@@ -26,13 +26,15 @@ static void make_batch(const struct gv_nn_model_cfg *cfg, int n, float *x, int32
     for (int i = 0; !lstm && i < n * d; i++)
         x[i] = gv_nn_init_uniform(seed, 1, (uint64_t)i, 1.0f);
     for (int i = 0; i < rows; i++) {
-        tok[i] = (int32_t)((uint32_t)(gv_nn_init_uniform(seed, 2, (uint64_t)i, 1.0f) * 1e6f + 1e6f) %
-                           (uint32_t)cfg->n_classes);
-        lab[i] = (int32_t)((uint32_t)(gv_nn_init_uniform(seed, 3, (uint64_t)i, 1.0f) * 1e6f + 1e6f) %
-                           (uint32_t)cfg->n_classes);
+        tok[i] =
+            (int32_t)((uint32_t)(gv_nn_init_uniform(seed, 2, (uint64_t)i, 1.0f) * 1e6f + 1e6f) %
+                      (uint32_t)cfg->n_classes);
+        lab[i] =
+            (int32_t)((uint32_t)(gv_nn_init_uniform(seed, 3, (uint64_t)i, 1.0f) * 1e6f + 1e6f) %
+                      (uint32_t)cfg->n_classes);
     }
-    *b = (struct gv_nn_batch){.n = n, .x = lstm ? NULL : x, .tokens = lstm ? tok : NULL,
-                              .labels = lab};
+    *b = (struct gv_nn_batch){
+        .n = n, .x = lstm ? NULL : x, .tokens = lstm ? tok : NULL, .labels = lab};
 }
 
 static void compare_model(const char *name, const struct gv_nn_model_cfg *cfg, int n)

@@ -173,8 +173,8 @@ static void test_idx(void)
     write_file("img_corrupt.gz", comp, nc, 0);
     struct gv_nn_dataset *cds = NULL;
     n_err = 0;
-    gv_status_t status = gv_nn_dataset_load_idx(path_of("img_corrupt.gz"), path_of("lab"), 10,
-                                                &cds);
+    gv_status_t status =
+        gv_nn_dataset_load_idx(path_of("img_corrupt.gz"), path_of("lab"), 10, &cds);
     GV_CHECK(status == GV_ERR_PROTO || status == GV_ERR_IO);
     GV_CHECK(cds == NULL && n_err == 1 && strstr(last_err, "img_corrupt.gz") != NULL);
     /* classes out of range */
@@ -473,8 +473,8 @@ static void test_shard_loads(void)
     GV_CHECK_OK(gv_nn_dataset_load_idx(path_of("s_img.gz"), path_of("s_lab"), 10, &full));
     for (int r = 0; r < W; r++) {
         struct gv_nn_shard sh = {.rank = r, .world = W, .seed = 77};
-        GV_CHECK_OK(gv_nn_dataset_load_idx_shard(path_of("s_img.gz"), path_of("s_lab"), 10, &sh,
-                                                 &part[r]));
+        GV_CHECK_OK(
+            gv_nn_dataset_load_idx_shard(path_of("s_img.gz"), path_of("s_lab"), 10, &sh, &part[r]));
     }
     if (full != NULL)
         check_shards("idx", full, part, W);
@@ -486,9 +486,9 @@ static void test_shard_loads(void)
     struct gv_nn_shard sh0 = {.rank = 0, .world = W, .seed = 77};
     struct gv_nn_dataset *bad = NULL;
     n_err = 0;
-    GV_CHECK_STATUS(gv_nn_dataset_load_idx_shard(path_of("s_img.gz"), path_of("s_lab_bad"), 10,
-                                                 &sh0, &bad),
-                    GV_ERR_PROTO);
+    GV_CHECK_STATUS(
+        gv_nn_dataset_load_idx_shard(path_of("s_img.gz"), path_of("s_lab_bad"), 10, &sh0, &bad),
+        GV_ERR_PROTO);
     GV_CHECK(bad == NULL && n_err == 1 && strstr(last_err, "out of range") != NULL);
     gv_nn_sampler_cleanup(&smp);
     for (int r = 0; r < W; r++)
@@ -534,8 +534,8 @@ static void test_shard_loads(void)
     GV_CHECK_OK(gv_nn_dataset_synthetic(4, 4, 1, 5, 100, 10, 0.5f, 9, &full, &te));
     for (int r = 0; r < W; r++) {
         struct gv_nn_shard sh = {.rank = r, .world = W, .seed = 77};
-        GV_CHECK_OK(gv_nn_dataset_synthetic_shard(4, 4, 1, 5, 100, 10, 0.5f, 9, &sh, &part[r],
-                                                  NULL));
+        GV_CHECK_OK(
+            gv_nn_dataset_synthetic_shard(4, 4, 1, 5, 100, 10, 0.5f, 9, &sh, &part[r], NULL));
     }
     if (full != NULL)
         check_shards("synthetic", full, part, W);
@@ -545,8 +545,7 @@ static void test_shard_loads(void)
     gv_nn_dataset_destroy(te);
     /* impossible shards */
     struct gv_nn_shard big = {.rank = 0, .world = 200, .seed = 1};
-    GV_CHECK_STATUS(gv_nn_dataset_synthetic_shard(4, 4, 1, 5, 100, 10, 0.5f, 9, &big, &full,
-                                                  NULL),
+    GV_CHECK_STATUS(gv_nn_dataset_synthetic_shard(4, 4, 1, 5, 100, 10, 0.5f, 9, &big, &full, NULL),
                     GV_ERR_INVAL);
 }
 

@@ -49,13 +49,13 @@ static void test_dense(void)
     ref_dense(v, v + nx, v + nx + nw, yref, c.n, c.in, c.out);
     for (int i = 0; i < 12; i++)
         GV_CHECK_NEAR(y[i], yref[i], 1e-5, 1e-5);
-    GV_CHECK_OK(gv_nn_dense_bwd(be, fv, fv + nx, fr, ana, ana + nx, ana + nx + nw, c.n, c.in,
-                                c.out));
+    GV_CHECK_OK(
+        gv_nn_dense_bwd(be, fv, fv + nx, fr, ana, ana + nx, ana + nx + nw, c.n, c.in, c.out));
     ref_numeric_grad(dense_loss, &c, v, nv, num);
     ref_compare("dense dx,dW,db", ana, num, nv);
     /* dW and db accumulate (the LSTM relies on it); dx is overwritten. */
-    GV_CHECK_OK(gv_nn_dense_bwd(be, fv, fv + nx, fr, ana, ana + nx, ana + nx + nw, c.n, c.in,
-                                c.out));
+    GV_CHECK_OK(
+        gv_nn_dense_bwd(be, fv, fv + nx, fr, ana, ana + nx, ana + nx + nw, c.n, c.in, c.out));
     for (size_t i = 0; i < nv; i++)
         num[i] *= i < nx ? 1.0 : 2.0;
     ref_compare("dense twice (accum)", ana, num, nv);
@@ -182,12 +182,14 @@ static void conv_case(const char *name, struct gv_nn_conv_shape s, int n)
 
 static void test_conv(void)
 {
-    conv_case("conv3x3 pad1 stride1",
-              (struct gv_nn_conv_shape){.h = 5, .w = 4, .c = 2, .k = 3, .pad = 1, .stride = 1,
-                                        .oc = 3}, 2);
-    conv_case("conv3x3 pad0 stride2",
-              (struct gv_nn_conv_shape){.h = 7, .w = 6, .c = 3, .k = 3, .pad = 0, .stride = 2,
-                                        .oc = 2}, 2);
+    conv_case(
+        "conv3x3 pad1 stride1",
+        (struct gv_nn_conv_shape){.h = 5, .w = 4, .c = 2, .k = 3, .pad = 1, .stride = 1, .oc = 3},
+        2);
+    conv_case(
+        "conv3x3 pad0 stride2",
+        (struct gv_nn_conv_shape){.h = 7, .w = 6, .c = 3, .k = 3, .pad = 0, .stride = 2, .oc = 2},
+        2);
 }
 
 /* ---------------------------------------------------------------- pooling */
@@ -332,8 +334,8 @@ static double image_model_loss(const double *v, void *arg)
         int h = cfg->in_h, w = cfg->in_w, ch = cfg->in_c;
         int oc[2] = {cfg->conv1, cfg->conv2};
         for (int blk = 0; blk < 2; blk++, t += 2) {
-            struct gv_nn_conv_shape s = {.h = h, .w = w, .c = ch, .k = 3, .pad = 1, .stride = 1,
-                                         .oc = oc[blk]};
+            struct gv_nn_conv_shape s = {
+                .h = h, .w = w, .c = ch, .k = 3, .pad = 1, .stride = 1, .oc = oc[blk]};
             gv_nn_conv_shape_init(&s);
             ref_conv(a[cur], tparam(c, v, t), tparam(c, v, t + 1), a[!cur], &s, c->n);
             ref_relu(a[!cur], (size_t)(c->n * h * w * oc[blk]));
@@ -422,8 +424,8 @@ static void model_case(const char *name, const struct gv_nn_model_cfg *cfg, int 
         tok[i] = (int32_t)(gv_nn_splitmix64(&rng) % (uint64_t)cfg->n_classes);
         lab[i] = (int32_t)(gv_nn_splitmix64(&rng) % (uint64_t)cfg->n_classes);
     }
-    struct gv_nn_batch b = {.n = n, .x = lstm ? NULL : fx, .tokens = lstm ? tok : NULL,
-                            .labels = lab};
+    struct gv_nn_batch b = {
+        .n = n, .x = lstm ? NULL : fx, .tokens = lstm ? tok : NULL, .labels = lab};
     struct gv_nn_stats st;
     struct model_ctx c = {m, cfg, n, x, tok, lab};
     GV_CHECK_OK(gv_nn_model_train_step(m, &b, &st));

@@ -151,8 +151,17 @@ static void test_bad_config(void)
 {
     struct gv_optim_cfg cfg;
     gv_optim_cfg_default(&cfg);
-    const char *bad[] = {"", "linear", "step:", "step:10,", "step:x", "step:10@", "step:10@abc",
-                         "cosine:", "cosine:-5", "cosine:10:", "step:1,2,3,4,5,6,7,8,9"};
+    const char *bad[] = {"",
+                         "linear",
+                         "step:",
+                         "step:10,",
+                         "step:x",
+                         "step:10@",
+                         "step:10@abc",
+                         "cosine:",
+                         "cosine:-5",
+                         "cosine:10:",
+                         "step:1,2,3,4,5,6,7,8,9"};
     for (size_t i = 0; i < GV_ARRAY_LEN(bad); i++)
         GV_CHECK_STATUS(gv_optim_schedule_parse(bad[i], &cfg), GV_ERR_INVAL);
     GV_CHECK_STATUS(gv_optim_schedule_parse(NULL, &cfg), GV_ERR_INVAL);

@@ -58,8 +58,9 @@ int main(void)
     if (m != NULL)
         GV_CHECK_OK(gv_nn_evaluate(m, te, 256, 0, &ebuf, &ev));
     printf("mlp fashion-mnist: %d epochs, %lld steps in %.1f s (%.0f samples/s): test loss %.4f "
-           "accuracy %.2f%%\n", epochs, (long long)steps, secs, (double)steps * batch / secs,
-           ev.loss, 100.0 * ev.accuracy);
+           "accuracy %.2f%%\n",
+           epochs, (long long)steps, secs, (double)steps * batch / secs, ev.loss,
+           100.0 * ev.accuracy);
     GV_CHECK_EQ(ev.count, 10000);
     GV_CHECK_MSG(ev.accuracy >= 0.85, "accuracy %.4f < 0.85", ev.accuracy);
 

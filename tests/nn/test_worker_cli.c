@@ -82,10 +82,12 @@ static void test_metrics(void)
 
     /* without --quiet: a progress line with loss, accuracy, samples/s, CF and bytes sent */
     rc = run("--standalone --model mlp --widths 32 --dataset synthetic --synthetic-n 1024 "
-             "--steps 20 --batch 32 --progress-every 10", &out, &err);
+             "--steps 20 --batch 32 --progress-every 10",
+             &out, &err);
     GV_CHECK_EQ(rc, 0);
     GV_CHECK_MSG(strstr(out, "step     10") && strstr(out, "samples/s") && strstr(out, "CF 1.0") &&
-                 strstr(out, "sent 0 B") && strstr(out, "eval step"), "progress: %s", out);
+                     strstr(out, "sent 0 B") && strstr(out, "eval step"),
+                 "progress: %s", out);
     free(out), free(err);
 }
 
@@ -93,7 +95,8 @@ static void test_target(void)
 {
     char *out, *err;
     int rc = run("--standalone --model mlp --widths 64 --dataset synthetic --steps 2000 "
-                 "--batch 32 --eval-every 20 --target-accuracy 80 --quiet", &out, &err);
+                 "--batch 32 --eval-every 20 --target-accuracy 80 --quiet",
+                 &out, &err);
     GV_CHECK_EQ(rc, 0);
     const char *p = strstr(out, "target 80.00% reached after ");
     GV_CHECK_MSG(p != NULL, "no target line: %s", out);
@@ -113,7 +116,8 @@ static void test_lstm(void)
         fclose(f);
     snprintf(args, sizeof(args),
              "--standalone --model lstm --dataset text --text '%s' --seq-len 16 --hidden 32 "
-             "--embed 8 --batch 8 --steps 30 --lr 0.5 --progress-every 10", path);
+             "--embed 8 --batch 8 --steps 30 --lr 0.5 --progress-every 10",
+             path);
     int rc = run(args, &out, &err);
     GV_CHECK_MSG(rc == 0, "rc %d: %s", rc, err);
     GV_CHECK(strstr(out, "perplexity") != NULL && strstr(out, "ppl ") != NULL);

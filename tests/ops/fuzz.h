@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FUZZ_ASSERT(cond)                                                                          \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz invariant failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__);   \
+            fprintf(stderr, "fuzz invariant failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__);     \
             __builtin_trap();                                                                      \
         }                                                                                          \
     } while (0)

@@ -24,19 +24,34 @@ struct fz_cfg {
 static const char *const fz_choices[] = {"abort", "continue", NULL};
 
 static const struct gv_opt fz_opts[] = {
-    {.name = "workers", .type = GV_OPT_INT, .offset = offsetof(struct fz_cfg, i), .def = "1",
-     .flags = GV_OPT_RANGE, .min = 1, .max = 64},
+    {.name = "workers",
+     .type = GV_OPT_INT,
+     .offset = offsetof(struct fz_cfg, i),
+     .def = "1",
+     .flags = GV_OPT_RANGE,
+     .min = 1,
+     .max = 64},
     {.name = "seed", .type = GV_OPT_UINT64, .offset = offsetof(struct fz_cfg, u), .def = "0"},
     {.name = "lr", .type = GV_OPT_DOUBLE, .offset = offsetof(struct fz_cfg, d), .def = "0.1"},
     {.name = "verbose", .type = GV_OPT_BOOL, .offset = offsetof(struct fz_cfg, b), .def = "no"},
     {.name = "dir", .type = GV_OPT_STRING, .offset = offsetof(struct fz_cfg, s), .def = ""},
-    {.name = "policy", .type = GV_OPT_ENUM, .offset = offsetof(struct fz_cfg, e), .def = "abort",
+    {.name = "policy",
+     .type = GV_OPT_ENUM,
+     .offset = offsetof(struct fz_cfg, e),
+     .def = "abort",
      .choices = fz_choices},
     {.name = "bucket", .type = GV_OPT_SIZE, .offset = offsetof(struct fz_cfg, size), .def = "1M"},
-    {.name = "timeout", .type = GV_OPT_DURATION, .offset = offsetof(struct fz_cfg, dur),
-     .def = "1s", .flags = GV_OPT_RANGE, .min = 0, .max = 100},
+    {.name = "timeout",
+     .type = GV_OPT_DURATION,
+     .offset = offsetof(struct fz_cfg, dur),
+     .def = "1s",
+     .flags = GV_OPT_RANGE,
+     .min = 0,
+     .max = 100},
     {.name = "bind", .type = GV_OPT_ADDR, .offset = offsetof(struct fz_cfg, addr), .def = ""},
-    {.name = "servers", .type = GV_OPT_HOSTLIST, .offset = offsetof(struct fz_cfg, list),
+    {.name = "servers",
+     .type = GV_OPT_HOSTLIST,
+     .offset = offsetof(struct fz_cfg, list),
      .def = ""},
 };
 
@@ -52,8 +67,11 @@ static void fz_load(int argc, char **argv)
     static const char *const others[] = {"worker", NULL};
     struct fz_cfg c;
     struct gv_opt_table tab = {fz_opts, sizeof(fz_opts) / sizeof(fz_opts[0]), &c};
-    struct gv_cfg_spec spec = {.program = "fuzz", .section = "server", .other_sections = others,
-                               .tables = &tab, .n_tables = 1};
+    struct gv_cfg_spec spec = {.program = "fuzz",
+                               .section = "server",
+                               .other_sections = others,
+                               .tables = &tab,
+                               .n_tables = 1};
     struct gv_cfg *cfg;
     char *envp[] = {"GV_SEED=5", NULL};
     FUZZ_ASSERT(gv_cfg_create(&spec, &cfg) == GV_OK);

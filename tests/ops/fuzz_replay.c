@@ -71,8 +71,14 @@ static size_t mutate(const struct input *src, const struct input *other, uint8_t
     for (int r = 0; r < rounds; r++) {
         size_t pos = len ? (size_t)(rng() % len) : 0;
         switch (rng() % 5) {
-        case 0: if (len) dst[pos] ^= (uint8_t)(1u << (rng() % 8)); break;
-        case 1: if (len) dst[pos] = (uint8_t)rng(); break;
+        case 0:
+            if (len)
+                dst[pos] ^= (uint8_t)(1u << (rng() % 8));
+            break;
+        case 1:
+            if (len)
+                dst[pos] = (uint8_t)rng();
+            break;
         case 2: len = pos; break;
         case 3:
             if (len < src->len + 60) {

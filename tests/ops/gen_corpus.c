@@ -56,7 +56,9 @@ static void ckpt_seeds(void)
     }
     uint8_t ctrl[5] = {9, 8, 7, 6, 5};
     struct gv_ckpt_section s[] = {
-        {"params", p, sizeof(p)}, {"momentum", m, sizeof(m)}, {"controller", ctrl, 5},
+        {"params", p, sizeof(p)},
+        {"momentum", m, sizeof(m)},
+        {"controller", ctrl, 5},
         {"empty", NULL, 0},
     };
     static const size_t counts[] = {0, 1, 2, 4};

@@ -493,8 +493,7 @@ static void test_secret_load(void)
     GV_CHECK_STATUS(gv_auth_secret_load(NULL, "short", false, &s), GV_ERR_AUTH);
     GV_CHECK_STATUS(gv_auth_secret_load(NULL, NULL, false, &s), GV_ERR_AUTH);
     GV_CHECK(strstr(last_log, "no shared secret") != NULL);
-    GV_CHECK_STATUS(gv_auth_secret_load(NULL, "ffffffffffffffffffffffff", true, &s),
-                    GV_ERR_INVAL);
+    GV_CHECK_STATUS(gv_auth_secret_load(NULL, "ffffffffffffffffffffffff", true, &s), GV_ERR_INVAL);
     n_errors = 0;
     GV_CHECK_OK(gv_auth_secret_load(NULL, NULL, true, &s));
     GV_CHECK_EQ(s.len, 0);

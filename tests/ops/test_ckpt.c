@@ -391,8 +391,7 @@ static void test_identity_and_version(void)
     for (size_t i = 0; i < GV_ARRAY_LEN(cases); i++) {
         for (int fallback = 0; fallback < 2; fallback++) {
             ck = NULL;
-            GV_CHECK_STATUS(gv_ckpt_find_latest(dir, &cases[i].id, fallback, 0, &ck),
-                            GV_ERR_INVAL);
+            GV_CHECK_STATUS(gv_ckpt_find_latest(dir, &cases[i].id, fallback, 0, &ck), GV_ERR_INVAL);
             GV_CHECK(ck == NULL);
             GV_CHECK_MSG(strstr(last_log, cases[i].msg) != NULL, "case %zu: '%s'", i, last_log);
             GV_CHECK(strstr(last_log, "belongs to another job") != NULL);
@@ -433,12 +432,9 @@ static void test_bad_writes(void)
     memset(longname, 'n', sizeof(longname));
     longname[GV_CKPT_NAME_MAX + 1] = '\0';
     struct gv_ckpt_section bad[][2] = {
-        {{"", &x, 1}, {"b", &x, 1}},
-        {{"a b", &x, 1}, {"b", &x, 1}},
-        {{longname, &x, 1}, {"b", &x, 1}},
-        {{"same", &x, 1}, {"same", &x, 1}},
-        {{"a", NULL, 1}, {"b", &x, 1}},
-        {{NULL, &x, 1}, {"b", &x, 1}},
+        {{"", &x, 1}, {"b", &x, 1}},       {{"a b", &x, 1}, {"b", &x, 1}},
+        {{longname, &x, 1}, {"b", &x, 1}}, {{"same", &x, 1}, {"same", &x, 1}},
+        {{"a", NULL, 1}, {"b", &x, 1}},    {{NULL, &x, 1}, {"b", &x, 1}},
     };
     for (size_t i = 0; i < GV_ARRAY_LEN(bad); i++)
         GV_CHECK_STATUS(gv_ckpt_write(dir, &ident, 1, bad[i], 2, 1, NULL, 0), GV_ERR_INVAL);

@@ -27,34 +27,96 @@ struct tcfg {
 static const char *const policies[] = {"abort", "continue", NULL};
 
 static const struct gv_opt topts[] = {
-    {.name = "workers", .type = GV_OPT_INT, .offset = offsetof(struct tcfg, workers), .def = "4",
-     .help = "number of workers", .group = "cluster", .flags = GV_OPT_RANGE, .min = 1, .max = 64},
-    {.name = "seed", .type = GV_OPT_UINT64, .offset = offsetof(struct tcfg, seed), .def = "42",
-     .help = "random seed", .group = "training"},
-    {.name = "lr", .type = GV_OPT_DOUBLE, .offset = offsetof(struct tcfg, lr), .def = "0.1",
-     .help = "learning rate", .group = "training", .flags = GV_OPT_RANGE, .min = 0, .max = 10},
+    {.name = "workers",
+     .type = GV_OPT_INT,
+     .offset = offsetof(struct tcfg, workers),
+     .def = "4",
+     .help = "number of workers",
+     .group = "cluster",
+     .flags = GV_OPT_RANGE,
+     .min = 1,
+     .max = 64},
+    {.name = "seed",
+     .type = GV_OPT_UINT64,
+     .offset = offsetof(struct tcfg, seed),
+     .def = "42",
+     .help = "random seed",
+     .group = "training"},
+    {.name = "lr",
+     .type = GV_OPT_DOUBLE,
+     .offset = offsetof(struct tcfg, lr),
+     .def = "0.1",
+     .help = "learning rate",
+     .group = "training",
+     .flags = GV_OPT_RANGE,
+     .min = 0,
+     .max = 10},
     /* a bound that is not exact in binary: printed as written, not as 0.99999899999999997 */
-    {.name = "momentum", .type = GV_OPT_DOUBLE, .offset = offsetof(struct tcfg, momentum),
-     .def = "0.9", .help = "momentum", .group = "training", .flags = GV_OPT_RANGE, .min = 0,
+    {.name = "momentum",
+     .type = GV_OPT_DOUBLE,
+     .offset = offsetof(struct tcfg, momentum),
+     .def = "0.9",
+     .help = "momentum",
+     .group = "training",
+     .flags = GV_OPT_RANGE,
+     .min = 0,
      .max = 0.999999},
-    {.name = "verbose", .type = GV_OPT_BOOL, .offset = offsetof(struct tcfg, verbose),
-     .def = "false", .help = "say more"},
-    {.name = "checkpoint-dir", .type = GV_OPT_STRING, .offset = offsetof(struct tcfg, dir),
-     .def = "/tmp/ck", .help = "where checkpoints go", .group = "checkpoints"},
-    {.name = "token", .type = GV_OPT_STRING, .offset = offsetof(struct tcfg, token), .def = "t0",
-     .help = "a secret token", .flags = GV_OPT_SECRET},
-    {.name = "policy", .type = GV_OPT_ENUM, .offset = offsetof(struct tcfg, policy),
-     .def = "abort", .help = "dead worker policy", .group = "cluster", .choices = policies},
-    {.name = "bucket-size", .type = GV_OPT_SIZE, .offset = offsetof(struct tcfg, bucket),
-     .def = "4M", .help = "bucket size", .group = "training", .flags = GV_OPT_RANGE,
-     .min = 1024, .max = 1073741824.0},
-    {.name = "peer-timeout", .type = GV_OPT_DURATION, .offset = offsetof(struct tcfg, timeout),
-     .def = "5s", .help = "dead after this", .group = "cluster", .flags = GV_OPT_RANGE,
-     .min = 0.01, .max = 60},
-    {.name = "bind", .type = GV_OPT_ADDR, .offset = offsetof(struct tcfg, bind),
-     .def = "127.0.0.1:0", .help = "listen address", .group = "cluster"},
-    {.name = "servers", .type = GV_OPT_HOSTLIST, .offset = offsetof(struct tcfg, servers),
-     .def = "", .help = "server addresses", .group = "cluster", .flags = GV_OPT_RANGE, .min = 0,
+    {.name = "verbose",
+     .type = GV_OPT_BOOL,
+     .offset = offsetof(struct tcfg, verbose),
+     .def = "false",
+     .help = "say more"},
+    {.name = "checkpoint-dir",
+     .type = GV_OPT_STRING,
+     .offset = offsetof(struct tcfg, dir),
+     .def = "/tmp/ck",
+     .help = "where checkpoints go",
+     .group = "checkpoints"},
+    {.name = "token",
+     .type = GV_OPT_STRING,
+     .offset = offsetof(struct tcfg, token),
+     .def = "t0",
+     .help = "a secret token",
+     .flags = GV_OPT_SECRET},
+    {.name = "policy",
+     .type = GV_OPT_ENUM,
+     .offset = offsetof(struct tcfg, policy),
+     .def = "abort",
+     .help = "dead worker policy",
+     .group = "cluster",
+     .choices = policies},
+    {.name = "bucket-size",
+     .type = GV_OPT_SIZE,
+     .offset = offsetof(struct tcfg, bucket),
+     .def = "4M",
+     .help = "bucket size",
+     .group = "training",
+     .flags = GV_OPT_RANGE,
+     .min = 1024,
+     .max = 1073741824.0},
+    {.name = "peer-timeout",
+     .type = GV_OPT_DURATION,
+     .offset = offsetof(struct tcfg, timeout),
+     .def = "5s",
+     .help = "dead after this",
+     .group = "cluster",
+     .flags = GV_OPT_RANGE,
+     .min = 0.01,
+     .max = 60},
+    {.name = "bind",
+     .type = GV_OPT_ADDR,
+     .offset = offsetof(struct tcfg, bind),
+     .def = "127.0.0.1:0",
+     .help = "listen address",
+     .group = "cluster"},
+    {.name = "servers",
+     .type = GV_OPT_HOSTLIST,
+     .offset = offsetof(struct tcfg, servers),
+     .def = "",
+     .help = "server addresses",
+     .group = "cluster",
+     .flags = GV_OPT_RANGE,
+     .min = 0,
      .max = 3},
 };
 
@@ -102,8 +164,11 @@ static gv_status_t load(struct gv_cfg **cfg_p, struct tcfg *out, const char *con
     static struct gv_cfg_spec spec;
     tab = ttable;
     tab.dst = out;
-    spec = (struct gv_cfg_spec){.program = "gravac-test", .summary = "a test program",
-                                .section = "server", .other_sections = others, .tables = &tab,
+    spec = (struct gv_cfg_spec){.program = "gravac-test",
+                                .summary = "a test program",
+                                .section = "server",
+                                .other_sections = others,
+                                .tables = &tab,
                                 .n_tables = 1};
     memset(out, 0, sizeof(*out));
     int argc = 0;
@@ -127,8 +192,10 @@ static void expect_error(const char *const *argv, const char *const *envp, gv_st
     GV_CHECK_MSG(status == want, "line %d: got %s, want %s", line, gv_status_str(status),
                  gv_status_str(want));
     if (cfg != NULL) {
-        GV_CHECK_MSG(strcmp(gv_cfg_error(cfg), msg) == 0, "line %d: message\n  got  '%s'\n  want "
-                     "'%s'", line, gv_cfg_error(cfg), msg);
+        GV_CHECK_MSG(strcmp(gv_cfg_error(cfg), msg) == 0,
+                     "line %d: message\n  got  '%s'\n  want "
+                     "'%s'",
+                     line, gv_cfg_error(cfg), msg);
     }
     GV_CHECK_MSG(n_errors == 1, "line %d: %d error lines logged", line, n_errors);
     GV_CHECK_MSG(strcmp(last_error, msg) == 0, "line %d: logged '%s'", line, last_error);
@@ -179,8 +246,8 @@ static void test_precedence(void)
     const char *path = write_text("prec.ini", "; comment\n# another\nlr = 0.2\nworkers = 8\n"
                                               "seed = 7\n\n[server]\nbucket-size = 64K\n");
     snprintf(cfgarg, sizeof(cfgarg), "--config=%s", path);
-    GV_CHECK_OK(load(&cfg, &c, ARGV(cfgarg, "--lr=0.4"), ENV("GV_LR=0.3", "GV_WORKERS=16",
-                                                             "UNRELATED=1")));
+    GV_CHECK_OK(
+        load(&cfg, &c, ARGV(cfgarg, "--lr=0.4"), ENV("GV_LR=0.3", "GV_WORKERS=16", "UNRELATED=1")));
     GV_CHECK_NEAR(c.lr, 0.4, 0, 0);
     GV_CHECK_EQ(c.workers, 16);
     GV_CHECK_EQ(c.seed, 7);
@@ -282,7 +349,8 @@ static void test_types(void)
     gv_cfg_destroy(cfg);
 
     /* booleans every way; durations and sizes with every unit */
-    GV_CHECK_OK(load(&cfg, &c, ARGV("--no-verbose", "--peer-timeout=0.75min", "--bucket-size=64KiB"),
+    GV_CHECK_OK(load(&cfg, &c,
+                     ARGV("--no-verbose", "--peer-timeout=0.75min", "--bucket-size=64KiB"),
                      ENV("GV_VERBOSE=yes")));
     GV_CHECK(!c.verbose);
     GV_CHECK_EQ(c.timeout, 45000000000ull);
@@ -342,31 +410,37 @@ static void test_errors(void)
     EXPECT_ERR(ARGV("--lr", "abc"), NULL, E, "--lr: 'abc' is not a number (command line)");
     EXPECT_ERR(NOARGS, ENV("GV_LR=abc"), E,
                "--lr: 'abc' is not a number (environment variable GV_LR)");
-    EXPECT_ERR(NOARGS, ENV("GV_LR="), E,
-               "--lr: '' is not a number (environment variable GV_LR)");
-    EXPECT_ERR(ARGV("--lr=11"), NULL, E, "--lr: '11' is out of range (allowed 0 to 10) "
-                                         "(command line)");
+    EXPECT_ERR(NOARGS, ENV("GV_LR="), E, "--lr: '' is not a number (environment variable GV_LR)");
+    EXPECT_ERR(ARGV("--lr=11"), NULL, E,
+               "--lr: '11' is out of range (allowed 0 to 10) "
+               "(command line)");
     EXPECT_ERR(ARGV("--lr=nan"), NULL, E, "--lr: 'nan' is not a finite number (command line)");
-    EXPECT_ERR(ARGV("--workers=1.5"), NULL, E, "--workers: '1.5' is not an integer "
-                                               "(command line)");
+    EXPECT_ERR(ARGV("--workers=1.5"), NULL, E,
+               "--workers: '1.5' is not an integer "
+               "(command line)");
     EXPECT_ERR(ARGV("--workers=x1"), NULL, E, "--workers: 'x1' is not a number (command line)");
-    EXPECT_ERR(ARGV("--workers=0"), NULL, E, "--workers: '0' is out of range (allowed 1 to 64) "
-                                             "(command line)");
-    EXPECT_ERR(ARGV("--momentum=1"), NULL, E, "--momentum: '1' is out of range (allowed 0 to "
-                                              "0.999999) (command line)");
+    EXPECT_ERR(ARGV("--workers=0"), NULL, E,
+               "--workers: '0' is out of range (allowed 1 to 64) "
+               "(command line)");
+    EXPECT_ERR(ARGV("--momentum=1"), NULL, E,
+               "--momentum: '1' is out of range (allowed 0 to "
+               "0.999999) (command line)");
     EXPECT_ERR(ARGV("--workers=99999999999"), NULL, E,
                "--workers: '99999999999' is out of range (allowed -2147483648 to 2147483647) "
                "(command line)");
-    EXPECT_ERR(ARGV("--seed=-1"), NULL, E, "--seed: '-1' is negative (allowed 0 to "
-                                           "18446744073709551615) (command line)");
+    EXPECT_ERR(ARGV("--seed=-1"), NULL, E,
+               "--seed: '-1' is negative (allowed 0 to "
+               "18446744073709551615) (command line)");
     EXPECT_ERR(ARGV("--seed=18446744073709551616"), NULL, E,
                "--seed: '18446744073709551616' is out of range (allowed 0 to "
                "18446744073709551615) (command line)");
-    EXPECT_ERR(ARGV("--verbose=maybe"), NULL, E, "--verbose: 'maybe' is not a boolean (use "
-                                                 "true/false, yes/no, on/off or 1/0) "
-                                                 "(command line)");
-    EXPECT_ERR(ARGV("--policy=retry"), NULL, E, "--policy: 'retry' is not one of: abort, "
-                                                "continue (command line)");
+    EXPECT_ERR(ARGV("--verbose=maybe"), NULL, E,
+               "--verbose: 'maybe' is not a boolean (use "
+               "true/false, yes/no, on/off or 1/0) "
+               "(command line)");
+    EXPECT_ERR(ARGV("--policy=retry"), NULL, E,
+               "--policy: 'retry' is not one of: abort, "
+               "continue (command line)");
     EXPECT_ERR(ARGV("--bucket-size=12X"), NULL, E,
                "--bucket-size: '12X' is not a size (bytes, with an optional K, M, G or T "
                "suffix) (command line)");
@@ -382,10 +456,12 @@ static void test_errors(void)
                "--peer-timeout: '2min' is out of range (allowed 10ms to 60s) (command line)");
     EXPECT_ERR(ARGV("--bind=localhost"), NULL, E,
                "--bind: 'localhost' is not host:port (the port is missing) (command line)");
-    EXPECT_ERR(ARGV("--bind=::1:80"), NULL, E, "--bind: '::1:80' is not host:port (write an "
-                                               "IPv6 address as [::1]:port) (command line)");
-    EXPECT_ERR(ARGV("--bind=h:70000"), NULL, E, "--bind: 'h:70000' has an invalid port (allowed "
-                                                "0 to 65535) (command line)");
+    EXPECT_ERR(ARGV("--bind=::1:80"), NULL, E,
+               "--bind: '::1:80' is not host:port (write an "
+               "IPv6 address as [::1]:port) (command line)");
+    EXPECT_ERR(ARGV("--bind=h:70000"), NULL, E,
+               "--bind: 'h:70000' has an invalid port (allowed "
+               "0 to 65535) (command line)");
     EXPECT_ERR(ARGV("--servers=a:1,,b:2"), NULL, E,
                "--servers: 'a:1,,b:2' has an empty entry (command line)");
     EXPECT_ERR(ARGV("--servers=a:1,"), NULL, E,
@@ -398,10 +474,12 @@ static void test_errors(void)
                "--servers: 'a:1,b:1,c:1,d:1' has 4 entries (allowed 0 to 3 entries) "
                "(command line)");
     /* flags */
-    EXPECT_ERR(ARGV("--lrr=1"), NULL, E, "unknown option '--lrr' (command line); did you mean "
-                                         "--lr?");
-    EXPECT_ERR(ARGV("--lr", "-0.5"), NULL, E, "--lr: '-0.5' is out of range (allowed 0 to 10) "
-                                              "(command line)");
+    EXPECT_ERR(ARGV("--lrr=1"), NULL, E,
+               "unknown option '--lrr' (command line); did you mean "
+               "--lr?");
+    EXPECT_ERR(ARGV("--lr", "-0.5"), NULL, E,
+               "--lr: '-0.5' is out of range (allowed 0 to 10) "
+               "(command line)");
     EXPECT_ERR(ARGV("--"), NULL, E, "unexpected argument '--' (command line)");
     EXPECT_ERR(ARGV("--frobnicate"), NULL, E, "unknown option '--frobnicate' (command line)");
     EXPECT_ERR(ARGV("-v"), NULL, E, "unknown option '-v' (command line); options start with --");
@@ -429,18 +507,24 @@ static void test_file_errors(void)
         EXPECT_ERR(ARGV("--config", p), NULL, E, msg);                                             \
     } while (0)
 
-    FILE_ERR("e1.ini", "lr = 0.1\n\n\nlrr = 2\n", "line %d: unknown key 'lrr'; did you mean "
-                                                  "'lr'?", 4);
-    FILE_ERR("e2.ini", "[server]\nworkers = 3\nworkers = 4\n", "line %d: duplicate key "
-                                                               "'workers' (first set on line 2)", 3);
+    FILE_ERR("e1.ini", "lr = 0.1\n\n\nlrr = 2\n",
+             "line %d: unknown key 'lrr'; did you mean "
+             "'lr'?",
+             4);
+    FILE_ERR("e2.ini", "[server]\nworkers = 3\nworkers = 4\n",
+             "line %d: duplicate key "
+             "'workers' (first set on line 2)",
+             3);
     FILE_ERR("e3.ini", "lr = 0.1\n[srever]\nlr = 1\n", "line %d: unknown section [srever]", 3);
     FILE_ERR("e4.ini", "lr = 0.1\nthis line has no equals sign\n",
              "line %d: expected 'key = value' or '[section]'", 2);
     FILE_ERR("e5.ini", "[server\nlr = 1\n", "line %d: expected 'key = value' or '[section]'", 1);
     /* a bad value in the file: the message names the option, the value, the file and line */
     p = write_text("e6.ini", "seed = 1\nlr = 0.1 # not a comment here\n");
-    snprintf(msg, sizeof(msg), "--lr: '0.1 # not a comment here' is not a number (config file %s "
-                               "line 2)", p);
+    snprintf(msg, sizeof(msg),
+             "--lr: '0.1 # not a comment here' is not a number (config file %s "
+             "line 2)",
+             p);
     EXPECT_ERR(ARGV("--config", p), NULL, E, msg);
 
     char longline[400];
@@ -449,8 +533,10 @@ static void test_file_errors(void)
     longline[sizeof(longline) - 2] = '\n';
     longline[sizeof(longline) - 1] = '\0';
     p = write_text("e7.ini", longline);
-    snprintf(msg, sizeof(msg), "config file %s line 1: is longer than 198 bytes (continue a long "
-                               "value on indented lines)", p);
+    snprintf(msg, sizeof(msg),
+             "config file %s line 1: is longer than 198 bytes (continue a long "
+             "value on indented lines)",
+             p);
     EXPECT_ERR(ARGV("--config", p), NULL, E, msg);
 
     p = write_file("e8.ini", "lr = 1\n\0x = 2\n", 14);
@@ -482,8 +568,13 @@ static void test_required(void)
         int n;
     } r;
     static const struct gv_opt ropts[] = {
-        {.name = "servers", .type = GV_OPT_HOSTLIST, .offset = 0, .help = "servers",
-         .flags = GV_OPT_REQUIRED | GV_OPT_RANGE, .min = 1, .max = 8},
+        {.name = "servers",
+         .type = GV_OPT_HOSTLIST,
+         .offset = 0,
+         .help = "servers",
+         .flags = GV_OPT_REQUIRED | GV_OPT_RANGE,
+         .min = 1,
+         .max = 8},
     };
     struct gv_opt_table tab = {.opts = ropts, .n = 1, .dst = &r};
     struct gv_cfg_spec spec = {.program = "w", .tables = &tab, .n_tables = 1};
@@ -670,8 +761,8 @@ static void test_alloc_failures(void)
             load(&cfg, &c, ARGV("--config", path, "--servers=x:1 y:2", "--token=abc"),
                  ENV("GV_SEED=3", "GV_CHECKPOINT_DIR=/y"));
         gv_alloc_fail_nth(0);
-        GV_CHECK_MSG(status == GV_OK || status == GV_ERR_NOMEM, "n=%llu: %s",
-                     (unsigned long long)n, gv_status_str(status));
+        GV_CHECK_MSG(status == GV_OK || status == GV_ERR_NOMEM, "n=%llu: %s", (unsigned long long)n,
+                     gv_status_str(status));
         if (status == GV_OK) {
             GV_CHECK_EQ(c.servers.n, 2);
             GV_CHECK_STREQ(c.dir, "/y");

@@ -33,11 +33,11 @@ static void test_golden(void)
                                "When each worker was last heard from.", l0, 0, &w0));
     GV_CHECK_OK(gv_metrics_get(reg, GV_METRIC_GAUGE, "gravac_worker_last_seen_seconds",
                                "When each worker was last heard from.", l1, 0, &w1));
-    GV_CHECK_OK(gv_metrics_get(reg, GV_METRIC_SUMMARY, "gravac_step_seconds",
-                               "Step time.", NULL, 10, &step));
+    GV_CHECK_OK(gv_metrics_get(reg, GV_METRIC_SUMMARY, "gravac_step_seconds", "Step time.", NULL,
+                               10, &step));
     /* a counter never incremented renders as 0 */
-    GV_CHECK_OK(gv_metrics_get(reg, GV_METRIC_COUNTER, "gravac_unused_total", "Unused.", NULL, 0,
-                               &unused));
+    GV_CHECK_OK(
+        gv_metrics_get(reg, GV_METRIC_COUNTER, "gravac_unused_total", "Unused.", NULL, 0, &unused));
     gv_metric_inc(bytes, 1000);
     gv_metric_inc(bytes, 24);
     gv_metric_set(cf, 0.01);

@@ -29,7 +29,8 @@ static char *curl(const char *args, uint16_t port, const char *path)
     char cmd[512];
     snprintf(cmd, sizeof(cmd),
              "curl -sS --noproxy '*' --max-time 10 %s -w '\\n%%{http_code} %%{content_type}' "
-             "'http://127.0.0.1:%u%s' 2>&1", args, port, path);
+             "'http://127.0.0.1:%u%s' 2>&1",
+             args, port, path);
     FILE *p = popen(cmd, "r");
     if (p == NULL)
         return NULL;
@@ -88,10 +89,10 @@ int main(void)
     struct gv_metrics *reg;
     struct gv_metric *req, *iter, *busy;
     GV_CHECK_OK(gv_metrics_create(&reg));
-    GV_CHECK_OK(gv_metrics_get(reg, GV_METRIC_COUNTER, "gravac_test_requests_total",
-                               "Requests.", NULL, 0, &req));
-    GV_CHECK_OK(gv_metrics_get(reg, GV_METRIC_GAUGE, "gravac_iteration", "Iteration.", NULL, 0,
-                               &iter));
+    GV_CHECK_OK(gv_metrics_get(reg, GV_METRIC_COUNTER, "gravac_test_requests_total", "Requests.",
+                               NULL, 0, &req));
+    GV_CHECK_OK(
+        gv_metrics_get(reg, GV_METRIC_GAUGE, "gravac_iteration", "Iteration.", NULL, 0, &iter));
     struct gv_hostport addr;
     GV_CHECK_OK(gv_parse_hostport("127.0.0.1:0", &addr));
     struct gv_metrics_http *http = NULL;
@@ -180,8 +181,10 @@ int main(void)
     taken.port = port;
     GV_CHECK_STATUS(gv_metrics_http_start(reg, &taken, &http2), GV_ERR_IO);
     char want[128];
-    snprintf(want, sizeof(want), "metrics http: cannot listen on 127.0.0.1:%u: Address already in "
-                                 "use", port);
+    snprintf(want, sizeof(want),
+             "metrics http: cannot listen on 127.0.0.1:%u: Address already in "
+             "use",
+             port);
     GV_CHECK_STREQ(last_log, want);
     GV_CHECK(http2 == NULL);
 

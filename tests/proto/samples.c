@@ -120,8 +120,7 @@ void gv_sample_msg(enum gv_proto_msg_type type, struct gv_proto_msg *m)
         m->u.error.code = GV_ERR_PROTO;
         m->u.error.text = "segment 1: 41 bytes for 10 f32 elements";
         break;
-    default: /* HEARTBEAT, BYE: common fields only */
-        break;
+    default: /* HEARTBEAT, BYE: common fields only */ break;
     }
 }
 

@@ -41,8 +41,9 @@ static int job_load(struct world *x)
 {
     static struct gv_opt_table tab;
     static struct gv_cfg_spec spec;
-    char *argv[] = {"t", "--dataset", "synthetic", "--synthetic-n", "1024", "--widths", "16",
-                    "--batch", "16", "--lr", "0.05", "--method", "static", "--cf", "4"};
+    char *argv[] = {"t",      "--dataset", "synthetic", "--synthetic-n", "1024", "--widths",
+                    "16",     "--batch",   "16",        "--lr",          "0.05", "--method",
+                    "static", "--cf",      "4"};
     tab = (struct gv_opt_table){gv_job_options, gv_job_options_n, &x->job};
     spec = (struct gv_cfg_spec){.program = "t", .tables = &tab, .n_tables = 1};
     return gv_cfg_create(&spec, &x->cfg) == GV_OK &&
@@ -80,10 +81,13 @@ static const float fake_val[3] = {0.5f, -0.25f, 0.125f};
 static void *worker0_main(void *p)
 {
     struct world *x = p;
-    struct gv_worker_config wc = {.job = &x->job, .cluster = &x->wcl, .secret = &x->none,
-                                  .verify_every = 1};
-    struct gv_worker_model m = {.params = x->params, .grads = x->grads, .momentum = x->mom,
-                                .numel = x->P, .n_tensors = (uint32_t)x->n_t,
+    struct gv_worker_config wc = {
+        .job = &x->job, .cluster = &x->wcl, .secret = &x->none, .verify_every = 1};
+    struct gv_worker_model m = {.params = x->params,
+                                .grads = x->grads,
+                                .momentum = x->mom,
+                                .numel = x->P,
+                                .n_tensors = (uint32_t)x->n_t,
                                 .tensor_numel = x->numel,
                                 .names = (const char(*)[24])x->names};
     struct gv_worker *w = NULL;
@@ -91,9 +95,9 @@ static void *worker0_main(void *p)
     uint64_t lo1 = x->P / 2; /* the shard map over 2 servers: [0, P/2), [P/2, P) */
     for (int i = 0; w != NULL && i < STEPS; i++) {
         for (size_t j = 0; j < x->P; j++)
-            x->grads[j] = fake_index(x, j, lo1) ? 0.0f
-                                                : (float)((j * 7 + (size_t)i * 13) % 23) * 0.01f -
-                                                      0.11f;
+            x->grads[j] = fake_index(x, j, lo1)
+                              ? 0.0f
+                              : (float)((j * 7 + (size_t)i * 13) % 23) * 0.01f - 0.11f;
         memcpy(x->g_in[i], x->grads, x->P * sizeof(float));
         struct gv_worker_step_in in = {.loss = 1, .compute_s = 0.001, .samples = 16};
         struct gv_worker_step_out out;
@@ -168,8 +172,11 @@ static void fake_run(struct world *x, struct fake *f)
     struct gv_tp_config tc;
     gv_ps_caps(&f->caps, &tc, 5000000000ull, 5000000000ull);
     gv_proto_arena_init(&f->arena, f->arena_buf, sizeof(f->arena_buf));
-    struct gv_tp_handler h = {.prefix_len = GV_PROTO_PREFIX_LEN, .parse_prefix = fk_prefix,
-                              .on_header = fk_header, .on_msg = fk_msg, .on_close = fk_close};
+    struct gv_tp_handler h = {.prefix_len = GV_PROTO_PREFIX_LEN,
+                              .parse_prefix = fk_prefix,
+                              .on_header = fk_header,
+                              .on_msg = fk_msg,
+                              .on_close = fk_close};
     GV_CHECK_OK(gv_tp_create("tcp", &tc, &h, f, &f->tp));
     for (int s = 0; s < S; s++) {
         struct gv_conn *c;
@@ -178,9 +185,12 @@ static void fake_run(struct world *x, struct fake *f)
         struct gv_ps_envelope env = {GV_PROTO_ROLE_WORKER, 1, (uint32_t)s};
         GV_CHECK_OK(gv_ps_link_init(&f->c[s].link, &f->caps, &env, 8, 4096));
         f->c[s].link.c = c;
-        struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER, .rank = 1,
-                                        .num_workers = W, .num_servers = S,
-                                        .cluster_id = "test", .secret = &x->none};
+        struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER,
+                                        .rank = 1,
+                                        .num_workers = W,
+                                        .num_servers = S,
+                                        .cluster_id = "test",
+                                        .secret = &x->none};
         GV_CHECK_OK(gv_ps_client_hs_start(&f->c[s].hs, &f->c[s].link, &info));
     }
     uint64_t end = gv_now_ns() + 10000000000ull;
@@ -191,12 +201,12 @@ static void fake_run(struct world *x, struct fake *f)
     uint32_t idx[3] = {1, 3, 5};
     float val[3];
     memcpy(val, fake_val, sizeof(val));
-    struct gv_sparse sp = {.idx = idx, .val = val, .cap = 3, .count = 3,
-                           .n = (uint32_t)f->c[1].numel};
+    struct gv_sparse sp = {
+        .idx = idx, .val = val, .cap = 3, .count = 3, .n = (uint32_t)f->c[1].numel};
     uint8_t ib[256], vb[64];
     struct gv_sparse_layout info;
-    GV_CHECK_OK(gv_sparse_encode(&sp, GV_VAL_F32, GV_IDX_RAW32, ib, sizeof(ib), vb, sizeof(vb),
-                                 &info));
+    GV_CHECK_OK(
+        gv_sparse_encode(&sp, GV_VAL_F32, GV_IDX_RAW32, ib, sizeof(ib), vb, sizeof(vb), &info));
     struct gv_proto_msg m;
     gv_proto_msg_init(&m, GV_PROTO_MSG_PUSH);
     m.role = GV_PROTO_ROLE_WORKER;
@@ -235,7 +245,9 @@ static int world_start(struct world *x, uint32_t min_workers)
         return -1;
     for (int s = 0; s < S; s++) {
         cluster_init(&x->scl[s], x->dir, s, GV_ROLE_SERVER);
-        struct gv_server_config sc = {.job = &x->job, .cluster = &x->scl[s], .secret = &x->none,
+        struct gv_server_config sc = {.job = &x->job,
+                                      .cluster = &x->scl[s],
+                                      .secret = &x->none,
                                       .handshake_timeout_ns = 5000000000ull,
                                       .dead_policy = GV_DEAD_CONTINUE,
                                       .min_workers = min_workers};
@@ -307,8 +319,10 @@ static void test_partial_push(void)
     for (size_t j = 0; j < lo1; j++)
         if (x.avg[0][j] != 0.0f) {
             seen0++;
-            GV_CHECK_MSG(x.avg[0][j] == x.g_in[0][j] / 2.0f, "shard 0 entry %zu: %g, worker 0 "
-                         "sent %g", j, (double)x.avg[0][j], (double)x.g_in[0][j]);
+            GV_CHECK_MSG(x.avg[0][j] == x.g_in[0][j] / 2.0f,
+                         "shard 0 entry %zu: %g, worker 0 "
+                         "sent %g",
+                         j, (double)x.avg[0][j], (double)x.g_in[0][j]);
         }
     GV_CHECK(seen0 > 0);
     for (int k = 0; k < 3; k++) {

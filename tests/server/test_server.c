@@ -37,8 +37,9 @@ static int job_load(struct gv_job *job, struct gv_cfg **cfg, const char *lr, uin
     static struct gv_cfg_spec spec[4];
     static int k;
     int i = k++ % 4;
-    char *argv[] = {"t", "--dataset", "synthetic", "--synthetic-n", "1024", "--widths", "16",
-                    "--batch", "16", "--lr", (char *)lr, "--method", "static", "--cf", "4"};
+    char *argv[] = {"t",      "--dataset", "synthetic", "--synthetic-n", "1024",     "--widths",
+                    "16",     "--batch",   "16",        "--lr",          (char *)lr, "--method",
+                    "static", "--cf",      "4"};
     memset(job, 0, sizeof(*job));
     tab[i] = (struct gv_opt_table){gv_job_options, gv_job_options_n, job};
     spec[i] = (struct gv_cfg_spec){.program = "t", .tables = &tab[i], .n_tables = 1};
@@ -78,7 +79,9 @@ static int env_start(struct env *e, uint32_t W, const char *key, double connect_
     if (key != NULL)
         GV_CHECK_OK(gv_auth_secret_set(&e->secret, key, strlen(key)));
     cluster_init(&e->scl, e->dir, 0, GV_ROLE_SERVER, W, connect_s);
-    struct gv_server_config sc = {.job = &e->job, .cluster = &e->scl, .secret = &e->secret,
+    struct gv_server_config sc = {.job = &e->job,
+                                  .cluster = &e->scl,
+                                  .secret = &e->secret,
                                   .handshake_timeout_ns = 300000000ull};
     if (gv_server_create(&sc, &e->srv) != GV_OK)
         return -1;
@@ -104,7 +107,7 @@ struct wt {
     uint32_t rank;
     const char *key;
     const char *lr;
-    int steps;            /* steps to run; then finish (or just leave when `vanish`) */
+    int steps; /* steps to run; then finish (or just leave when `vanish`) */
     bool vanish;
     gv_status_t create_status, step_status;
     int done;
@@ -135,11 +138,14 @@ static void *wt_main(void *p)
     for (uint32_t i = 0; i < T; i++)
         P += numel[i];
     float *pa = calloc(P, 4), *g = calloc(P, 4), *m = calloc(P, 4);
-    struct gv_worker_model wm = {.params = pa, .grads = g, .momentum = m, .numel = P,
-                                 .n_tensors = T, .tensor_numel = numel,
+    struct gv_worker_model wm = {.params = pa,
+                                 .grads = g,
+                                 .momentum = m,
+                                 .numel = P,
+                                 .n_tensors = T,
+                                 .tensor_numel = numel,
                                  .names = (const char(*)[24])names};
-    struct gv_worker_config wc = {.job = &job, .cluster = &cl, .secret = &sec,
-                                  .verify_every = 1};
+    struct gv_worker_config wc = {.job = &job, .cluster = &cl, .secret = &sec, .verify_every = 1};
     struct gv_worker *w = NULL;
     t->create_status = gv_worker_create(&wc, &wm, &w);
     for (int i = 0; w != NULL && i < t->steps; i++) {
@@ -233,8 +239,11 @@ static int rc_open(struct rc *r, uint16_t port)
     struct gv_tp_config tc;
     gv_ps_caps(&r->caps, &tc, 5000000000ull, 5000000000ull);
     gv_proto_arena_init(&r->arena, r->arena_buf, sizeof(r->arena_buf));
-    struct gv_tp_handler h = {.prefix_len = GV_PROTO_PREFIX_LEN, .parse_prefix = rc_prefix,
-                              .on_header = rc_header, .on_msg = rc_msg, .on_close = rc_close};
+    struct gv_tp_handler h = {.prefix_len = GV_PROTO_PREFIX_LEN,
+                              .parse_prefix = rc_prefix,
+                              .on_header = rc_header,
+                              .on_msg = rc_msg,
+                              .on_close = rc_close};
     struct gv_conn *c;
     if (gv_tp_create("tcp", &tc, &h, r, &r->tp) != GV_OK ||
         gv_tp_connect(r->tp, "127.0.0.1", port, &c) != GV_OK ||
@@ -268,16 +277,20 @@ static void rc_free(struct rc *r)
 }
 
 /* A handshake with the given fields; returns the client's final state. */
-static int try_hello(uint16_t port, const char *cluster, uint32_t rank, uint32_t W,
-                     const char *key, char *text, size_t len)
+static int try_hello(uint16_t port, const char *cluster, uint32_t rank, uint32_t W, const char *key,
+                     char *text, size_t len)
 {
     struct rc *r = calloc(1, sizeof(*r));
     struct gv_auth_secret sec = {0};
     if (key != NULL)
         gv_auth_secret_set(&sec, key, strlen(key));
     GV_CHECK(rc_open(r, port) == 0);
-    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER, .rank = rank, .num_workers = W,
-                                    .num_servers = 1, .cluster_id = cluster, .secret = &sec};
+    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER,
+                                    .rank = rank,
+                                    .num_workers = W,
+                                    .num_servers = 1,
+                                    .cluster_id = cluster,
+                                    .secret = &sec};
     GV_CHECK_OK(gv_ps_client_hs_start(&r->hs, &r->link, &info));
     rc_run(r, 3000, rc_done);
     rc_run(r, 500, rc_closed); /* the server closes refused connections */
@@ -321,8 +334,12 @@ static void test_refusals_then_job(void)
     GV_CHECK(rc_open(r, port) == 0);
     struct gv_auth_secret sec;
     gv_auth_secret_set(&sec, key_a, strlen(key_a));
-    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER, .rank = 0, .num_workers = 2,
-                                    .num_servers = 1, .cluster_id = "test", .secret = &sec};
+    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER,
+                                    .rank = 0,
+                                    .num_workers = 2,
+                                    .num_servers = 1,
+                                    .cluster_id = "test",
+                                    .secret = &sec};
     GV_CHECK_OK(gv_ps_client_hs_start(&r->hs, &r->link, &info));
     r->hs.state = GV_PS_CLIENT_IDLE; /* stop answering */
     uint64_t t0 = gv_now_ns();
@@ -390,8 +407,12 @@ static void test_duplicate_and_dead_worker(void)
     GV_CHECK(env_start(&e, 2, NULL, 10) == 0);
     uint16_t port = gv_server_port(e.srv);
     struct gv_auth_secret none = {0};
-    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER, .rank = 0, .num_workers = 2,
-                                    .num_servers = 1, .cluster_id = "test", .secret = &none};
+    struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER,
+                                    .rank = 0,
+                                    .num_workers = 2,
+                                    .num_servers = 1,
+                                    .cluster_id = "test",
+                                    .secret = &none};
     struct rc *a = calloc(1, sizeof(*a));
     GV_CHECK(rc_open(a, port) == 0);
     GV_CHECK_OK(gv_ps_client_hs_start(&a->hs, &a->link, &info));

@@ -47,8 +47,8 @@ static void test_both_ways(void)
                     len = 0;
                 uint8_t *b = bufs[d][seq % W];
                 tt_fill(b, len, seq);
-                gv_status_t st = tt_send(conn[d], &slots[d][seq % W], seq, 0, b, len,
-                                         1 + (int)(seq % 4));
+                gv_status_t st =
+                    tt_send(conn[d], &slots[d][seq % W], seq, 0, b, len, 1 + (int)(seq % 4));
                 if (st == GV_ERR_AGAIN) {
                     slots[d][seq % W].done = 1;
                     break;
@@ -466,14 +466,10 @@ int main(void)
         const char *name;
         void (*fn)(void);
     } tests[] = {
-        {"both_ways", test_both_ways},
-        {"64mib", test_64mib},
-        {"partial_writes", test_partial_writes},
-        {"send_queue_bound", test_send_queue_bound},
-        {"addresses", test_addresses},
-        {"connect_retry", test_connect_retry},
-        {"socket_options", test_socket_options},
-        {"close_in_send_cb", test_close_in_send_cb},
+        {"both_ways", test_both_ways},           {"64mib", test_64mib},
+        {"partial_writes", test_partial_writes}, {"send_queue_bound", test_send_queue_bound},
+        {"addresses", test_addresses},           {"connect_retry", test_connect_retry},
+        {"socket_options", test_socket_options}, {"close_in_send_cb", test_close_in_send_cb},
     };
     gv_log_set_level(GV_LOG_ERROR);
     for (size_t i = 0; i < GV_ARRAY_LEN(tests); i++)

@@ -333,8 +333,7 @@ static void test_timeout_scan_spares_fresh_sends(void)
     GV_CHECK_EQ(s.msgs, 1);
     GV_CHECK_EQ(s.conns[0].closes, 1);
     GV_CHECK_STATUS(s.conns[0].reason, GV_ERR_TIMEOUT);
-    GV_CHECK_MSG(s.conns[1].closes == 0, "fresh conn closed: %s",
-                 gv_status_str(s.conns[1].reason));
+    GV_CHECK_MSG(s.conns[1].closes == 0, "fresh conn closed: %s", gv_status_str(s.conns[1].reason));
     /* and B's reply is delivered */
     k.verify = 0;
     k.seq_check = 0;

@@ -28,12 +28,12 @@ struct hdr {
 
 struct conn_st {
     struct gv_conn *c;
-    int defer;           /* answer AGAIN to on_header while set */
-    int header_calls;    /* on_header calls */
+    int defer;        /* answer AGAIN to on_header while set */
+    int header_calls; /* on_header calls */
     uint64_t msgs, last_seq;
     int closes;
     gv_status_t reason;
-    uint8_t *buf;        /* payload destination */
+    uint8_t *buf; /* payload destination */
     size_t cap;
 };
 
@@ -43,7 +43,7 @@ struct side {
     uint16_t port;
     struct conn_st cs[MAXC];
     int n;
-    int order[64], n_order; /* conn index of each delivered message */
+    int order[64], n_order;        /* conn index of each delivered message */
     struct gv_conn *resume_on_msg; /* resumed from on_msg when set */
     size_t cap;
 };
@@ -131,9 +131,12 @@ static int side_init(struct side *s, int io_timeout_ms, size_t cap, int listen)
     gv_tp_config_default(&cfg);
     cfg.io_timeout_ms = io_timeout_ms;
     cfg.connect_timeout_ms = 5000;
-    struct gv_tp_handler h = {.prefix_len = PFX, .parse_prefix = parse_prefix,
-                              .on_header = on_header, .on_msg = on_msg,
-                              .on_accept = on_accept, .on_close = on_close};
+    struct gv_tp_handler h = {.prefix_len = PFX,
+                              .parse_prefix = parse_prefix,
+                              .on_header = on_header,
+                              .on_msg = on_msg,
+                              .on_accept = on_accept,
+                              .on_close = on_close};
     if (gv_tp_create("tcp", &cfg, &h, s, &s->tp) != GV_OK)
         return -1;
     if (listen) {
@@ -191,8 +194,7 @@ static int payload_ok(const uint8_t *buf, uint64_t seq, size_t len)
 }
 
 /* progress both sides for ms milliseconds (or until pred), counting calls that did work */
-static int run(struct side *a, struct side *b, int ms, int (*pred)(void *), void *arg,
-               int *busy_p)
+static int run(struct side *a, struct side *b, int ms, int (*pred)(void *), void *arg, int *busy_p)
 {
     uint64_t end = gv_now_ns() + (uint64_t)ms * 1000000ull;
     int busy = 0;

@@ -738,8 +738,8 @@ static void test_addr_helpers(void)
     GV_CHECK_EQ(port, 65535);
     GV_CHECK_OK(gv_tp_addr_split("node-3.cluster:1", host, sizeof(host), &port));
     GV_CHECK_STREQ(host, "node-3.cluster");
-    const char *bad[] = {"", "host", "host:", ":80", "host:0", "host:65536", "host:8x",
-                         "::1:80", "[::1]80", "[]:80", "host:-1"};
+    const char *bad[] = {"",        "host",   "host:",   ":80",   "host:0", "host:65536",
+                         "host:8x", "::1:80", "[::1]80", "[]:80", "host:-1"};
     for (size_t i = 0; i < GV_ARRAY_LEN(bad); i++)
         GV_CHECK_MSG(gv_tp_addr_split(bad[i], host, sizeof(host), &port) == GV_ERR_INVAL,
                      "'%s' accepted", bad[i]);

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static gv_status_t tt_parse_prefix(const void *prefix, uint32_t *hdr_len_p,
-                                   uint64_t *payload_len_p, void *user)
+static gv_status_t tt_parse_prefix(const void *prefix, uint32_t *hdr_len_p, uint64_t *payload_len_p,
+                                   void *user)
 {
     struct tt_prefix p;
     (void)user;
@@ -213,8 +213,8 @@ static void tt_send_cb(struct gv_conn *c, gv_status_t status, void *arg)
 gv_status_t tt_send(struct gv_conn *c, struct tt_msg *m, uint64_t seq, uint32_t kind,
                     const uint8_t *payload, size_t len, int nseg)
 {
-    struct tt_prefix p = {.magic = TT_MAGIC, .hdr_len = TT_HDR_LEN - TT_PREFIX_LEN,
-                          .payload_len = len};
+    struct tt_prefix p = {
+        .magic = TT_MAGIC, .hdr_len = TT_HDR_LEN - TT_PREFIX_LEN, .payload_len = len};
     struct tt_hdr h = {.seq = seq, .kind = kind};
 
     memcpy(m->head, &p, sizeof(p));

@@ -26,7 +26,7 @@ static inline struct gv_tp_config base_cfg(void)
 }
 
 static inline int pair_up(struct tt_side *s, struct tt_side *k, const struct gv_tp_config *scfg,
-                   const struct gv_tp_config *kcfg, size_t rx_cap, struct gv_conn **c_p)
+                          const struct gv_tp_config *kcfg, size_t rx_cap, struct gv_conn **c_p)
 {
     memset(s, 0, sizeof(*s));
     memset(k, 0, sizeof(*k));

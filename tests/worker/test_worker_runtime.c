@@ -102,8 +102,8 @@ static void *srv_thread(void *p)
 }
 
 /* The replica behind mirrors: its own backend and vectors, starting from the host ones. */
-static gv_status_t wk_device(struct harness *h, int w, struct gv_nn_backend **be,
-                             struct gv_buf *dv, struct gv_worker_model *m)
+static gv_status_t wk_device(struct harness *h, int w, struct gv_nn_backend **be, struct gv_buf *dv,
+                             struct gv_worker_model *m)
 {
     size_t bytes = h->P * sizeof(float);
     gv_status_t status = gv_nn_backend_create(mode == MODE_CUDA ? GV_NN_CUDA : GV_NN_CPU, 1, be);
@@ -124,13 +124,21 @@ static void *wk_thread(void *p)
     struct wk_arg *a = p;
     struct harness *h = a->h;
     int w = a->w;
-    struct gv_worker_model m = {.params = h->params[w], .grads = h->grads[w],
-                                .momentum = h->mom[w], .numel = h->P, .n_tensors = h->T,
-                                .tensor_numel = h->numel, .names = (const char(*)[24])h->names};
-    struct gv_worker_config wc = {.job = &h->job, .cluster = &h->wcl[w], .secret = &h->secret,
-                                  .cmp_threads = 1, .verify_every = 1,
+    struct gv_worker_model m = {.params = h->params[w],
+                                .grads = h->grads[w],
+                                .momentum = h->mom[w],
+                                .numel = h->P,
+                                .n_tensors = h->T,
+                                .tensor_numel = h->numel,
+                                .names = (const char(*)[24])h->names};
+    struct gv_worker_config wc = {.job = &h->job,
+                                  .cluster = &h->wcl[w],
+                                  .secret = &h->secret,
+                                  .cmp_threads = 1,
+                                  .verify_every = 1,
                                   .host_mirrors = mode == MODE_MIRROR,
-                                  .checkpoint_dir = h->ckdir, .checkpoint_every = CKPT_EVERY};
+                                  .checkpoint_dir = h->ckdir,
+                                  .checkpoint_every = CKPT_EVERY};
     struct gv_worker *wk = NULL;
     struct gv_nn_backend *be = NULL;
     struct gv_buf dv = {0};
@@ -212,7 +220,8 @@ static void harness_run(struct harness *h)
     struct srv_arg sa[S];
     struct wk_arg wa[W];
     for (int s = 0; s < S; s++) {
-        struct gv_server_config sc = {.job = &h->job, .cluster = &h->scl[s],
+        struct gv_server_config sc = {.job = &h->job,
+                                      .cluster = &h->scl[s],
                                       .secret = &h->secret,
                                       .handshake_timeout_ns = 5000000000ull};
         GV_CHECK_OK(gv_server_create(&sc, &h->srv[s]));
@@ -259,8 +268,11 @@ struct ref_worker {
 static size_t plan_bytes(const uint32_t *idx, const float *val, uint32_t count, uint32_t n,
                          enum gv_val_type vt)
 {
-    struct gv_sparse sp = {.idx = (uint32_t *)(uintptr_t)idx, .val = (float *)(uintptr_t)val,
-                           .cap = count, .count = count, .n = n};
+    struct gv_sparse sp = {.idx = (uint32_t *)(uintptr_t)idx,
+                           .val = (float *)(uintptr_t)val,
+                           .cap = count,
+                           .count = count,
+                           .n = n};
     struct gv_sparse_layout info;
     if (gv_sparse_plan(&sp, vt, GV_IDX_AUTO, &info) != GV_OK)
         return (size_t)-1;
@@ -275,13 +287,13 @@ static void check_resid_ckpt(struct harness *h, int w, uint64_t it, const float 
     gv_ps_ckpt_path(dir, (uint32_t)w, it, path, sizeof(path));
     struct gv_ckpt *ck = NULL;
     float *got = malloc(h->P * sizeof(float));
-    GV_CHECK_MSG(gv_ckpt_open(path, 0, &ck) == GV_OK, "worker %d: no valid checkpoint %s", w,
-                 path);
+    GV_CHECK_MSG(gv_ckpt_open(path, 0, &ck) == GV_OK, "worker %d: no valid checkpoint %s", w, path);
     if (ck != NULL) {
         GV_CHECK_OK(gv_ckpt_read_section(ck, "residual", got, h->P * sizeof(float)));
-        GV_CHECK_MSG(memcmp(got, want, h->P * sizeof(float)) == 0, "worker %d: the residual in "
-                     "%s differs from the reference's of iteration %llu", w, path,
-                     (unsigned long long)it);
+        GV_CHECK_MSG(memcmp(got, want, h->P * sizeof(float)) == 0,
+                     "worker %d: the residual in "
+                     "%s differs from the reference's of iteration %llu",
+                     w, path, (unsigned long long)it);
         gv_ckpt_close(ck);
     }
     free(got);
@@ -316,22 +328,23 @@ static void reference(struct harness *h)
         GV_CHECK_OK(gv_cmp_create(&cc, &rw[w].cmp));
         resid[w] = calloc(P, 4);
         for (uint32_t t = 0; t < h->T; t++) {
-            GV_CHECK_OK(gv_ef_create(rw[w].cmp, (uint32_t)h->numel[t], resid[w] + off[t],
-                                     &rw[w].ef[t]));
+            GV_CHECK_OK(
+                gv_ef_create(rw[w].cmp, (uint32_t)h->numel[t], resid[w] + off[t], &rw[w].ef[t]));
             uint32_t b = (uint32_t)h->numel[t];
-            rw[w].lmin[t] = (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4),
-                                               .cap = b};
-            rw[w].lcand[t] = (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4),
-                                                .cap = b};
+            rw[w].lmin[t] =
+                (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4), .cap = b};
+            rw[w].lcand[t] =
+                (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4), .cap = b};
         }
     }
     int bad_bytes = 0, bad_dec = 0;
     for (int i = 0; i < h->steps[0]; i++) {
         const struct gv_worker_step_out *o0 = &h->out[0][i];
         bool dense = o0->level == GV_ADAPT_LEVEL_DENSE;
-        uint32_t levels = dense_method ? 0
-                          : job->method == GV_JOB_STATIC ? 1
-                          : o0->cf_candidate > o0->theta_min ? 2 : 1;
+        uint32_t levels = dense_method                       ? 0
+                          : job->method == GV_JOB_STATIC     ? 1
+                          : o0->cf_candidate > o0->theta_min ? 2
+                                                             : 1;
         memset(acc, 0, P * 4);
         for (int w = 0; w < W; w++) {
             const struct gv_worker_step_out *ow = &h->out[w][i];
@@ -341,7 +354,8 @@ static void reference(struct harness *h)
             uint64_t push_payload = 0;
             size_t nsel = 0;
             for (uint32_t t = 0; t < h->T && levels > 0; t++) {
-                struct gv_cmp_req req = {.iter = (uint64_t)i, .tensor_id = t,
+                struct gv_cmp_req req = {.iter = (uint64_t)i,
+                                         .tensor_id = t,
                                          .cf_min = o0->theta_min,
                                          .cf_cand = levels == 2 ? o0->cf_candidate : 0};
                 rw[w].lmin[t].cap = gv_cmp_bound(rw[w].cmp, (uint32_t)h->numel[t], req.cf_min);
@@ -389,15 +403,16 @@ static void reference(struct harness *h)
                             (ow->bytes_recv != ow->wire_recv && i + 1 < ITERS);
             bad_bytes += wire_bad;
             if (wire_bad)
-                fprintf(stderr, "iter %d worker %d: counted %llu/%llu bytes, the transport moved "
-                        "%llu/%llu\n", i, w, (unsigned long long)ow->bytes_sent,
+                fprintf(stderr,
+                        "iter %d worker %d: counted %llu/%llu bytes, the transport moved "
+                        "%llu/%llu\n",
+                        i, w, (unsigned long long)ow->bytes_sent,
                         (unsigned long long)ow->bytes_recv, (unsigned long long)ow->wire_sent,
                         (unsigned long long)ow->wire_recv);
             bad_bytes += ow->bytes_sent <= ow->payload_sent;
             if (ow->payload_sent != push_payload)
-                fprintf(stderr, "iter %d worker %d: pushed %llu payload bytes, plan says %llu\n",
-                        i, w, (unsigned long long)ow->payload_sent,
-                        (unsigned long long)push_payload);
+                fprintf(stderr, "iter %d worker %d: pushed %llu payload bytes, plan says %llu\n", i,
+                        w, (unsigned long long)ow->payload_sent, (unsigned long long)push_payload);
         }
         gv_ps_average(acc, P, W);
         /* the update each server sends: the entries whose bits are not +0.0 */
@@ -435,8 +450,10 @@ static void reference(struct harness *h)
     GV_CHECK_EQ(bad_bytes, 0);
     GV_CHECK_EQ(bad_dec, 0);
     for (int w = 0; w < W; w++) {
-        GV_CHECK_MSG(memcmp(h->params[w], p, P * 4) == 0, "worker %d's parameters differ from "
-                     "the reference", w);
+        GV_CHECK_MSG(memcmp(h->params[w], p, P * 4) == 0,
+                     "worker %d's parameters differ from "
+                     "the reference",
+                     w);
         GV_CHECK_MSG(memcmp(h->mom[w], v, P * 4) == 0, "worker %d's momentum differs", w);
     }
     for (int s = 0; s < S; s++) {
@@ -528,34 +545,38 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && strcmp(argv[1], "mirror") == 0)
         mode = MODE_MIRROR;
-    char *dense[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "dense",
-                     "--lr", "0.1", "--weight-decay", "0.001"};
+    char *dense[] = {"t",     "--dataset", "synthetic", "--widths",       "48,24", "--method",
+                     "dense", "--lr",      "0.1",       "--weight-decay", "0.001"};
     run_case("dense", 11, dense, 0);
-    char *stat[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "static",
-                    "--cf", "10", "--nesterov", "--lr-schedule", "step:5,9@0.5"};
+    char *stat[] = {"t",     "--dataset",  "synthetic",     "--widths",
+                    "48,24", "--method",   "static",        "--cf",
+                    "10",    "--nesterov", "--lr-schedule", "step:5,9@0.5"};
     run_case("static top-k CF 10, nesterov, step schedule", 12, stat, 0);
-    char *fp16[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "static",
-                    "--cf", "4", "--fp16"};
+    char *fp16[] = {"t",        "--dataset", "synthetic", "--widths", "48,24",
+                    "--method", "static",    "--cf",      "4",        "--fp16"};
     run_case("static CF 4, fp16 values", 10, fp16, 0);
-    char *grv[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "gravac-exp",
-                   "--window", "3", "--epsilon", "0.2", "--theta-min", "4", "--theta-max", "64"};
+    char *grv[] = {"t",        "--dataset",   "synthetic", "--widths",    "48,24",
+                   "--method", "gravac-exp",  "--window",  "3",           "--epsilon",
+                   "0.2",      "--theta-min", "4",         "--theta-max", "64"};
     run_case("gravac: candidate, floor and dense levels", 15, grv, 1);
-    char *rk[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "gravac-geo",
-                  "--window", "2", "--epsilon", "0.05", "--compressor", "randomk",
-                  "--theta-min", "2", "--resync-every", "4"};
+    char *rk[] = {
+        "t",          "--dataset",   "synthetic", "--widths",       "48,24", "--method",
+        "gravac-geo", "--window",    "2",         "--epsilon",      "0.05",  "--compressor",
+        "randomk",    "--theta-min", "2",         "--resync-every", "4"};
     run_case("gravac geometric, random-k, resync every 4", 17, rk, 1);
-    char *dgc[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "static",
-                   "--cf", "20", "--compressor", "dgc"};
+    char *dgc[] = {"t",      "--dataset", "synthetic", "--widths",     "48,24", "--method",
+                   "static", "--cf",      "20",        "--compressor", "dgc"};
     run_case("static CF 20, DGC (variable counts)", 11, dgc, 0);
-    char *rs[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "gravac-exp",
-                  "--window", "3", "--epsilon", "0.2", "--compressor", "redsync"};
+    char *rs[] = {"t",        "--dataset",    "synthetic", "--widths", "48,24",
+                  "--method", "gravac-exp",   "--window",  "3",        "--epsilon",
+                  "0.2",      "--compressor", "redsync"};
     if (mode != MODE_CUDA)
         run_case("gravac, Redsync", 13, rs, 0);
     /* one entry per tensor: server 0's shard lies inside fc1.w, so a worker whose fc1.w entry
      * falls in server 1's part pushes nothing to server 0; worker 0 is late, so those empty
      * pushes (which the transport delivers without asking on_header) arrive before their turn */
-    char *empty[] = {"t", "--dataset", "synthetic", "--widths", "48,24", "--method", "static",
-                     "--cf", "100000"};
+    char *empty[] = {"t",        "--dataset", "synthetic", "--widths", "48,24",
+                     "--method", "static",    "--cf",      "100000"};
     run_case_delayed("static CF 100000: empty pushes before their turn", 9, empty, 0, 30, 1);
     return gv_check_summary();
 }
