@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds, and runs the whole ctest suite twice:
-# once in a Release build with -Werror, once under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The test command: installs what is missing, checks the formatting (clang-format 14, see
+# scripts/check-format.sh), builds, and runs the whole ctest suite twice: once in a Release
+# build with -Werror, once under AddressSanitizer + UndefinedBehaviorSanitizer.
 #   scripts/test.sh [ctest args...]     e.g. scripts/test.sh -R tcp
 # GV_TEST_SKIP_SANITIZE=1 skips the second pass (for quick local runs; CI never sets it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
 
+"$root/scripts/setup.sh" --no-build
+"$root/scripts/check-format.sh"
 "$root/scripts/setup.sh" build
 echo "== ctest: release build"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs" "$@")
