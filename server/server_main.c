@@ -131,10 +131,10 @@ int main(int argc, char **argv)
     print_summary(srv, rss0);
     if (o.cl.dump_params[0] != '\0') {
         char path[1024];
-        struct gv_ckpt_section sec[4];
+        struct gv_ckpt_section sec[GV_SERVER_STATE_SECTIONS];
         size_t n;
         gv_cluster_expand(o.cl.dump_params, GV_ROLE_SERVER, o.cl.my_rank, path, sizeof(path));
-        if (gv_server_state_sections(srv, sec, 4, &n) == GV_OK &&
+        if (gv_server_state_sections(srv, sec, GV_SERVER_STATE_SECTIONS, &n) == GV_OK &&
             gv_ps_dump_floats(path, sec[0].data, sec[0].len / sizeof(float)) != GV_OK)
             status = GV_ERR_IO;
     }
