@@ -109,8 +109,7 @@ static void test_rounds(const char *const *args, int nargs, bool model_scope)
             rounds++;
         }
         GV_CHECK_EQ(rounds, 6);
-        GV_CHECK_MSG(bad_sum == 0, "shard %u: %d entries break sent + residual == sum", s,
-                     bad_sum);
+        GV_CHECK_MSG(bad_sum == 0, "shard %u: %d entries break sent + residual == sum", s, bad_sum);
         GV_CHECK_MSG(bad_sel == 0, "shard %u: %d entries are not the top k of their unit", s,
                      bad_sel);
         /* a dense round sends the aggregate and the whole residual, and empties it */
@@ -167,8 +166,8 @@ static void test_fp16(void)
 /* Accordion: a heavy layer is cut at the candidate CF, a light one at the floor. */
 static void test_accordion(void)
 {
-    static const char *const args[] = {"--method", "accordion", "--theta-min", "4",
-                                       "--theta-max", "20"};
+    static const char *const args[] = {"--method", "accordion",   "--theta-min",
+                                       "4",        "--theta-max", "20"};
     struct gv_job job;
     struct gv_cfg *cfg = job_of(&job, args, 6);
     size_t numel[2] = {200, 200};
@@ -221,7 +220,8 @@ static void test_none(void)
 int main(void)
 {
     static const char *const tensor[] = {"--method", "static", "--cf", "10"};
-    static const char *const model[] = {"--method", "static", "--cf", "10", "--topk-scope", "model"};
+    static const char *const model[] = {"--method", "static",       "--cf",
+                                        "10",       "--topk-scope", "model"};
     test_rounds(tensor, 4, false);
     test_rounds(model, 6, true);
     test_fp16();
