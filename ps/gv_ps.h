@@ -221,11 +221,20 @@ struct gv_cluster {
     uint64_t io_timeout;        /* ns: transport I/O timeout */
     const char *dump_params;    /* --dump-params: final parameters (float32 LE); %r = rank */
     bool print_config;          /* --print-config: log every option's value and source */
+    int conns_per_server;       /* --conns-per-server: connections per worker and server process */
 
-    /* ---- resolved by gv_cluster_resolve ---- */
+    /* ---- resolved by gv_cluster_resolve ----
+     * With --conns-per-server C, each server process holds C shards ("lanes"), each served by
+     * its own gv_server on its own connection to every worker (port + lane), so that a worker
+     * moves a server's part of the model over C TCP connections, striped by shard range, and
+     * the process aggregates them on C threads. Everything below counts lanes as servers:
+     * n_servers = S processes x C, and a server's my_rank is its lane's (process rank x C +
+     * lane); proc_rank and n_procs count processes. */
     enum gv_role role;
     uint32_t my_rank, n_servers, n_workers;
-    char rank_source[64]; /* "--rank", "OMPI_COMM_WORLD_RANK=3 - 2 servers", ... */
+    uint32_t lanes;              /* C */
+    uint32_t proc_rank, n_procs; /* a server: its process rank; n_procs: S */
+    char rank_source[64];        /* "--rank", "OMPI_COMM_WORLD_RANK=3 - 2 servers", ... */
 };
 
 extern const struct gv_opt gv_cluster_options[];
