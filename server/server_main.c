@@ -77,6 +77,7 @@ int main(int argc, char **argv)
         return rc;
     rc = 2;
     struct gv_server *srv = NULL;
+    struct gv_trace *trace = NULL;
     struct gv_auth_secret *secret = gv_calloc(1, sizeof(*secret));
     if (secret == NULL || gv_cluster_resolve(&o.cl, GV_ROLE_SERVER, environ) != GV_OK)
         goto out;
@@ -107,6 +108,9 @@ int main(int argc, char **argv)
                                   .checkpoint_keep = o.os.checkpoint_keep,
                                   .checkpoint_fallback = o.os.checkpoint_fallback,
                                   .metrics_addr = o.os.metrics_addr};
+    if (gv_ps_trace_open(o.oc.trace, GV_ROLE_SERVER, o.cl.my_rank, &trace) != GV_OK)
+        goto out;
+    sc.trace = trace;
     if ((uint32_t)o.os.min_workers > o.cl.n_workers) {
         gv_log(GV_LOG_ERROR, "--min-workers %d is more than the job's %u workers", o.os.min_workers,
                o.cl.n_workers);
@@ -148,6 +152,7 @@ int main(int argc, char **argv)
                sum.ckpt_written > 0 ? "; a restart resumes from the last checkpoint" : "");
 out:
     gv_server_destroy(srv);
+    gv_trace_close(trace);
     if (secret != NULL)
         gv_auth_secret_clear(secret);
     gv_free(secret);
