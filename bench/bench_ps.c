@@ -271,7 +271,8 @@ bad_quiet:
 /* ---------------------------------------------------------------- report */
 
 #define BP_RULE                                                                                    \
-    "----------------------------------------------------------------------------------------------" \
+    "--------------------------------------------------------------------------------------------" \
+    "--"                                                                                           \
     "---------------------------------------"
 
 static void bp_banner(const struct bp_opts *o)
@@ -346,8 +347,8 @@ static void bp_row(const struct bp_opts *o, const struct bp_result *r, int first
         }
         printf("}");
     } else if (o->csv) {
-        printf("%u,%u,%s,%s,%llu,%llu,%g,%.4g,%llu,%.6f,%.4f,%.4f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f", o->workers,
-               o->servers, r->cf > 1 ? o->method : "dense", o->compressor,
+        printf("%u,%u,%s,%s,%llu,%llu,%g,%.4g,%llu,%.6f,%.4f,%.4f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f",
+               o->workers, o->servers, r->cf > 1 ? o->method : "dense", o->compressor,
                (unsigned long long)r->bytes, (unsigned long long)r->numel, r->cf, r->cf_mean,
                (unsigned long long)r->iters, r->seconds, r->up_gbps, r->down_gbps, r->gbps,
                r->rtt_min, r->rtt_p50, r->rtt_p99, r->rtt_p999, r->rtt_max);

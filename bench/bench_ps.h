@@ -59,7 +59,7 @@ struct bp_result {
     double rtt_min, rtt_p50, rtt_p99, rtt_p999, rtt_max; /* usec per worker step */
     struct bt_result pp; /* the baseline, pooled over the repeats (pp.bytes: its message) */
     bool have_pp;
-    double ratio;                   /* median over the repeats of gbps / pp gbps */
+    double ratio;                  /* median over the repeats of gbps / pp gbps */
     double ratios[BP_MAX_REPEATS]; /* each repeat's */
     int n_ratios;
     struct bp_breakdown bd;
@@ -68,7 +68,8 @@ struct bp_result {
 /* Measures one configuration: builds the cluster (a model of about `bytes` value bytes),
  * warms up, alternates PS rounds and the baseline `repeats` times, tears down. GV_OK or the
  * failure (logged). */
-gv_status_t bp_run_config(const struct bp_opts *o, uint64_t bytes, double cf, struct bp_result *res);
+gv_status_t bp_run_config(const struct bp_opts *o, uint64_t bytes, double cf,
+                          struct bp_result *res);
 
 /* MLP hidden widths (two layers, the synthetic data's 64 inputs and 10 classes) whose
  * parameter count is closest to numel; *got_p receives that count. */

@@ -167,10 +167,10 @@ static gv_status_t bp_job(struct bp_cluster *c, uint64_t bytes, double cf, uint6
     snprintf(st, sizeof(st), "%" PRIu64, steps);
     snprintf(win, sizeof(win), "%" PRIu64, c->o->gravac_window);
     const char *method = cf > 1 ? c->o->method : "dense";
-    char *argv[24] = {"bench-ps", "--dataset", "synthetic", "--synthetic-n", "4096",
-                      "--batch",  "32",        "--widths",  widths,          "--steps",
-                      st,         "--method",  (char *)method, "--compressor",
-                      (char *)c->o->compressor};
+    char *argv[24] = {
+        "bench-ps", "--dataset", "synthetic",    "--synthetic-n", "4096",
+        "--batch",  "32",        "--widths",     widths,          "--steps",
+        st,         "--method",  (char *)method, "--compressor",  (char *)c->o->compressor};
     int argc = 15;
     if (strncmp(method, "gravac", 6) == 0) { /* the controller's floor is the CF asked for */
         argv[argc++] = "--theta-min";
@@ -251,15 +251,15 @@ static gv_status_t bp_trace_open(struct bp_cluster *c, enum gv_role role, uint32
     if (o->trace_dir != NULL && o->trace_dir[0] != '\0')
         snprintf(path, sizeof(path), "%s/ps-%zu-cf%g-%s%u.json", o->trace_dir, 4 * c->P, c->cf,
                  server ? "server" : "worker", rank);
-    struct gv_trace_config tc = {
-        .path = o->trace_dir != NULL && o->trace_dir[0] != '\0' ? path : NULL,
-        .process = name,
-        .sort_index = (int)rank + (server ? 0 : 100000),
-        .category = server ? "server" : "worker",
-        .kinds = gv_ps_span_names,
-        .n_kinds = GV_PS_SPAN_N,
-        .peer_arg = server ? "worker" : "server",
-        .totals_from = warmup};
+    struct gv_trace_config tc = {.path =
+                                     o->trace_dir != NULL && o->trace_dir[0] != '\0' ? path : NULL,
+                                 .process = name,
+                                 .sort_index = (int)rank + (server ? 0 : 100000),
+                                 .category = server ? "server" : "worker",
+                                 .kinds = gv_ps_span_names,
+                                 .n_kinds = GV_PS_SPAN_N,
+                                 .peer_arg = server ? "worker" : "server",
+                                 .totals_from = warmup};
     return gv_trace_open(&tc, tr_p);
 }
 

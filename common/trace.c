@@ -28,12 +28,12 @@ struct gv_trace {
     char *iobuf;
     struct trace_ev *ev; /* [cap] */
     uint32_t cap, n;
-    uint64_t mono0;         /* the anchor: gv_now_ns() at open ... */
-    struct timespec real0;  /* ... and CLOCK_REALTIME then */
-    long pid, tid;          /* tid: of the first span's thread */
-    bool thread_named;      /* its thread_name event is written */
-    bool failed;            /* a write failed: the file is abandoned */
-    uint64_t *count, *ns;   /* [n_kinds + 1] totals */
+    uint64_t mono0;        /* the anchor: gv_now_ns() at open ... */
+    struct timespec real0; /* ... and CLOCK_REALTIME then */
+    long pid, tid;         /* tid: of the first span's thread */
+    bool thread_named;     /* its thread_name event is written */
+    bool failed;           /* a write failed: the file is abandoned */
+    uint64_t *count, *ns;  /* [n_kinds + 1] totals */
 };
 
 static void trace_json_str(FILE *f, const char *s)
@@ -54,8 +54,8 @@ static void trace_json_str(FILE *f, const char *s)
 static void trace_fail(struct gv_trace *tr, const char *what)
 {
     if (!tr->failed)
-        gv_log(GV_LOG_ERROR, "trace %s: cannot %s: %s; no more spans are written", tr->path,
-               what, strerror(errno));
+        gv_log(GV_LOG_ERROR, "trace %s: cannot %s: %s; no more spans are written", tr->path, what,
+               strerror(errno));
     tr->failed = true;
 }
 
@@ -63,7 +63,8 @@ static void trace_fail(struct gv_trace *tr, const char *what)
 static void trace_write_head(struct gv_trace *tr)
 {
     FILE *f = tr->f;
-    fprintf(f, "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%ld,\"tid\":0,\"args\":{\"name\":",
+    fprintf(f,
+            "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%ld,\"tid\":0,\"args\":{\"name\":",
             tr->pid);
     trace_json_str(f, tr->process);
     fprintf(f,

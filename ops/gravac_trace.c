@@ -191,7 +191,8 @@ static int tr_merge(int argc, char **argv)
                     path);
             goto out;
         }
-        tf[i].t0 = (long double)tr_num(clk, "t0_s", 0) + (long double)tr_num(clk, "t0_ns", 0) * 1e-9L;
+        tf[i].t0 =
+            (long double)tr_num(clk, "t0_s", 0) + (long double)tr_num(clk, "t0_ns", 0) * 1e-9L;
         if (i == 0 || tf[i].t0 < t0)
             t0 = tf[i].t0;
     }
@@ -199,9 +200,10 @@ static int tr_merge(int argc, char **argv)
     if (f == NULL)
         goto out;
     long double t0s = floorl(t0);
-    fprintf(f, "[\n{\"name\":\"gravac_clock\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"clock\":"
-               "\"CLOCK_REALTIME\",\"t0_s\":%.0Lf,\"t0_ns\":%.0Lf,\"ts_unit\":\"us since t0\","
-               "\"merged_files\":%d}}",
+    fprintf(f,
+            "[\n{\"name\":\"gravac_clock\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"clock\":"
+            "\"CLOCK_REALTIME\",\"t0_s\":%.0Lf,\"t0_ns\":%.0Lf,\"ts_unit\":\"us since t0\","
+            "\"merged_files\":%d}}",
             t0s, (t0 - t0s) * 1e9L, n);
     for (int i = 0; i < n; i++) {
         double shift_us = (double)((tf[i].t0 - t0) * 1e6L);
@@ -330,8 +332,14 @@ static int tr_trace_load(struct tr_trace *t, const char *path, double lo, double
         if (li < 0)
             continue;
         double peer = tr_num(args, "server", tr_num(args, "worker", -1));
-        t->sp[t->n++] = (struct tr_span){name, tr_num(e, "ts", 0), tr_num(e, "dur", 0), iter,
-                                         tr_num(args, "cf", 0), tr_num(args, "bytes", 0), peer, li,
+        t->sp[t->n++] = (struct tr_span){name,
+                                         tr_num(e, "ts", 0),
+                                         tr_num(e, "dur", 0),
+                                         iter,
+                                         tr_num(args, "cf", 0),
+                                         tr_num(args, "bytes", 0),
+                                         peer,
+                                         li,
                                          0};
     }
     /* lanes in their sort order, spans renumbered to it */
@@ -386,10 +394,9 @@ static int tr_parse_iters(const char *s, double *lo, double *hi)
 static const struct {
     const char *name, *color;
 } tr_colors[] = {
-    {"compute", "#9e9e9e"},   {"compress", "#1f77b4"}, {"push", "#17becf"},
-    {"wait", "#ffbb78"},      {"apply", "#2ca02c"},    {"aggregate", "#9467bd"},
-    {"add", "#c5b0d5"},       {"decide", "#d62728"},   {"update", "#ff7f0e"},
-    {"trace-flush", "#000000"},
+    {"compute", "#9e9e9e"}, {"compress", "#1f77b4"},    {"push", "#17becf"}, {"wait", "#ffbb78"},
+    {"apply", "#2ca02c"},   {"aggregate", "#9467bd"},   {"add", "#c5b0d5"},  {"decide", "#d62728"},
+    {"update", "#ff7f0e"},  {"trace-flush", "#000000"},
 };
 
 static const char *tr_color(const char *name)
@@ -447,8 +454,9 @@ static void tr_svg_draw(FILE *f, const struct tr_trace *t, double width, const c
             "<text x=\"%.0f\" y=\"20\" font-size=\"14\" font-weight=\"bold\">",
             width, height, width, height, left);
     tr_xml(f, title);
-    fprintf(f, "</text>\n<text x=\"%.0f\" y=\"36\" fill=\"#555\">%zu spans, %.3f ms shown; "
-               "nested spans on the rows below their parent</text>\n",
+    fprintf(f,
+            "</text>\n<text x=\"%.0f\" y=\"36\" fill=\"#555\">%zu spans, %.3f ms shown; "
+            "nested spans on the rows below their parent</text>\n",
             left, t->n, span * 1e-3);
     double step = tr_tick(span, 10);
     for (double v = t_lo; v <= t_hi + 1e-9; v += step) { /* ms from the first span shown */

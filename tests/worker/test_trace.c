@@ -305,9 +305,9 @@ static void run_job(void)
     static struct job j;
     static struct gv_opt_table tab;
     static struct gv_cfg_spec spec;
-    char *argv[] = {"test",     "--dataset", "synthetic", "--synthetic-n", "256",  "--batch",
-                    "8",        "--widths",  "48",        "--steps",       "6",    "--method",
-                    "static",   "--cf",      "10",        "--seed",        "3",    NULL};
+    char *argv[] = {"test",   "--dataset", "synthetic", "--synthetic-n", "256", "--batch",
+                    "8",      "--widths",  "48",        "--steps",       "6",   "--method",
+                    "static", "--cf",      "10",        "--seed",        "3",   NULL};
     tab = (struct gv_opt_table){gv_job_options, gv_job_options_n, &j.job};
     spec = (struct gv_cfg_spec){.program = "test", .tables = &tab, .n_tables = 1};
     GV_CHECK_OK(gv_cfg_create(&spec, &j.cfg));
@@ -385,8 +385,10 @@ static void check_worker(const cJSON *arr, int pid, int rank)
         if (c == NULL || wt == NULL)
             continue;
         GV_CHECK(c->cf == 10 && wt->cf == 10 && c->bytes > 0 && wt->bytes > 0);
-        GV_CHECK_MSG(wt->ts >= c->ts + c->dur - 0.01, "worker %d iteration %d: wait before the "
-                     "compression ended", rank, i);
+        GV_CHECK_MSG(wt->ts >= c->ts + c->dur - 0.01,
+                     "worker %d iteration %d: wait before the "
+                     "compression ended",
+                     rank, i);
         if (i > 0) {
             const struct span *cp = find(sp, n, "compute", i, -1);
             GV_CHECK(cp != NULL && cp->ts + cp->dur <= c->ts + 0.01 && cp->dur >= 1500);
@@ -399,8 +401,8 @@ static void check_worker(const cJSON *arr, int pid, int rank)
             if (p == NULL || a == NULL)
                 continue;
             pushed += p->bytes;
-            GV_CHECK_MSG(inside(p, c), "worker %d iteration %d: push %d outside compress", rank,
-                         i, s);
+            GV_CHECK_MSG(inside(p, c), "worker %d iteration %d: push %d outside compress", rank, i,
+                         s);
             GV_CHECK(a->ts >= p->ts && a->ts + a->dur <= wt->ts + wt->dur + 0.01);
             GV_CHECK(p->bytes > 0 && a->bytes > 0 && p->cf == 10);
         }
