@@ -308,12 +308,14 @@ static void bp_banner(const struct bp_opts *o)
         printf(" Baseline       : transport pushpull, %u conn%s, window %d, same payload bytes, "
                "alternated\n",
                o->workers, o->workers == 1 ? "" : "s", o->window);
-    printf(" Goodput        : payload only, all workers summed; up = pushes, down = updates\n");
+    printf(
+        " Goodput        : payload only, all workers summed; up = pushes, down = updates;\n"
+        "                  eff = the dense model's bytes both ways (what compression delivers)\n");
     printf(" Latency        : usec per worker step (compress, push, wait, apply)\n");
     printf("%s\n", BP_RULE);
-    printf(" %10s %6s %7s %9s %9s %9s %9s %9s %8s %8s %9s %10s %9s %7s\n", "bytes", "cf", "iters",
-           "rtt_min", "p50", "p99", "p99.9", "max", "up_Gb/s", "dn_Gb/s", "Gb/s(2w)", "pp_bytes",
-           "pp_Gb/s", "ratio");
+    printf(" %10s %6s %7s %9s %9s %9s %9s %9s %8s %8s %9s %9s %10s %9s %7s\n", "bytes", "cf",
+           "iters", "rtt_min", "p50", "p99", "p99.9", "max", "up_Gb/s", "dn_Gb/s", "Gb/s(2w)",
+           "eff_Gb/s", "pp_bytes", "pp_Gb/s", "ratio");
     fflush(stdout);
 }
 
@@ -323,12 +325,14 @@ static void bp_row(const struct bp_opts *o, const struct bp_result *r, int first
     if (o->json) {
         printf("%s\n    {\"bytes\": %llu, \"numel\": %llu, \"cf\": %g, \"cf_mean\": %.4g, "
                "\"iters\": %llu, \"seconds\": %.6f, \"up_bytes\": %llu, \"down_bytes\": %llu, "
-               "\"up_gbps\": %.4f, \"down_gbps\": %.4f, \"gbps\": %.4f, \"rtt_us\": {\"min\": "
+               "\"up_gbps\": %.4f, \"down_gbps\": %.4f, \"gbps\": %.4f, \"eff_gbps\": %.4f, "
+               "\"rtt_us\": {\"min\": "
                "%.3f, \"p50\": %.3f, \"p99\": %.3f, \"p99_9\": %.3f, \"max\": %.3f}",
                first ? "" : ",", (unsigned long long)r->bytes, (unsigned long long)r->numel, r->cf,
                r->cf_mean, (unsigned long long)r->iters, r->seconds,
                (unsigned long long)r->up_bytes, (unsigned long long)r->down_bytes, r->up_gbps,
-               r->down_gbps, r->gbps, r->rtt_min, r->rtt_p50, r->rtt_p99, r->rtt_p999, r->rtt_max);
+               r->down_gbps, r->gbps, r->eff_gbps, r->rtt_min, r->rtt_p50, r->rtt_p99, r->rtt_p999,
+               r->rtt_max);
         if (r->have_pp) {
             printf(", \"pushpull\": {\"bytes\": %llu, \"iters\": %llu, \"seconds\": %.6f, "
                    "\"gbps\": %.4f, \"lat_us\": {\"min\": %.3f, \"p50\": %.3f, \"p99\": %.3f, "
@@ -347,11 +351,12 @@ static void bp_row(const struct bp_opts *o, const struct bp_result *r, int first
         }
         printf("}");
     } else if (o->csv) {
-        printf("%u,%u,%s,%s,%llu,%llu,%g,%.4g,%llu,%.6f,%.4f,%.4f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f",
+        printf("%u,%u,%s,%s,%llu,%llu,%g,%.4g,%llu,%.6f,%.4f,%.4f,%.4f,%.4f,%.3f,%.3f,%.3f,%.3f,"
+               "%.3f",
                o->workers, o->servers, r->cf > 1 ? o->method : "dense", o->compressor,
                (unsigned long long)r->bytes, (unsigned long long)r->numel, r->cf, r->cf_mean,
                (unsigned long long)r->iters, r->seconds, r->up_gbps, r->down_gbps, r->gbps,
-               r->rtt_min, r->rtt_p50, r->rtt_p99, r->rtt_p999, r->rtt_max);
+               r->eff_gbps, r->rtt_min, r->rtt_p50, r->rtt_p99, r->rtt_p999, r->rtt_max);
         if (r->have_pp)
             printf(",%llu,%.4f,%.3f,%.4f", (unsigned long long)p->bytes, p->gbps, p->lat_p50,
                    r->ratio);
@@ -361,9 +366,10 @@ static void bp_row(const struct bp_opts *o, const struct bp_result *r, int first
             r->bd.on ? printf(",%.3f", r->bd.us[k]) : printf(",");
         printf("\n");
     } else {
-        printf(" %10llu %6g %7llu %9.1f %9.1f %9.1f %9.1f %9.1f %8.3f %8.3f %9.3f",
+        printf(" %10llu %6g %7llu %9.1f %9.1f %9.1f %9.1f %9.1f %8.3f %8.3f %9.3f %9.3f",
                (unsigned long long)r->bytes, r->cf_mean, (unsigned long long)r->iters, r->rtt_min,
-               r->rtt_p50, r->rtt_p99, r->rtt_p999, r->rtt_max, r->up_gbps, r->down_gbps, r->gbps);
+               r->rtt_p50, r->rtt_p99, r->rtt_p999, r->rtt_max, r->up_gbps, r->down_gbps, r->gbps,
+               r->eff_gbps);
         if (r->have_pp)
             printf(" %10llu %9.3f %7.3f\n", (unsigned long long)p->bytes, p->gbps, r->ratio);
         else
@@ -405,7 +411,8 @@ static void bp_header(const struct bp_opts *o)
                o->no_baseline ? "null" : "\"pushpull\"", o->window);
     } else if (o->csv) {
         printf("workers,servers,method,compressor,bytes,numel,cf,cf_mean,iters,seconds,up_gbps,"
-               "down_gbps,gbps,rtt_min_us,rtt_p50_us,rtt_p99_us,rtt_p999_us,rtt_max_us,pp_bytes,"
+               "down_gbps,gbps,eff_gbps,rtt_min_us,rtt_p50_us,rtt_p99_us,rtt_p999_us,rtt_max_us,pp_"
+               "bytes,"
                "pp_gbps,pp_p50_us,ratio");
         for (int k = 0; k < GV_PS_SPAN_N; k++)
             printf(",%s_us", gv_ps_span_names[k]);

@@ -56,6 +56,8 @@ struct bp_result {
     double seconds;        /* sum of the measured rounds' times (first step in to last out) */
     uint64_t up_bytes, down_bytes; /* payload pushed and received, all workers */
     double up_gbps, down_gbps, gbps;
+    double eff_gbps; /* the dense model's bytes, both ways and all workers, per second: what a
+                        compressed round delivers in dense terms (= gbps when dense) */
     double rtt_min, rtt_p50, rtt_p99, rtt_p999, rtt_max; /* usec per worker step */
     struct bt_result pp; /* the baseline, pooled over the repeats (pp.bytes: its message) */
     bool have_pp;

@@ -679,6 +679,7 @@ static void bp_finish(struct bp_cluster *c, struct bp_result *res, double *lat, 
     res->up_gbps = bp_gbps(res->up_bytes, res->seconds);
     res->down_gbps = bp_gbps(res->down_bytes, res->seconds);
     res->gbps = bp_gbps(res->up_bytes + res->down_bytes, res->seconds);
+    res->eff_gbps = bp_gbps(2 * res->bytes * c->W * res->iters, res->seconds);
     struct bt_result lr;
     bt_result_fill(&lr, res->bytes, n_lat, 0, 1, lat, n_lat);
     res->rtt_min = lr.lat_min;

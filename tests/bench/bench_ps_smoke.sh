@@ -16,18 +16,22 @@ fail() { echo "bench_ps_smoke: $*" >&2; exit 1; }
 [ "$(wc -l < "$tmp/p.csv")" -eq 5 ] || fail "csv: want 5 lines, got $(cat "$tmp/p.csv")"
 head -n 1 "$tmp/p.csv" | grep -q '^workers,servers,method,compressor,bytes,numel,cf' || fail "csv header"
 # columns: 1 workers 2 servers 3 method 5 bytes 6 numel 7 cf 8 cf_mean 9 iters 10 seconds
-# 11 up 12 down 13 gbps 14-18 rtt min p50 p99 p99.9 max 19 pp_bytes 20 pp_gbps 21 pp_p50
-# 22 ratio 23.. the phases (compute compress push wait apply aggregate add decide update)
+# 11 up 12 down 13 gbps 14 eff_gbps 15-19 rtt min p50 p99 p99.9 max 20 pp_bytes 21 pp_gbps
+# 22 pp_p50 23 ratio 24.. the phases (compute compress push wait apply aggregate add decide
+# update)
 awk -F, 'NR > 1 {
     bad = !($1 == 2 && $2 == 2 && $9 == 20 && $10 > 0 && $13 > 0 && $11 > 0 && $12 > 0)
     bad = bad || !($5 == 4 * $6 && ($5 - (NR < 4 ? 4096 : 65536)) ^ 2 < 10000)
-    bad = bad || !($14 > 0 && $14 <= $15 && $15 <= $16 && $16 <= $17 && $17 <= $18)
-    bad = bad || !($19 > 0 && $20 > 0 && $21 > 0 && $22 > 0)
-    bad = bad || !($24 > 0 && $25 > 0 && $25 <= $24 && $28 > 0 && $31 > 0)
+    bad = bad || !($15 > 0 && $15 <= $16 && $16 <= $17 && $17 <= $18 && $18 <= $19)
+    bad = bad || !($20 > 0 && $21 > 0 && $22 > 0 && $23 > 0)
+    bad = bad || !($25 > 0 && $26 > 0 && $26 <= $25 && $29 > 0 && $32 > 0)
+    # the dense-equivalent goodput: 2 x bytes x 2 workers x rounds over the same time
+    bad = bad || !(($14 - 4 * $5 * $9 * 8 / $10 / 1e9) ^ 2 < 1e-4 * $14 ^ 2)
     if ($7 == 1) # dense: the method, both ways the same bytes, the baseline at the value size
-        bad = bad || !($3 == "dense" && $8 == 1 && ($11 - $12) ^ 2 < 1e-6 && $19 == $5)
+        bad = bad || !($3 == "dense" && $8 == 1 && ($11 - $12) ^ 2 < 1e-6 && $20 == $5 &&
+                       ($14 - $13) ^ 2 < 1e-4 * $13 ^ 2)
     else         # CF 10: fewer bytes pushed than the model, and the baseline at those
-        bad = bad || !($3 == "static" && $8 == 10 && $19 < $5)
+        bad = bad || !($3 == "static" && $8 == 10 && $20 < $5 && $14 > $13)
     if (bad) { print "bad row: " $0; exit 1 }
 }' "$tmp/p.csv" || fail "rows"
 
