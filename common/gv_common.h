@@ -303,7 +303,8 @@ struct gv_trace_config {
     const char *process;      /* the lane's name in viewers ("worker 2"), copied */
     int sort_index;           /* the lane's place in viewers (lower first) */
     const char *category;     /* every span's "cat" ("worker", "server"), static */
-    const char *const *kinds; /* [n_kinds] span names, static */
+    const char *const *kinds; /* [n_kinds] span names, static; like category and peer_arg,
+                                 written as given (nothing in them may need JSON escaping) */
     uint32_t n_kinds;
     const char *peer_arg; /* the name of the peer argument ("server", "worker"), static */
     uint32_t capacity;    /* events kept between writes (0: 16384) */

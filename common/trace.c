@@ -5,6 +5,7 @@
 #include "gv_common.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -75,9 +76,54 @@ static void trace_write_head(struct gv_trace *tr)
             tr->pid, tr->cfg.sort_index, tr->pid, (long long)tr->real0.tv_sec, tr->real0.tv_nsec);
 }
 
-static double trace_us(const struct gv_trace *tr, uint64_t t)
+/* An event's line is formatted by hand into a stack buffer (printf's general number formatting
+ * cost about 2 us per event, which a full buffer pays 16384 times at once). */
+struct trace_line {
+    char b[512];
+    size_t n;
+};
+
+static void tl_str(struct trace_line *l, const char *s)
 {
-    return t >= tr->mono0 ? (double)(t - tr->mono0) * 1e-3 : -(double)(tr->mono0 - t) * 1e-3;
+    size_t k = strlen(s);
+    if (k > sizeof(l->b) - l->n - 1)
+        k = sizeof(l->b) - l->n - 1;
+    memcpy(l->b + l->n, s, k);
+    l->n += k;
+}
+
+static void tl_u64(struct trace_line *l, uint64_t v)
+{
+    char d[24];
+    int k = 0;
+    do {
+        d[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (k > 0 && l->n < sizeof(l->b) - 1)
+        l->b[l->n++] = d[--k];
+}
+
+/* ns as microseconds with three decimals ("12.345"), signed */
+static void tl_us(struct trace_line *l, uint64_t ns, bool neg)
+{
+    if (neg)
+        tl_str(l, "-");
+    tl_u64(l, ns / 1000);
+    char frac[5] = {'.', (char)('0' + ns / 100 % 10), (char)('0' + ns / 10 % 10),
+                    (char)('0' + ns % 10), '\0'};
+    tl_str(l, frac);
+}
+
+static void tl_double(struct trace_line *l, double v)
+{
+    if (v >= 0 && v < 1e15 && v == (double)(uint64_t)v) { /* CFs are mostly whole numbers */
+        tl_u64(l, (uint64_t)v);
+        return;
+    }
+    char d[32];
+    snprintf(d, sizeof(d), "%.6g", isfinite(v) ? v : 0.0);
+    tl_str(l, d);
 }
 
 static const char *trace_kind_name(const struct gv_trace *tr, uint32_t kind)
@@ -103,15 +149,34 @@ static void trace_write(struct gv_trace *tr)
     }
     for (uint32_t i = 0; i < tr->n; i++) {
         const struct trace_ev *e = &tr->ev[i];
-        fprintf(f,
-                ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
-                "\"pid\":%ld,\"tid\":%ld,\"args\":{\"iter\":%llu,\"cf\":%.6g,\"bytes\":%llu",
-                trace_kind_name(tr, e->kind), tr->cfg.category, trace_us(tr, e->t0),
-                e->t1 >= e->t0 ? (double)(e->t1 - e->t0) * 1e-3 : 0.0, tr->pid, tr->tid,
-                (unsigned long long)e->iter, e->cf, (unsigned long long)e->bytes);
-        if (e->peer >= 0)
-            fprintf(f, ",\"%s\":%d", tr->cfg.peer_arg, e->peer);
-        fputs("}}", f);
+        struct trace_line l = {.n = 0};
+        tl_str(&l, ",\n{\"name\":\"");
+        tl_str(&l, trace_kind_name(tr, e->kind));
+        tl_str(&l, "\",\"cat\":\"");
+        tl_str(&l, tr->cfg.category);
+        tl_str(&l, "\",\"ph\":\"X\",\"ts\":");
+        bool before = e->t0 < tr->mono0; /* a span that began before the tracer opened */
+        tl_us(&l, before ? tr->mono0 - e->t0 : e->t0 - tr->mono0, before);
+        tl_str(&l, ",\"dur\":");
+        tl_us(&l, e->t1 >= e->t0 ? e->t1 - e->t0 : 0, false);
+        tl_str(&l, ",\"pid\":");
+        tl_u64(&l, (uint64_t)tr->pid);
+        tl_str(&l, ",\"tid\":");
+        tl_u64(&l, (uint64_t)tr->tid);
+        tl_str(&l, ",\"args\":{\"iter\":");
+        tl_u64(&l, e->iter);
+        tl_str(&l, ",\"cf\":");
+        tl_double(&l, e->cf);
+        tl_str(&l, ",\"bytes\":");
+        tl_u64(&l, e->bytes);
+        if (e->peer >= 0) {
+            tl_str(&l, ",\"");
+            tl_str(&l, tr->cfg.peer_arg);
+            tl_str(&l, "\":");
+            tl_u64(&l, (uint64_t)e->peer);
+        }
+        tl_str(&l, "}}");
+        fwrite(l.b, 1, l.n, f);
     }
     tr->n = 0;
     if (fflush(f) != 0 || ferror(f))
