@@ -31,7 +31,7 @@ perf record -q -e cpu-clock -F "$freq" -o "$tmp/perf.data" -- \
 rounds=$(awk -F, 'NR == 2 { print $9 }' "$tmp/bench.csv")
 wall_us=$(awk -F, 'NR == 2 { printf "%.1f", $10 / $9 * 1e6 }' "$tmp/bench.csv")
 warm=$(printf '%s\n' "$@" | awk 'p { print; exit } /^--warmup$/ { p = 1 }')
-[ -n "$warm" ] || warm=$(awk -v n="$rounds" 'BEGIN { w = int(n / 10); print w < 3 ? 3 : w > 100 ? 100 : w }')
+[ -n "$warm" ] || warm=$(awk -v n="$rounds" 'BEGIN { w = int(n / 10); print (w < 3 ? 3 : (w > 100 ? 100 : w)) }')
 perf report -i "$tmp/perf.data" --no-children --sort sym -n --stdio 2>/dev/null |
     awk -v freq="$freq" -v rounds="$((rounds + warm))" -v wall="$wall_us" '
     /^ +[0-9.]+%/ {
