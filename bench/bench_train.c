@@ -476,13 +476,17 @@ static gv_status_t bt_run_one(struct bt_ctx *x, struct bt_result *r)
             started++;
     }
     uint64_t deadline = gv_now_ns() + (uint64_t)o->run_timeout_s * 1000000000ull;
-    /* workers first (they end the job), then the servers; waking every 250 ms for the
-     * progress line */
+    /* workers first (they end the job), then the servers; waking for the progress line every
+     * 250 ms, or at its --progress-every when shorter (a run on a fast machine may last less
+     * than 250 ms) */
+    uint64_t wake_ns = 250000000ull;
+    if (x->bp.on && x->bp.every_s > 0 && x->bp.every_s < 0.25)
+        wake_ns = (uint64_t)(GV_MAX(x->bp.every_s, 0.01) * 1e9);
     for (int k = 0; k < started && status == GV_OK; k++) {
         int i = (k + o->servers) % n;
         int rc = 0;
         do {
-            status = bt_wait(pids[i], GV_MIN(deadline, gv_now_ns() + 250000000ull), &rc);
+            status = bt_wait(pids[i], GV_MIN(deadline, gv_now_ns() + wake_ns), &rc);
             if (status == GV_ERR_TIMEOUT && gv_now_ns() < deadline)
                 bt_progress(x, r, false);
             else
