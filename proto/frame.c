@@ -7,6 +7,7 @@
 #include "gv_proto.h"
 #include "proto_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void put_le(unsigned char *p, uint64_t v, int n)
@@ -83,8 +84,9 @@ const struct gv_proto_caps *proto_caps_or_default(const struct gv_proto_caps *ca
     return storage;
 }
 
-gv_status_t gv_proto_parse_prefix(const void *prefix, const struct gv_proto_caps *caps,
-                                  uint32_t *hdr_len_p, uint64_t *payload_len_p)
+gv_status_t gv_proto_prefix_check(const void *prefix, const struct gv_proto_caps *caps,
+                                  uint32_t *hdr_len_p, uint64_t *payload_len_p, char *why,
+                                  size_t why_len)
 {
     struct gv_proto_caps defcaps;
     struct gv_proto_prefix p;
@@ -92,41 +94,51 @@ gv_status_t gv_proto_parse_prefix(const void *prefix, const struct gv_proto_caps
     caps = proto_caps_or_default(caps, &defcaps);
     gv_proto_prefix_read(prefix, &p);
     if (p.magic != GV_PROTO_MAGIC) {
-        gv_log(GV_LOG_WARN, "proto: bad magic 0x%08x (want 0x%08x): not a gravac peer", p.magic,
-               GV_PROTO_MAGIC);
+        snprintf(why, why_len, "bad magic 0x%08x (want 0x%08x): not a gravac peer", p.magic,
+                 GV_PROTO_MAGIC);
         return GV_ERR_PROTO;
     }
     /* Checked before the other fields: another version may define them differently. */
     if (p.version != GV_PROTO_VERSION) {
-        gv_log(GV_LOG_ERROR, "proto: peer speaks wire version %u, this build speaks %u", p.version,
-               GV_PROTO_VERSION);
+        snprintf(why, why_len, "peer speaks wire version %u, this build speaks %u", p.version,
+                 GV_PROTO_VERSION);
         return GV_ERR_VERSION;
     }
     if (p.reserved != 0) {
-        gv_log(GV_LOG_WARN, "proto: reserved prefix field is 0x%08x, must be 0", p.reserved);
+        snprintf(why, why_len, "reserved prefix field is 0x%08x, must be 0", p.reserved);
         return GV_ERR_PROTO;
     }
     if ((p.flags & ~GV_PROTO_FLAGS_KNOWN) != 0) {
-        gv_log(GV_LOG_WARN, "proto: unknown prefix flags 0x%04x", p.flags);
+        snprintf(why, why_len, "unknown prefix flags 0x%04x", p.flags);
         return GV_ERR_PROTO;
     }
     if (p.hdr_len == 0) {
-        gv_log(GV_LOG_WARN, "proto: hdr_len 0: every frame has a header");
+        snprintf(why, why_len, "hdr_len 0: every frame has a header");
         return GV_ERR_PROTO;
     }
     if (p.hdr_len > caps->max_hdr_len) {
-        gv_log(GV_LOG_WARN, "proto: hdr_len %u above cap max_hdr_len %u", p.hdr_len,
-               caps->max_hdr_len);
+        snprintf(why, why_len, "hdr_len %u above cap max_hdr_len %u", p.hdr_len, caps->max_hdr_len);
         return GV_ERR_PROTO;
     }
     if (p.payload_len > caps->max_payload_len) {
-        gv_log(GV_LOG_WARN, "proto: payload_len %llu above cap max_payload_len %llu",
-               (unsigned long long)p.payload_len, (unsigned long long)caps->max_payload_len);
+        snprintf(why, why_len, "payload_len %llu above cap max_payload_len %llu",
+                 (unsigned long long)p.payload_len, (unsigned long long)caps->max_payload_len);
         return GV_ERR_PROTO;
     }
     *hdr_len_p = p.hdr_len;
     *payload_len_p = p.payload_len;
     return GV_OK;
+}
+
+gv_status_t gv_proto_parse_prefix(const void *prefix, const struct gv_proto_caps *caps,
+                                  uint32_t *hdr_len_p, uint64_t *payload_len_p)
+{
+    char why[160];
+    gv_status_t status =
+        gv_proto_prefix_check(prefix, caps, hdr_len_p, payload_len_p, why, sizeof(why));
+    if (status != GV_OK)
+        gv_log(status == GV_ERR_VERSION ? GV_LOG_ERROR : GV_LOG_WARN, "proto: %s", why);
+    return status;
 }
 
 /* ---------------------------------------------------------------- arena */

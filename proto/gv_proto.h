@@ -74,6 +74,11 @@ gv_status_t gv_proto_caps_check(const struct gv_proto_caps *caps);
  * The out-params are written only on success. */
 gv_status_t gv_proto_parse_prefix(const void *prefix, const struct gv_proto_caps *caps,
                                   uint32_t *hdr_len_p, uint64_t *payload_len_p);
+/* The same checks, silent: the reason goes to why[why_len] instead of the log, for callers
+ * that rate-limit their logging (anyone can send garbage in a loop) or name the peer. */
+gv_status_t gv_proto_prefix_check(const void *prefix, const struct gv_proto_caps *caps,
+                                  uint32_t *hdr_len_p, uint64_t *payload_len_p, char *why,
+                                  size_t why_len);
 
 /* ---------------------------------------------------------------- decode arena */
 

@@ -18,6 +18,7 @@
 
 #define TCP_BACKOFF_MIN_MS 10
 #define TCP_BACKOFF_MAX_MS 200
+#define TCP_ACCEPT_PAUSE_MS 100 /* accept out of descriptors: wait this long before retrying */
 
 gv_status_t tcp_status_of_errno(int err)
 {
@@ -362,6 +363,52 @@ static void tcp_listener_close(struct gv_listener *bl)
     }
 }
 
+/* accept failed for want of a resource (descriptors, buffers): the pending connection stays
+ * queued, so the listener would stay readable and the loop would spin on the failing call.
+ * The listener is left out of the poll for a while instead; the queued connections are
+ * accepted once descriptors are free again (nothing is shed). */
+static void tcp_listener_pause(struct tcp_listener *l, int err)
+{
+    static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(5, 10000);
+    struct tcp_tp *tp = l->tp;
+    struct epoll_event ev = {.events = 0, .data.ptr = &l->ev_kind};
+    if (epoll_ctl(tp->epfd, EPOLL_CTL_MOD, l->fd, &ev) != 0) {
+        gv_log(GV_LOG_ERROR, "tcp: epoll_ctl mod listener: %s", strerror(errno));
+        return;
+    }
+    l->paused_until = gv_now_ns() + TCP_ACCEPT_PAUSE_MS * 1000000ull;
+    tp->listen_resume_ns = GV_MIN(tp->listen_resume_ns, l->paused_until);
+    GV_LOG_LIMITED(GV_LOG_WARN, &lim,
+                   "tcp: accept on port %u: %s; not accepting for %d ms (the connections wait in "
+                   "the listen queue)",
+                   (unsigned)l->port, strerror(err), TCP_ACCEPT_PAUSE_MS);
+}
+
+int tcp_listeners_resume(struct tcp_tp *tp)
+{
+    uint64_t now = tp->now_ns, next = UINT64_MAX;
+    int n = 0;
+    if (now < tp->listen_resume_ns)
+        return 0;
+    for (struct tcp_listener *l = tp->listeners; l != NULL; l = l->next) {
+        if (l->paused_until == 0)
+            continue;
+        if (now < l->paused_until) {
+            next = GV_MIN(next, l->paused_until);
+            continue;
+        }
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->ev_kind};
+        if (epoll_ctl(tp->epfd, EPOLL_CTL_MOD, l->fd, &ev) != 0) {
+            gv_log(GV_LOG_ERROR, "tcp: epoll_ctl mod listener: %s", strerror(errno));
+            continue;
+        }
+        l->paused_until = 0;
+        n++;
+    }
+    tp->listen_resume_ns = next;
+    return n;
+}
+
 void tcp_listener_on_readable(struct tcp_listener *l)
 {
     struct tcp_tp *tp = l->tp;
@@ -370,10 +417,13 @@ void tcp_listener_on_readable(struct tcp_listener *l)
     for (int i = 0; i < 16 && l->fd >= 0; i++) {
         int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
+            int err = errno;
+            if (err == EINTR || err == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                gv_log(GV_LOG_WARN, "tcp: accept: %s", strerror(errno));
+            if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
+                tcp_listener_pause(l, err);
+            else if (err != EAGAIN && err != EWOULDBLOCK)
+                gv_log(GV_LOG_WARN, "tcp: accept: %s", strerror(err));
             return;
         }
         struct tcp_conn *c;
@@ -557,6 +607,7 @@ static gv_status_t tcp_create(const struct gv_tp_config *cfg, const struct gv_tp
     tp->base.h = *h;
     tp->base.user = user;
     tp->next_check_ns = UINT64_MAX;
+    tp->listen_resume_ns = UINT64_MAX;
     tp->scratch = gv_malloc(TCP_SCRATCH_BYTES);
     if (tp->scratch == NULL)
         goto err_destroy;

@@ -96,6 +96,7 @@ struct tcp_listener {
     int ev_kind; /* TCP_EV_LISTENER */
     int fd;
     uint16_t port;
+    uint64_t paused_until; /* accept failed for want of descriptors: not polled until then */
     struct tcp_tp *tp;
     struct tcp_listener *next; /* in tp->listeners, or tp->dead_listeners once closed */
 };
@@ -103,13 +104,14 @@ struct tcp_listener {
 struct tcp_tp {
     struct gv_tp base; /* first */
     int epfd;
-    int depth;                /* > 0 while inside progress (or a teardown) : frees are deferred */
-    int n_failed;             /* conns in TCP_CONN_FAILED, closed at the next progress */
-    int n_resume;             /* conns with rx_resume set */
-    uint64_t now_ns;          /* clock read once per progress call, after epoll_wait */
-    uint64_t next_check_ns;   /* earliest time an I/O timeout may expire; UINT64_MAX: none */
-    struct tcp_conn *conns;   /* open and failed conns */
-    struct tcp_conn *zombies; /* closed conns waiting for their last reference */
+    int depth;                 /* > 0 while inside progress (or a teardown) : frees are deferred */
+    int n_failed;              /* conns in TCP_CONN_FAILED, closed at the next progress */
+    int n_resume;              /* conns with rx_resume set */
+    uint64_t now_ns;           /* clock read once per progress call, after epoll_wait */
+    uint64_t next_check_ns;    /* earliest time an I/O timeout may expire; UINT64_MAX: none */
+    uint64_t listen_resume_ns; /* earliest paused listener's resume time; UINT64_MAX: none */
+    struct tcp_conn *conns;    /* open and failed conns */
+    struct tcp_conn *zombies;  /* closed conns waiting for their last reference */
     struct tcp_listener *listeners, *dead_listeners;
     uint8_t *scratch; /* TCP_SCRATCH_BYTES, for discarded payload */
 };
@@ -134,6 +136,8 @@ void tcp_conn_teardown(struct tcp_conn *c, gv_status_t reason);
 /* Marks c failed; the teardown runs from the next progress call. */
 void tcp_conn_fail_later(struct tcp_conn *c, gv_status_t reason);
 void tcp_listener_on_readable(struct tcp_listener *l);
+/* Polls the listeners whose pause (accept out of descriptors) has ended; returns how many. */
+int tcp_listeners_resume(struct tcp_tp *tp);
 void tcp_reap(struct tcp_tp *tp);
 gv_status_t tcp_status_of_errno(int err);
 

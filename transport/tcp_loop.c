@@ -60,10 +60,11 @@ restart:
 /* How long epoll_wait may sleep: the caller's timeout, cut to the next I/O-timeout check. */
 static int tcp_wait_ms(struct tcp_tp *tp, int timeout_ms)
 {
-    if (timeout_ms == 0 || tp->next_check_ns == UINT64_MAX)
+    uint64_t due = GV_MIN(tp->next_check_ns, tp->listen_resume_ns);
+    if (timeout_ms == 0 || due == UINT64_MAX)
         return timeout_ms;
     uint64_t now = gv_now_ns();
-    uint64_t due_ms = now >= tp->next_check_ns ? 0 : (tp->next_check_ns - now + 999999) / 1000000;
+    uint64_t due_ms = now >= due ? 0 : (due - now + 999999) / 1000000;
     if (timeout_ms < 0 || due_ms < (uint64_t)timeout_ms)
         return (int)due_ms;
     return timeout_ms;
@@ -118,6 +119,7 @@ int tcp_progress(struct gv_tp *btp, int timeout_ms)
     handled += tcp_run_resumed(tp);
     handled += tcp_check_timeouts(tp);
     handled += tcp_close_failed(tp);
+    handled += tcp_listeners_resume(tp);
 out:
     if (--tp->depth == 0)
         tcp_reap(tp);
