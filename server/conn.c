@@ -10,6 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Lines about connections that have not joined (anyone can open them, in a loop): each kind
+ * at most 10 per 10 s, the rest counted (gv_log_limit). */
+static struct gv_log_limit conn_lim_refused = GV_LOG_LIMIT_INIT(10, 10000);
+static struct gv_log_limit conn_lim_hs = GV_LOG_LIMIT_INIT(10, 10000);
+static struct gv_log_limit conn_lim_unexpected = GV_LOG_LIMIT_INIT(10, 10000);
+
 /* Finishes rounds as long as they complete: metrics, the periodic checkpoint, the next round
  * (held while a checkpoint is written: it borrows the shard). */
 static void conn_round(struct gv_server *srv, enum srv_round_event ev)
@@ -38,8 +44,14 @@ void srv_conn_worker_silent(struct gv_server *srv, struct srv_peer *p, const cha
 static gv_status_t conn_parse_prefix(const void *prefix, uint32_t *hdr_len_p,
                                      uint64_t *payload_len_p, void *user)
 {
+    static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(10, 10000);
     struct gv_server *srv = user;
-    return gv_proto_parse_prefix(prefix, &srv->caps, hdr_len_p, payload_len_p);
+    char why[160];
+    gv_status_t status =
+        gv_proto_prefix_check(prefix, &srv->caps, hdr_len_p, payload_len_p, why, sizeof(why));
+    if (status != GV_OK)
+        GV_LOG_LIMITED(GV_LOG_WARN, &lim, "server %u: refused a frame: %s", srv->rank, why);
+    return status;
 }
 
 /* Every send on p's link has completed. */
@@ -80,13 +92,14 @@ static void conn_hs_on_msg(struct gv_server *srv, struct srv_peer *p, const stru
         srv_conn_poll_round(srv);
         return;
     case GV_PS_HS_REFUSED:
-        gv_log(GV_LOG_WARN, "server %u: refused %s: %s", srv->rank, p->name, p->shs.why);
+        GV_LOG_LIMITED(GV_LOG_WARN, &conn_lim_refused, "server %u: refused %s: %s", srv->rank,
+                       p->name, p->shs.why);
         srv_metrics_refused(srv, gv_proto_refuse_str(p->shs.code));
         srv_peer_send_close(p, &out);
         return;
     case GV_PS_HS_CLOSED:
-        gv_log(GV_LOG_WARN, "server %u: %s refused the handshake: %s", srv->rank, p->name,
-               p->shs.why);
+        GV_LOG_LIMITED(GV_LOG_WARN, &conn_lim_hs, "server %u: %s refused the handshake: %s",
+                       srv->rank, p->name, p->shs.why);
         srv_metrics_refused(srv, "auth");
         srv_peer_close(p);
         return;
@@ -219,8 +232,9 @@ static gv_status_t conn_on_header(struct gv_conn *c, const void *msg, size_t msg
         return GV_OK;
     default: break;
     }
-    gv_log(GV_LOG_WARN, "server %u: %s sent an unexpected %s with a payload", srv->rank, p->name,
-           gv_proto_msg_type_str(m->type));
+    GV_LOG_LIMITED(GV_LOG_WARN, &conn_lim_unexpected,
+                   "server %u: %s sent an unexpected %s with a payload", srv->rank, p->name,
+                   gv_proto_msg_type_str(m->type));
     return GV_ERR_PROTO;
 }
 
@@ -306,8 +320,8 @@ static void conn_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void
     struct srv_peer *p = c->user;
     const struct gv_proto_msg *m;
     if (gv_ps_rx_msg(&p->rx, msg, msg_len, &srv->caps, &srv->net.arena, &m) != GV_OK) {
-        gv_log(GV_LOG_WARN, "server %u: %s sent an undecodable header; closing", srv->rank,
-               p->name);
+        GV_LOG_LIMITED(GV_LOG_WARN, &conn_lim_unexpected,
+                       "server %u: %s sent an undecodable header; closing", srv->rank, p->name);
         srv_peer_close(p);
         return;
     }
@@ -344,12 +358,35 @@ static void conn_on_accept(struct gv_listener *l, struct gv_conn *c, void *user)
     gv_log(GV_LOG_DEBUG, "server %u: connection from %s", srv->rank, c->peer);
 }
 
+/* A connection that closed before it joined: logged (rate-limited: a flood of them is one
+ * client's doing) and its record freed. */
+static void conn_new_closed(struct gv_server *srv, struct srv_peer *p, gv_status_t reason,
+                            const char *why)
+{
+    static struct gv_log_limit lim_bad = GV_LOG_LIMIT_INIT(10, 10000);
+    static struct gv_log_limit lim_left = GV_LOG_LIMIT_INIT(10, 10000);
+    if (reason == GV_ERR_PROTO || reason == GV_ERR_VERSION) {
+        /* garbage, a truncated or oversized frame, another wire version: proto/ logged the
+         * detail; this connection only is closed */
+        GV_LOG_LIMITED(GV_LOG_WARN, &lim_bad, "server %u: closed %s before it joined: %s",
+                       srv->rank, p->name,
+                       reason == GV_ERR_VERSION ? "it speaks another wire version"
+                                                : "it sent a malformed frame");
+        srv_metrics_refused(srv, reason == GV_ERR_VERSION ? "version" : "protocol");
+    } else if (!p->close_after_send) {
+        GV_LOG_LIMITED(GV_LOG_INFO, &lim_left, "server %u: %s left before joining (%s)", srv->rank,
+                       p->name, why);
+    }
+    srv_peer_release(srv, p);
+}
+
 static void conn_on_close(struct gv_conn *c, gv_status_t reason, void *user)
 {
     struct gv_server *srv = user;
     struct srv_peer *p = c->user;
     if (p == NULL)
         return;
+    c->user = NULL;
     p->closed = true;
     p->link.c = NULL;
     const char *why = reason == GV_OK ? "closed here" : gv_status_str(reason);
@@ -357,18 +394,7 @@ static void conn_on_close(struct gv_conn *c, gv_status_t reason, void *user)
         srv_ops_forget(srv, p, why);
     char text[200];
     switch (p->kind) {
-    case SRV_PEER_NEW:
-        if (reason == GV_ERR_PROTO || reason == GV_ERR_VERSION) {
-            /* garbage, a truncated or oversized frame, another wire version: proto/ logged the
-             * detail; this connection only is closed */
-            gv_log(GV_LOG_WARN, "server %u: closed %s before it joined: %s", srv->rank, p->name,
-                   reason == GV_ERR_VERSION ? "it speaks another wire version"
-                                            : "it sent a malformed frame");
-            srv_metrics_refused(srv, reason == GV_ERR_VERSION ? "version" : "protocol");
-        } else {
-            gv_log(GV_LOG_INFO, "server %u: %s left before joining (%s)", srv->rank, p->name, why);
-        }
-        return;
+    case SRV_PEER_NEW: conn_new_closed(srv, p, reason, why); return;
     case SRV_PEER_WORKER:
         if (p->bye || !srv_live(srv) || srv->round.dead[p->rank])
             return;

@@ -64,18 +64,54 @@ gv_status_t srv_net_listen(struct gv_server *srv, const struct gv_tp_handler *h)
     return gv_cluster_publish(cl, srv->rank, net->advertise_str);
 }
 
+static void net_list_add(struct srv_peer_list *l, struct srv_peer *p)
+{
+    p->list = l;
+    p->next = NULL;
+    p->prev = l->tail;
+    if (l->tail != NULL)
+        l->tail->next = p;
+    else
+        l->head = p;
+    l->tail = p;
+    l->n++;
+}
+
+static void net_list_del(struct srv_peer *p)
+{
+    struct srv_peer_list *l = p->list;
+    if (p->prev != NULL)
+        p->prev->next = p->next;
+    else
+        l->head = p->next;
+    if (p->next != NULL)
+        p->next->prev = p->prev;
+    else
+        l->tail = p->prev;
+    l->n--;
+    p->list = NULL;
+    p->prev = p->next = NULL;
+}
+
+static void net_peer_free(struct gv_server *srv, struct srv_peer *p)
+{
+    srv->net.gone_recv += p->link.bytes_recv;
+    srv->net.gone_sent += p->link.bytes_sent;
+    net_list_del(p);
+    gv_ps_link_cleanup(&p->link);
+    gv_ps_rx_cleanup(&p->rx);
+    gv_free(p);
+}
+
 void srv_net_cleanup(struct gv_server *srv)
 {
     struct srv_net *net = &srv->net;
-    gv_tp_destroy(net->tp); /* closes every conn: on_close marks the peers */
+    gv_tp_destroy(net->tp); /* closes every conn: on_close marks (or frees) the peers */
     net->tp = NULL;
-    for (struct srv_peer *p = net->peers, *next; p != NULL; p = next) {
-        next = p->next;
-        gv_ps_link_cleanup(&p->link);
-        gv_ps_rx_cleanup(&p->rx);
-        gv_free(p);
-    }
-    net->peers = NULL;
+    while (net->pending.head != NULL)
+        net_peer_free(srv, net->pending.head);
+    while (net->joined.head != NULL)
+        net_peer_free(srv, net->joined.head);
     gv_free(net->workers);
     gv_free(net->servers);
     gv_free(net->arena_buf);
@@ -101,9 +137,25 @@ struct srv_peer *srv_peer_new(struct gv_server *srv, struct gv_conn *c, enum srv
     p->t_accept_ns = gv_now_ns();
     snprintf(p->name, sizeof(p->name), "peer %s", c->peer);
     c->user = p;
-    p->next = srv->net.peers;
-    srv->net.peers = p;
+    net_list_add(kind == SRV_PEER_NEW ? &srv->net.pending : &srv->net.joined, p);
     return p;
+}
+
+void srv_peer_joined(struct gv_server *srv, struct srv_peer *p, enum srv_peer_kind kind)
+{
+    p->kind = kind;
+    if (p->list != &srv->net.joined) {
+        net_list_del(p);
+        net_list_add(&srv->net.joined, p);
+    }
+}
+
+bool srv_peer_release(struct gv_server *srv, struct srv_peer *p)
+{
+    if (!p->closed || p->kind != SRV_PEER_NEW)
+        return false;
+    net_peer_free(srv, p);
+    return true;
 }
 
 void srv_peer_close(struct srv_peer *p)
@@ -127,7 +179,8 @@ void srv_peer_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char *
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    gv_log(GV_LOG_WARN, "server %u: refused %s: %s", p->srv->rank, p->name, text);
+    static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(10, 10000);
+    GV_LOG_LIMITED(GV_LOG_WARN, &lim, "server %u: refused %s: %s", p->srv->rank, p->name, text);
     srv_metrics_refused(p->srv, gv_proto_refuse_str(code));
     struct gv_proto_msg m;
     gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_REFUSE, 0);
@@ -136,12 +189,17 @@ void srv_peer_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char *
     srv_peer_send_close(p, &m);
 }
 
-bool srv_net_idle(const struct gv_server *srv)
+static bool net_list_idle(const struct srv_peer_list *l)
 {
-    for (const struct srv_peer *p = srv->net.peers; p != NULL; p = p->next)
+    for (const struct srv_peer *p = l->head; p != NULL; p = p->next)
         if (!p->closed && p->link.c != NULL && !gv_ps_link_idle(&p->link))
             return false;
     return true;
+}
+
+bool srv_net_idle(const struct gv_server *srv)
+{
+    return net_list_idle(&srv->net.pending) && net_list_idle(&srv->net.joined);
 }
 
 bool srv_net_coord_alive(const struct gv_server *srv)
@@ -246,8 +304,8 @@ void srv_send_bye_all(struct gv_server *srv, uint64_t iteration)
 
 void srv_send_error_all(struct gv_server *srv, uint64_t iter, gv_status_t code, const char *text)
 {
-    for (struct srv_peer *p = srv->net.peers; p != NULL; p = p->next) {
-        if (p->closed || p->kind == SRV_PEER_NEW)
+    for (struct srv_peer *p = srv->net.joined.head; p != NULL; p = p->next) {
+        if (p->closed)
             continue;
         struct gv_proto_msg m;
         gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_ERROR, iter);

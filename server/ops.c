@@ -108,7 +108,7 @@ int srv_ops_tick(struct gv_server *srv, uint64_t now, struct srv_peer **silent, 
     lv->t_tick_ns = now;
     /* liveness while the job runs; heartbeats until the end (the end has its own deadline) */
     bool active = srv_live(srv);
-    for (struct srv_peer *p = srv->net.peers; p != NULL && !srv_over(srv); p = p->next) {
+    for (struct srv_peer *p = srv->net.joined.head; p != NULL && !srv_over(srv); p = p->next) {
         if (!ops_joined(srv, p))
             continue;
         srv_send_heartbeat(srv, p, srv->round.iter, now);

@@ -125,17 +125,22 @@ uint16_t gv_server_port(const struct gv_server *srv)
     return srv->net.port;
 }
 
+/* Connections that have not completed the handshake in time are closed. They are in accept
+ * order and share one timeout, so only the expired ones at the head are visited. */
 static void srv_check_handshakes(struct gv_server *srv, uint64_t now)
 {
-    for (struct srv_peer *p = srv->net.peers; p != NULL; p = p->next)
-        if (p->kind == SRV_PEER_NEW && !p->closed && p->link.c != NULL &&
-            now - p->t_accept_ns > srv->cfg.handshake_timeout_ns) {
-            gv_log(GV_LOG_WARN,
-                   "server %u: %s did not complete the handshake within %.1f s; "
-                   "closed",
-                   srv->rank, p->name, (double)srv->cfg.handshake_timeout_ns * 1e-9);
-            srv_peer_close(p);
-        }
+    static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(10, 10000);
+    for (struct srv_peer *p = srv->net.pending.head, *next; p != NULL; p = next) {
+        next = p->next;
+        if (p->t_accept_ns > now || now - p->t_accept_ns <= srv->cfg.handshake_timeout_ns)
+            break;
+        if (p->closed || p->link.c == NULL)
+            continue;
+        GV_LOG_LIMITED(GV_LOG_WARN, &lim,
+                       "server %u: %s did not complete the handshake within %.1f s; closed",
+                       srv->rank, p->name, (double)srv->cfg.handshake_timeout_ns * 1e-9);
+        srv_peer_close(p); /* frees p */
+    }
 }
 
 /* Every worker (and on server 0 every other server) has said BYE or left. */

@@ -49,17 +49,24 @@ struct srv_peer {
     struct gv_ps_client_hs hs;  /* COORD: our client side */
     struct gv_ps_rx rx;         /* the header of the message being received (decoded once) */
     uint64_t t_accept_ns;
-    uint64_t hello_iter;   /* SERVER peers: the newest checkpoint iteration its HELLO named */
-    bool synced;           /* worker: initial model and decision sent (start.c) */
-    bool bye;              /* said BYE */
-    bool bye_sent;         /* we said BYE to it */
-    bool close_after_send; /* a REFUSE or an eviction is in flight: close when it has left */
-    bool closed;           /* on_close ran */
-    bool deferred;         /* WORKER: its push waits for its turn, unread; its heartbeats wait
-                              behind it, so its silence is not held against it meanwhile */
-    uint64_t seen_bytes;   /* conn bytes_recv at the last liveness tick (ops.c) */
-    uint64_t t_seen_ns;    /* when it was last heard from (a message or bytes) */
-    struct srv_peer *next; /* in net.peers */
+    uint64_t hello_iter;        /* SERVER peers: the newest checkpoint iteration its HELLO named */
+    bool synced;                /* worker: initial model and decision sent (start.c) */
+    bool bye;                   /* said BYE */
+    bool bye_sent;              /* we said BYE to it */
+    bool close_after_send;      /* a REFUSE or an eviction is in flight: close when it has left */
+    bool closed;                /* on_close ran */
+    bool deferred;              /* WORKER: its push waits for its turn, unread; its heartbeats wait
+                                   behind it, so its silence is not held against it meanwhile */
+    uint64_t seen_bytes;        /* conn bytes_recv at the last liveness tick (ops.c) */
+    uint64_t t_seen_ns;         /* when it was last heard from (a message or bytes) */
+    struct srv_peer_list *list; /* net.pending (NEW) or net.joined (the others) */
+    struct srv_peer *prev, *next; /* in that list */
+};
+
+/* Peer records, doubly linked: a record leaves its list (and is freed) in O(1). */
+struct srv_peer_list {
+    struct srv_peer *head, *tail;
+    uint32_t n;
 };
 
 struct srv_net {
@@ -69,10 +76,17 @@ struct srv_net {
     char bind_str[300], advertise_str[300];
     struct gv_proto_arena arena;
     void *arena_buf;
-    struct srv_peer *peers;    /* every connection */
-    struct srv_peer **workers; /* [W], welcomed workers */
-    struct srv_peer **servers; /* [S] on server 0 */
-    struct srv_peer *coord;    /* servers 1..S-1 */
+    /* A record lives as long as its connection, except a joined peer's, which keeps its slot
+     * (and so its record) until the server is destroyed: at most W + S records outlive their
+     * connection, so memory and the per-turn sweeps are bounded by the connections open now.
+     * pending: connections still in the handshake (or refused, their REFUSE leaving), in
+     * accept order, so the handshake deadline is checked from the head only; joined: workers,
+     * servers and (servers 1..S-1) the connection to server 0. */
+    struct srv_peer_list pending, joined;
+    uint64_t gone_recv, gone_sent; /* bytes of the records already freed (metrics) */
+    struct srv_peer **workers;     /* [W], welcomed workers */
+    struct srv_peer **servers;     /* [S] on server 0 */
+    struct srv_peer *coord;        /* servers 1..S-1 */
     uint32_t n_workers_in, n_servers_in;
 };
 
@@ -430,9 +444,17 @@ gv_status_t srv_net_init(struct gv_server *srv);
 gv_status_t srv_net_listen(struct gv_server *srv, const struct gv_tp_handler *h);
 /* Closes the transport (on_close marks the peers) and frees every peer. */
 void srv_net_cleanup(struct gv_server *srv);
-/* A record for connection c (on_idle: the link's callback, conn.c's). NULL: out of memory. */
+/* A record for connection c (on_idle: the link's callback, conn.c's). NULL: out of memory.
+ * A NEW peer goes to net.pending, a COORD to net.joined. */
 struct srv_peer *srv_peer_new(struct gv_server *srv, struct gv_conn *c, enum srv_peer_kind kind,
                               void (*on_idle)(struct gv_ps_link *l, void *arg));
+/* A NEW peer took a slot as kind (WORKER or SERVER): it moves to net.joined. */
+void srv_peer_joined(struct gv_server *srv, struct srv_peer *p, enum srv_peer_kind kind);
+/* Frees p if nothing refers to it any more: its connection has closed (on_close ran, so its
+ * sends' callbacks have fired) and it holds no slot (a NEW peer). Returns whether it did. */
+bool srv_peer_release(struct gv_server *srv, struct srv_peer *p);
+/* Closes p's connection (on_close follows at once; a NEW peer's record is then freed: the
+ * caller must not use p afterwards). */
 void srv_peer_close(struct srv_peer *p);
 /* Refuses a connection that has not joined: REFUSE, then close once it is sent. */
 void srv_peer_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char *fmt, ...)

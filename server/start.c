@@ -108,7 +108,7 @@ void srv_start_joined(struct gv_server *srv, struct srv_peer *p)
     }
     *slot = p;
     if (as_server) {
-        p->kind = SRV_PEER_SERVER;
+        srv_peer_joined(srv, p, SRV_PEER_SERVER);
         net->n_servers_in++;
         gv_log(GV_LOG_INFO, "server 0: %s joined (newest checkpoint: iteration %" PRIu64 ")",
                p->name, p->hello_iter);
@@ -121,7 +121,7 @@ void srv_start_joined(struct gv_server *srv, struct srv_peer *p)
         srv_peer_close(p);
         return;
     }
-    p->kind = SRV_PEER_WORKER;
+    srv_peer_joined(srv, p, SRV_PEER_WORKER);
     net->n_workers_in++;
     gv_log(GV_LOG_INFO, "server %u: %s joined (%u of %u)", srv->rank, p->name, net->n_workers_in,
            srv->W);
