@@ -530,6 +530,15 @@ enum gv_ps_hs_result gv_ps_server_hs_on_msg(struct gv_ps_server_hs *hs,
 gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len, uint32_t shard,
                              uint64_t n, const struct gv_ps_decision *d, size_t rcap, bool *dense_p,
                              char *why, size_t why_len);
+/* Whether a PUSH's values are all finite: its payload (the VALUES segment of a sparse push, f32
+ * or f16, or its DENSE segment), as received in `payload` after a passed gv_ps_push_check, and
+ * its statistics (gv_ps_stats_check). GV_ERR_PROTO with why ("NaN at entry 5 of 120") when not.
+ * A push with a non-finite value must not reach an accumulator: one NaN poisons every replica. */
+gv_status_t gv_ps_push_finite(const struct gv_proto_msg *m, const uint8_t *payload, char *why,
+                              size_t why_len);
+/* A push's statistics: the squared norms, the times (and Accordion's layer norms) finite and
+ * >= 0, the loss finite (what adapt/ accepts). GV_ERR_PROTO with why naming the field. */
+gv_status_t gv_ps_stats_check(const struct gv_proto_iter_stats *st, char *why, size_t why_len);
 /* An UPDATE of iteration iter for shard `shard` of n parameters into a buffer of ucap bytes:
  * one dense f32 segment or an index and an f32 value segment that fit, then (Accordion) one RAW
  * segment of n_tensors bytes. *dense_p tells which. GV_ERR_PROTO otherwise. */

@@ -11,12 +11,15 @@
 #include "srv.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 static gv_status_t round_controller(struct gv_server *srv);
 static void round_controller_cleanup(struct gv_server *srv);
 static gv_status_t round_decide(struct gv_server *srv);
+static enum srv_round_event round_worker_bad(struct gv_server *srv, struct srv_peer *p,
+                                             const char *why);
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -309,7 +312,9 @@ static void round_dropped(struct gv_server *srv, struct srv_peer *p)
 
 static enum srv_round_event round_aggregated(struct gv_server *srv);
 
-static void round_stats(struct gv_server *srv, uint32_t rank, const struct gv_proto_iter_stats *st)
+/* Adds one push's statistics (checked finite on arrival) to the round's; false when a sum
+ * overflows (each was finite: a worker sent values near the double range). */
+static bool round_stats(struct gv_server *srv, uint32_t rank, const struct gv_proto_iter_stats *st)
 {
     struct srv_round *r = &srv->round;
     struct srv_agg *a = &r->agg;
@@ -326,6 +331,16 @@ static void round_stats(struct gv_server *srv, uint32_t rank, const struct gv_pr
         a->epoch_end = true;
         a->n_layer_norms = st->n_layer_norms;
     }
+    return isfinite(a->g_ef + a->g_min + a->g_c + a->loss_sum);
+}
+
+static void round_stats_overflow(struct gv_server *srv, const struct srv_peer *p)
+{
+    const struct srv_agg *a = &srv->round.agg;
+    srv_abort(srv, GV_ERR_PROTO,
+              "%s's statistics of iteration %" PRIu64 " overflow the round's sums (||g_ef||^2 %g, "
+              "||g_min||^2 %g, ||g_c||^2 %g, loss %g): it sent values near the float range",
+              p->name, srv->round.iter, a->g_ef, a->g_min, a->g_c, a->loss_sum);
 }
 
 /* The next push to aggregate: the lowest rank not yet added that is expected and alive (ranks
@@ -350,8 +365,10 @@ static enum srv_round_event round_next(struct gv_server *srv)
         /* an empty push held for its turn counts now: no entries, only its statistics, summed
          * in rank order like the others */
         h->on = false;
-        if (srv->rank == 0)
-            round_stats(srv, q->rank, &h->stats);
+        if (srv->rank == 0 && !round_stats(srv, q->rank, &h->stats)) {
+            round_stats_overflow(srv, q);
+            return SRV_ROUND_BUSY;
+        }
         r->arrived[q->rank] = true;
         r->recv += h->bytes;
         r->next_rank++;
@@ -464,19 +481,25 @@ static bool round_empty_ok(struct gv_server *srv, const struct srv_peer *p,
 
 /* A push without payload that arrived out of turn (the transport asks on_header only for
  * messages with a payload, so it could not be deferred): checked and held for its turn. */
-static void round_hold(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m,
-                       uint64_t msg_bytes)
+static enum srv_round_event round_hold(struct gv_server *srv, struct srv_peer *p,
+                                       const struct gv_proto_msg *m, uint64_t msg_bytes)
 {
     struct srv_round *r = &srv->round;
     struct srv_held *h = &r->held[p->rank];
+    char why[300];
     if (m->payload_len != 0 || h->on) {
         srv_abort(srv, GV_ERR_PROTO, "%s pushed twice in round %" PRIu64, p->name, r->iter);
-        return;
+        return SRV_ROUND_BUSY;
     }
     if (!round_empty_ok(srv, p, m)) {
         srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed gradient at iteration %" PRIu64,
                   p->name, r->iter);
-        return;
+        return SRV_ROUND_BUSY;
+    }
+    if (gv_ps_stats_check(&m->u.push.stats, why, sizeof(why)) != GV_OK) {
+        char what[360];
+        snprintf(what, sizeof(what), "a non-finite statistic (%.300s)", why);
+        return round_worker_bad(srv, p, what);
     }
     uint32_t nt = srv->shard.n_tensors;
     h->on = true;
@@ -487,30 +510,39 @@ static void round_hold(struct gv_server *srv, struct srv_peer *p, const struct g
         memcpy(r->held_norms, m->u.push.stats.layer_norms, nt * sizeof(double));
         h->stats.layer_norms = r->held_norms;
     }
+    return SRV_ROUND_BUSY;
 }
 
 enum srv_round_event srv_round_push_done(struct gv_server *srv, struct srv_peer *p,
                                          const struct gv_proto_msg *m, uint64_t msg_bytes)
 {
     struct srv_round *r = &srv->round;
+    char why[300];
     if (srv->end.state != SRV_RUNNING)
         return SRV_ROUND_BUSY; /* dropped unread: the job is ending */
-    if (r->phase != SRV_ROUND_OPEN || p->rank != r->next_rank) {
-        round_hold(srv, p, m, msg_bytes); /* on_header deferred every push with a payload */
-        return SRV_ROUND_BUSY;
-    }
+    if (r->phase != SRV_ROUND_OPEN || p->rank != r->next_rank)
+        return round_hold(srv, p, m, msg_bytes); /* on_header deferred every push with a payload */
     if (m->payload_len == 0 && !round_empty_ok(srv, p, m)) {
         srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed gradient at iteration %" PRIu64,
                   p->name, r->iter);
         return SRV_ROUND_BUSY;
+    }
+    /* before anything is added: one NaN would poison every replica */
+    if (gv_ps_push_finite(m, r->rbuf, why, sizeof(why)) != GV_OK) {
+        char what[360];
+        snprintf(what, sizeof(what), "a non-finite %s (%.300s)",
+                 strncmp(why, "statistic", 9) == 0 ? "statistic" : "gradient", why);
+        return round_worker_bad(srv, p, what);
     }
     if (round_add(srv, m) != GV_OK) {
         srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed sparse gradient at iteration %" PRIu64,
                   p->name, r->iter);
         return SRV_ROUND_BUSY;
     }
-    if (srv->rank == 0)
-        round_stats(srv, p->rank, &m->u.push.stats);
+    if (srv->rank == 0 && !round_stats(srv, p->rank, &m->u.push.stats)) {
+        round_stats_overflow(srv, p);
+        return SRV_ROUND_BUSY;
+    }
     r->arrived[p->rank] = true;
     r->recv += msg_bytes;
     r->next_rank++;
@@ -720,13 +752,16 @@ enum srv_round_event srv_round_on_decision(struct gv_server *srv, const struct g
 
 /* ---------------------------------------------------------------- workers leaving */
 
-enum srv_round_event srv_round_worker_dead(struct gv_server *srv, struct srv_peer *p,
-                                           const char *why, bool hold)
+/* Worker p is out of the job: `what` says why as a predicate ("is dead: disconnected", "pushed
+ * a gradient with NaN at entry 5 of 120"). The policy decides: an abort naming it, or the job
+ * goes on without it (told why, disconnected). */
+static enum srv_round_event round_worker_out(struct gv_server *srv, struct srv_peer *p,
+                                             const char *what, const char *told, bool hold)
 {
     struct srv_round *r = &srv->round;
     if (r->dead[p->rank])
         return SRV_ROUND_BUSY;
-    srv_ops_forget(srv, p, why);
+    srv_ops_forget(srv, p, what);
     /* the job has started once every worker has the model: before, it starts with all */
     bool started = r->done > 0;
     for (uint32_t w = 0; !started && w < srv->W; w++)
@@ -735,31 +770,51 @@ enum srv_round_event srv_round_worker_dead(struct gv_server *srv, struct srv_pee
         started = srv->net.workers[w] != NULL && srv->net.workers[w]->synced;
     if (srv->end.state != SRV_RUNNING || srv->cfg.dead_policy != GV_DEAD_CONTINUE || !started) {
         /* the abort policy, or start-up: a job starts with every one of its workers */
-        srv_abort(srv, GV_ERR_CLOSED, "%s is dead: %s; the dead-worker policy is %s", p->name, why,
+        srv_abort(srv, GV_ERR_CLOSED, "%s %s; the dead-worker policy is %s", p->name, what,
                   srv->cfg.dead_policy != GV_DEAD_CONTINUE
                       ? "abort"
                       : "continue, but training had not started");
         return SRV_ROUND_BUSY;
     }
-    round_drop(srv, p, why);
+    round_drop(srv, p, what);
     uint32_t left = 0;
     for (uint32_t w = 0; w < srv->W; w++)
         left += srv_round_member(srv, w) && srv->net.workers[w] != NULL;
     gv_log(GV_LOG_WARN,
-           "server %u: %s is dead at iteration %" PRIu64 ": %s; continuing without it "
+           "server %u: %s %s at iteration %" PRIu64 "; continuing without it "
            "(dead-worker policy continue, %u of %u workers left)",
-           srv->rank, p->name, r->iter, why, left, srv->W);
-    char text[300];
-    snprintf(text, sizeof(text),
-             "server %u declared worker %u dead (%.200s): the job goes on "
-             "without it",
-             srv->rank, p->rank, why);
-    srv_send_evict(srv, p, r->iter, text);
+           srv->rank, p->name, what, r->iter, left, srv->W);
+    srv_send_evict(srv, p, r->iter, told);
     if (r->phase == SRV_ROUND_OPEN && p->rank == r->next_rank)
         return round_next(srv);
     if (r->phase == SRV_ROUND_WAIT_OPEN)
         return srv_round_try_open(srv, hold);
     return SRV_ROUND_BUSY;
+}
+
+enum srv_round_event srv_round_worker_dead(struct gv_server *srv, struct srv_peer *p,
+                                           const char *why, bool hold)
+{
+    char what[300], told[360];
+    snprintf(what, sizeof(what), "is dead: %.280s", why);
+    snprintf(told, sizeof(told),
+             "server %u declared worker %u dead (%.200s): the job goes on without it", srv->rank,
+             p->rank, why);
+    return round_worker_out(srv, p, what, told, hold);
+}
+
+/* Worker p sent what no replica may take (a non-finite value or statistic): the same policy as
+ * a dead worker; its push is not added. */
+static enum srv_round_event round_worker_bad(struct gv_server *srv, struct srv_peer *p,
+                                             const char *why)
+{
+    char what[400], told[460];
+    snprintf(what, sizeof(what), "pushed %.380s", why);
+    snprintf(told, sizeof(told),
+             "server %u dropped worker %u at iteration %" PRIu64 ": it %.380s: the job goes on "
+             "without it",
+             srv->rank, p->rank, srv->round.iter, what);
+    return round_worker_out(srv, p, what, told, true); /* the loop opens the next round */
 }
 
 void srv_round_resync(struct gv_server *srv, struct srv_peer *p)

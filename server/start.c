@@ -5,6 +5,7 @@
 #include "srv.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -190,6 +191,15 @@ void srv_start_seed_done(struct gv_server *srv, const struct gv_proto_msg *m)
     struct srv_start *st = &srv->start;
     if (st->seeded || srv->round.iter != 0)
         return;
+    const float *v = srv->shard.params + m->u.model.offset;
+    for (uint64_t i = 0; i < m->numel; i++)
+        if (!isfinite(v[i])) {
+            srv_abort(srv, GV_ERR_PROTO,
+                      "worker 0 seeded the model with a non-finite value (%g at parameter %" PRIu64
+                      " of the shard)",
+                      (double)v[i], m->u.model.offset + i);
+            return;
+        }
     st->seed_got += m->numel;
     if (st->seed_got < srv->shard.n)
         return;
