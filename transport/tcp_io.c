@@ -139,6 +139,13 @@ gv_status_t tcp_send(struct gv_conn *bc, const struct gv_iov *iov, int iovcnt, g
 
     if (status != GV_OK)
         return status;
+    if (c->state == TCP_CONN_CONNECTING) { /* leaves once established (tcp_connect.c) */
+        if (c->sq_count >= cfg->max_send_queue ||
+            (c->sq_count > 0 && c->sq_bytes + total > cfg->max_send_queue_bytes))
+            return GV_ERR_AGAIN;
+        tcp_sq_push(c, iov, iovcnt, total, 0, cb, arg);
+        return GV_INPROGRESS;
+    }
     if (c->state != TCP_CONN_OPEN)
         return GV_ERR_CLOSED;
     if (c->sq_count > 0) {
@@ -589,6 +596,8 @@ int tcp_conn_busy(const struct tcp_conn *c)
 gv_status_t tcp_resume_recv(struct gv_conn *bc)
 {
     struct tcp_conn *c = tcp_conn_of(bc);
+    if (c->state == TCP_CONN_CONNECTING)
+        return GV_OK; /* nothing received yet, nothing deferred */
     if (c->state != TCP_CONN_OPEN)
         return GV_ERR_CLOSED;
     if (!c->rx_deferred || c->rx_resume)

@@ -38,6 +38,15 @@ static int tcp_check_timeouts(struct tcp_tp *tp)
 restart:
     next = UINT64_MAX;
     for (struct tcp_conn *c = tp->conns; c != NULL; c = c->next) {
+        if (c->state == TCP_CONN_CONNECTING) {
+            uint64_t due;
+            if (tcp_connect_tick(c, now, &due)) {
+                n++;
+                goto restart;
+            }
+            next = GV_MIN(next, due);
+            continue;
+        }
         if (c->state != TCP_CONN_OPEN || !tcp_conn_busy(c))
             continue;
         /* last_io_ns may be later than now: a callback of this very call queued a send */
@@ -81,6 +90,12 @@ static void tcp_dispatch(struct epoll_event *ev)
         return;
     }
     struct tcp_conn *c = gv_container_of(kind, struct tcp_conn, ev_kind);
+    if (c->state == TCP_CONN_CONNECTING && c->fd >= 0) {
+        tcp_conn_get(c);
+        tcp_connect_on_event(c);
+        tcp_conn_put(c);
+        return;
+    }
     if (c->state != TCP_CONN_OPEN)
         return; /* closed earlier in this batch, or failed (closed below) */
     tcp_conn_get(c);
