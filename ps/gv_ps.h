@@ -219,6 +219,11 @@ gv_status_t gv_cluster_resolve(struct gv_cluster *cl, enum gv_role role, char *c
 gv_status_t gv_cluster_server_addr(const struct gv_cluster *cl, uint32_t s, uint64_t deadline_ns,
                                    struct gv_hostport *out);
 
+/* The same without waiting: GV_ERR_AGAIN (nothing logged) while server s has not published its
+ * address yet, for a caller that goes on serving its other connections meanwhile. */
+gv_status_t gv_cluster_server_addr_try(const struct gv_cluster *cl, uint32_t s,
+                                       struct gv_hostport *out);
+
 /* Server s publishes "host:port" in DIR/server-<s>.addr (write to a temporary file, rename).
  * No-op without a rendezvous dir. GV_ERR_IO (logged). */
 gv_status_t gv_cluster_publish(const struct gv_cluster *cl, uint32_t s, const char *addr);

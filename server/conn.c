@@ -108,26 +108,31 @@ static void conn_hs_on_msg(struct gv_server *srv, struct srv_peer *p, const stru
 
 /* ---------------------------------------------------------------- the connection to server 0 */
 
-gv_status_t srv_conn_coord(struct gv_server *srv, uint64_t deadline_ns)
+void srv_conn_coord(struct gv_server *srv)
 {
+    if (srv->rank == 0 || srv->net.coord != NULL || srv->end.state != SRV_STARTING)
+        return;
     struct gv_hostport hp;
-    gv_status_t status = gv_cluster_server_addr(srv->cl, 0, deadline_ns, &hp);
-    if (status != GV_OK)
-        return status;
-    struct gv_conn *c;
-    status = gv_tp_connect(srv->net.tp, hp.host, hp.port, &c);
-    if (status != GV_OK) {
+    gv_status_t status = gv_cluster_server_addr_try(srv->cl, 0, &hp);
+    if (status == GV_ERR_AGAIN)
+        return; /* server 0 has not published its address yet: the next turn looks again */
+    struct gv_conn *c = NULL;
+    if (status == GV_OK &&
+        (status = gv_tp_connect_start(srv->net.tp, hp.host, hp.port, &c)) != GV_OK)
         gv_log(GV_LOG_ERROR, "server %u: cannot connect to server 0 at %s:%u: %s", srv->rank,
                hp.host, hp.port, gv_status_str(status));
-        return status;
-    }
-    struct srv_peer *p = srv_peer_new(srv, c, SRV_PEER_COORD, conn_link_idle);
-    if (p == NULL) {
+    struct srv_peer *p = NULL;
+    if (status == GV_OK && (p = srv_peer_new(srv, c, SRV_PEER_COORD, conn_link_idle)) == NULL) {
         gv_tp_conn_close(c);
-        return GV_ERR_NOMEM;
+        status = GV_ERR_NOMEM;
+    }
+    if (status != GV_OK) {
+        srv_abort_now(srv, status, false, "cannot connect to server 0 (see above)");
+        return;
     }
     snprintf(p->name, sizeof(p->name), "server 0 (%s)", c->peer);
     srv->net.coord = p;
+    gv_log(GV_LOG_INFO, "server %u: connecting to %s", srv->rank, p->name);
     struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_SERVER,
                                     .rank = srv->rank,
                                     .num_workers = srv->W,
@@ -136,28 +141,7 @@ gv_status_t srv_conn_coord(struct gv_server *srv, uint64_t deadline_ns)
                                     .secret = srv->cfg.secret,
                                     .iteration = srv->ckpt.own};
     if ((status = gv_ps_client_hs_start(&p->hs, &p->link, &info)) != GV_OK)
-        return status;
-    while (srv->end.state != SRV_ABORTED && !p->closed && srv->round.cur.iter == UINT64_MAX) {
-        if (gv_now_ns() > deadline_ns) {
-            gv_log(GV_LOG_ERROR,
-                   "server %u: no welcome and decision from server 0 at %s:%u "
-                   "before the start-up deadline",
-                   srv->rank, hp.host, hp.port);
-            return GV_ERR_TIMEOUT;
-        }
-        if (gv_tp_progress(srv->net.tp, 50) < 0)
-            return GV_ERR_IO;
-    }
-    if (srv->end.state == SRV_ABORTED) {
-        gv_log(GV_LOG_ERROR, "server %u: start-up failed: %s", srv->rank, srv->end.fail);
-        return srv->end.result;
-    }
-    if (p->closed) {
-        gv_log(GV_LOG_ERROR, "server %u: server 0 closed the connection during start-up%s%s",
-               srv->rank, p->hs.why[0] ? ": " : "", p->hs.why);
-        return GV_ERR_CLOSED;
-    }
-    return GV_OK;
+        srv_abort_now(srv, status, false, "cannot start the handshake with server 0");
 }
 
 static void conn_coord_msg(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
@@ -392,7 +376,7 @@ static void conn_on_close(struct gv_conn *c, gv_status_t reason, void *user)
     const char *why = reason == GV_OK ? "closed here" : gv_status_str(reason);
     if (p->kind != SRV_PEER_NEW) /* no timeout for a closed connection */
         srv_ops_forget(srv, p, why);
-    char text[200];
+    char text[400];
     switch (p->kind) {
     case SRV_PEER_NEW: conn_new_closed(srv, p, reason, why); return;
     case SRV_PEER_WORKER:
@@ -409,7 +393,17 @@ static void conn_on_close(struct gv_conn *c, gv_status_t reason, void *user)
     case SRV_PEER_COORD:
         if (srv_over(srv))
             return;
-        snprintf(text, sizeof(text), "server 0 (%s) disconnected (%s)", c->peer, why);
+        if (p->hs.state == GV_PS_CLIENT_WELCOMED)
+            snprintf(text, sizeof(text), "server 0 (%s) disconnected (%s)", c->peer, why);
+        else if (reason == GV_ERR_TIMEOUT && c->bytes_sent == 0)
+            snprintf(text, sizeof(text),
+                     "cannot reach server 0 at %s within --connect-timeout: nothing accepted "
+                     "the connection (is it up, and is that its address?)",
+                     c->peer);
+        else
+            snprintf(text, sizeof(text),
+                     "server 0 (%s) closed the connection during start-up (%s)%s%.100s", c->peer,
+                     why, p->hs.why[0] ? ": " : "", p->hs.why);
         srv_abort_now(srv, GV_ERR_CLOSED, srv_end_at_cut(srv), text);
         return;
     }

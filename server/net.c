@@ -36,6 +36,18 @@ gv_status_t srv_net_listen(struct gv_server *srv, const struct gv_tp_handler *h)
         if (adv == NULL)
             adv = cl->servers.v[srv->rank].host;
     }
+    if (cl->servers.n > 0) {
+        /* the address every peer is given for this server must at least resolve here */
+        char why[160];
+        const char *own = cl->servers.v[srv->rank].host;
+        if (gv_tp_addr_resolves(own, why, sizeof(why)) != GV_OK) {
+            gv_log(GV_LOG_ERROR,
+                   "server %u: refusing to start: its own --servers entry %s:%u does not resolve "
+                   "(%s); the workers and the other servers could not reach it",
+                   srv->rank, own, cl->servers.v[srv->rank].port, why);
+            return GV_ERR_INVAL;
+        }
+    }
     gv_status_t status = gv_tp_create(cl->transport, &srv->tp_cfg, h, srv, &net->tp);
     if (status != GV_OK) {
         gv_log(GV_LOG_ERROR, "server: cannot create the %s transport: %s", cl->transport,

@@ -61,7 +61,7 @@ void srv_ops_forget(struct gv_server *srv, struct srv_peer *p, const char *why)
 static bool ops_joined(const struct gv_server *srv, const struct srv_peer *p)
 {
     return p->kind != SRV_PEER_NEW && !p->closed && p->link.c != NULL && !ops_worker_out(srv, p) &&
-           (p->kind != SRV_PEER_COORD || p->hs.state == GV_PS_CLIENT_WELCOMED);
+           !p->welcome_due && (p->kind != SRV_PEER_COORD || p->hs.state == GV_PS_CLIENT_WELCOMED);
 }
 
 /* A server silent past the timeout ends the job. */

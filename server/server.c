@@ -186,6 +186,7 @@ static int srv_tick(struct gv_server *srv, volatile int *stop, bool *signalled,
         srv_stop(srv, why);
     }
     srv_check_handshakes(srv, now);
+    srv_conn_coord(srv);
     if (srv_live(srv))
         srv_start_check_deadline(srv, now);
     if (srv->end.state == SRV_ENDING) {
@@ -213,19 +214,13 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
 {
     srv->start.t_start_ns = gv_now_ns();
     srv->end.state = SRV_STARTING;
-    if (srv->rank > 0) {
-        gv_status_t status = srv_conn_coord(srv, srv->start.t_start_ns + srv->cl->connect_timeout);
-        if (status != GV_OK) {
-            srv->end.state = SRV_ABORTED;
-            return status;
-        }
-    } else {
+    if (srv->rank == 0) {
         srv_start_settle(srv); /* a single server settles at once */
         srv_conn_poll_round(srv);
     }
     uint64_t end_deadline = 0;
     bool signalled = false;
-    int timeout_ms = 100;
+    int timeout_ms = 0; /* servers 1..S-1: the first turn connects to server 0 */
     while (!srv_over(srv)) {
         int n = gv_tp_progress(srv->net.tp, timeout_ms);
         if (n < 0) {

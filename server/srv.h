@@ -53,6 +53,8 @@ struct srv_peer {
     bool synced;                /* worker: initial model and decision sent (start.c) */
     bool bye;                   /* said BYE */
     bool bye_sent;              /* we said BYE to it */
+    bool welcome_due;           /* WORKER on servers 1..S-1: joined before server 0 welcomed
+                                   this server (the starting iteration unknown): WELCOME then */
     bool close_after_send;      /* a REFUSE or an eviction is in flight: close when it has left */
     bool closed;                /* on_close ran */
     bool deferred;              /* WORKER: its push waits for its turn, unread; its heartbeats wait
@@ -272,8 +274,10 @@ struct gv_server {
 /* ================================================================ conn.c: the dispatch */
 
 struct gv_tp_handler srv_conn_handler(void);
-/* Servers 1..S-1: connects to server 0 and waits for its welcome and decision. */
-gv_status_t srv_conn_coord(struct gv_server *srv, uint64_t deadline_ns);
+/* Servers 1..S-1, from every loop turn during start-up: once server 0's address is known,
+ * starts the connection to it (without waiting: the workers are answered meanwhile) and queues
+ * the HELLO; its welcome and first decision arrive through the dispatch. */
+void srv_conn_coord(struct gv_server *srv);
 /* Liveness found worker p silent past the timeout (why: for the log). */
 void srv_conn_worker_silent(struct gv_server *srv, struct srv_peer *p, const char *why);
 /* The loop's turn: a round waiting to open (a checkpoint that just finished) may open. */

@@ -196,7 +196,11 @@ static gv_status_t wk_parse_prefix(const void *prefix, uint32_t *hdr_len_p, uint
                                    void *user)
 {
     struct gv_worker *w = user;
-    return gv_proto_parse_prefix(prefix, &w->caps, hdr_len_p, payload_len_p);
+    gv_status_t status = gv_proto_prefix_check(prefix, &w->caps, hdr_len_p, payload_len_p,
+                                               w->rx_why, sizeof(w->rx_why));
+    if (status != GV_OK)
+        gv_log(GV_LOG_WARN, "worker %u: refused a frame from a server: %s", w->rank, w->rx_why);
+    return status;
 }
 
 static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
@@ -341,10 +345,14 @@ static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *
 
 static void wk_on_close(struct gv_conn *c, gv_status_t reason, void *user)
 {
-    (void)user;
+    struct gv_worker *w = user;
     struct wk_server *ws = c->user;
     ws->closed = true;
     ws->close_reason = reason == GV_OK ? GV_ERR_CLOSED : reason;
+    ws->close_unsent = c->bytes_sent == 0;
+    ws->close_unanswered = c->bytes_recv == 0;
+    if ((reason == GV_ERR_PROTO || reason == GV_ERR_VERSION) && w->rx_why[0] != '\0')
+        snprintf(ws->close_why, sizeof(ws->close_why), "%s", w->rx_why);
     ws->link.c = NULL;
 }
 

@@ -23,9 +23,13 @@ struct wk_server {
     struct gv_ps_client_hs hs;
     struct gv_ps_rx rx; /* the header of the message being received (decoded once) */
     char name[96];      /* "server 1 (10.0.0.2:7000)" */
+    bool connecting;    /* a connection was started (its address is known) */
     bool closed;
     gv_status_t close_reason;
-    uint64_t lo, n; /* the shard [lo, lo + n) */
+    bool close_unanswered; /* it closed before a byte arrived from the server */
+    bool close_unsent;     /* it closed before a byte left: never established */
+    char close_why[160];   /* it closed on what was not gravac's protocol: why */
+    uint64_t lo, n;        /* the shard [lo, lo + n) */
 
     /* sync and updates */
     bool synced; /* initial model and decision received */
@@ -105,6 +109,8 @@ struct gv_worker {
     bool in_step;
     bool busy; /* the caller's thread is inside create or step: updates and
                   models may arrive (any other time they are a protocol error) */
+
+    char rx_why[160]; /* the last prefix refused (the connection then closes: close_why) */
 
     /* failure */
     gv_status_t fail_status;

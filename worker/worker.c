@@ -200,7 +200,10 @@ static gv_status_t wk_layout(struct gv_worker *w)
     return GV_OK;
 }
 
-static gv_status_t wk_connect(struct gv_worker *w, uint64_t deadline)
+/* Starts a connection to every server whose address is known by now (--servers, or its
+ * rendezvous file has appeared) and queues its HELLO; the others are tried again at the next
+ * turn. Nothing here waits: the servers that are up are answered while another is not. */
+static gv_status_t wk_connect(struct gv_worker *w)
 {
     struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER,
                                     .rank = w->rank,
@@ -210,17 +213,24 @@ static gv_status_t wk_connect(struct gv_worker *w, uint64_t deadline)
                                     .secret = w->cfg.secret};
     for (uint32_t s = 0; s < w->S; s++) {
         struct wk_server *ws = &w->srv[s];
+        if (ws->connecting)
+            continue;
         struct gv_hostport hp;
-        gv_status_t status = gv_cluster_server_addr(w->cl, s, deadline, &hp);
-        if (status != GV_OK)
+        gv_status_t status = gv_cluster_server_addr_try(w->cl, s, &hp);
+        if (status == GV_ERR_AGAIN)
+            continue;
+        if (status != GV_OK) {
+            wk_fail(w, status, "no address for server %u (see above)", s);
             return status;
+        }
         snprintf(ws->name, sizeof(ws->name), "server %u (%.60s:%u)", s, hp.host, hp.port);
         gv_log(GV_LOG_INFO, "worker %u: connecting to %s", w->rank, ws->name);
         struct gv_conn *c;
-        if ((status = gv_tp_connect(w->tp, hp.host, hp.port, &c)) != GV_OK) {
+        if ((status = gv_tp_connect_start(w->tp, hp.host, hp.port, &c)) != GV_OK) {
             wk_fail(w, status, "cannot connect to %s: %s", ws->name, gv_status_str(status));
             return status;
         }
+        ws->connecting = true;
         c->user = ws;
         ws->link.c = c;
         if ((status = gv_ps_client_hs_start(&ws->hs, &ws->link, &info)) != GV_OK) {
@@ -231,29 +241,57 @@ static gv_status_t wk_connect(struct gv_worker *w, uint64_t deadline)
     return GV_OK;
 }
 
+/* Where server ws is in the start-up, for the deadline's message. */
+static void wk_stage(const struct gv_worker *w, const struct wk_server *ws, char *out, size_t len)
+{
+    if (!ws->connecting)
+        snprintf(out, len, "server %u never published its address in %s", ws->s,
+                 w->cl->rendezvous_dir);
+    else if (ws->link.c == NULL)
+        snprintf(out, len, "%s closed", ws->name);
+    else if (ws->link.c->bytes_sent == 0)
+        snprintf(out, len, "%s: nothing accepts connections there (is it up, is that its address?)",
+                 ws->name);
+    else if (ws->hs.state != GV_PS_CLIENT_WELCOMED && ws->link.c->bytes_recv == 0)
+        snprintf(out, len,
+                 "%s accepted the connection but never answered the handshake: is a gravac "
+                 "server listening there, or another program?",
+                 ws->name);
+    else if (ws->hs.state != GV_PS_CLIENT_WELCOMED)
+        snprintf(out, len, "%s did not complete the handshake", ws->name);
+    else
+        snprintf(out, len, "%s has not sent the model yet (waiting for the other workers to join?)",
+                 ws->name);
+}
+
 static gv_status_t wk_sync(struct gv_worker *w, uint64_t deadline)
 {
     for (;;) {
+        gv_status_t status = wk_connect(w);
+        if (status != GV_OK)
+            return status;
         bool all = true;
         for (uint32_t s = 0; s < w->S; s++) {
             struct wk_server *ws = &w->srv[s];
-            gv_status_t status = wk_server_status(w, ws);
-            if (status != GV_OK)
+            if (ws->connecting && (status = wk_server_status(w, ws)) != GV_OK)
                 return status;
             all &= ws->synced && ws->model_left == 0;
         }
         if (all)
             break;
         if (gv_now_ns() > deadline) {
-            char missing[200] = "";
+            char missing[600] = "";
             size_t off = 0;
-            for (uint32_t s = 0; s < w->S && off < sizeof(missing) - 12; s++)
-                if (!w->srv[s].synced)
-                    off += (size_t)snprintf(missing + off, sizeof(missing) - off, " %u", s);
+            for (uint32_t s = 0; s < w->S && off < sizeof(missing) - 200; s++) {
+                if (w->srv[s].synced)
+                    continue;
+                char stage[300];
+                wk_stage(w, &w->srv[s], stage, sizeof(stage));
+                off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%s",
+                                        off ? "; " : "", stage);
+            }
             wk_fail(w, GV_ERR_TIMEOUT,
-                    "start-up did not complete within %.1f s "
-                    "(--connect-timeout): no model and decision yet from servers%s (waiting for "
-                    "the other workers to join?)",
+                    "start-up did not complete within %.1f s (--connect-timeout): %s",
                     (double)w->cl->connect_timeout * 1e-9, missing);
             return GV_ERR_TIMEOUT;
         }
@@ -344,8 +382,6 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
     }
     if (status == GV_ERR_NOMEM)
         gv_log(GV_LOG_ERROR, "worker: cannot allocate the runtime's buffers");
-    if (status == GV_OK)
-        status = wk_connect(w, deadline);
     if (status == GV_OK)
         status = wk_sync(w, deadline);
     w->busy = false; /* before the helper thread starts: from now on it may run callbacks */

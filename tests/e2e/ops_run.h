@@ -28,10 +28,10 @@ struct run {
     const char *tag; /* "a", "b": logs and files of this start */
     int S, W;
     uint64_t steps;
-    const char *extra;        /* more options for every process */
-    const char *method;       /* the compression options (NULL: static CF 10) */
-    const char *server_extra; /* more options for the servers only */
-    const char *worker_extra; /* more options for the workers only */
+    const char *extra;            /* more options for every process */
+    const char *method;           /* the compression options (NULL: static CF 10) */
+    const char *server_extra;     /* more options for the servers only */
+    const char *worker_extra;     /* more options for the workers only */
     const char *rank_extra[2][8]; /* [server?][rank]: more options for one process */
     bool secure;                  /* GV_SECRET_FILE is set: no --insecure */
     struct e2e_job j;
@@ -49,14 +49,15 @@ static inline void run_spawn(struct run *r, bool server, int rank)
              "--connect-timeout 15s --heartbeat-interval 200ms --peer-timeout 1500ms %s %s %s %s",
              (unsigned long long)r->steps, r->method ? r->method : "--method static --cf 10", r->S,
              r->W, rdv, r->secure ? "" : "--insecure", r->extra ? r->extra : "",
-             (server ? r->server_extra : r->worker_extra) ? (server ? r->server_extra
-                                                                     : r->worker_extra)
-                                                          : "",
+             (server ? r->server_extra : r->worker_extra)
+                 ? (server ? r->server_extra : r->worker_extra)
+                 : "",
              rank < 8 && r->rank_extra[server][rank] ? r->rank_extra[server][rank] : "");
     snprintf(prog, sizeof(prog), "%s/%s", bindir, server ? "gravac-server" : "gravac-worker");
     if (server)
-        snprintf(args, sizeof(args), "%s --rank %d --bind 127.0.0.1:0 --dump-params %s/server%%r-%s.bin",
-                 common, rank, r->dir, r->tag);
+        snprintf(args, sizeof(args),
+                 "%s --rank %d --bind 127.0.0.1:0 --dump-params %s/server%%r-%s.bin", common, rank,
+                 r->dir, r->tag);
     else
         snprintf(args, sizeof(args),
                  "%s --rank %d --quiet --metrics-file %s/worker%%r-%s.jsonl "
@@ -183,7 +184,6 @@ static inline double wait_others(struct run *r, int skip, double timeout_s)
     return (double)(gv_now_ns() - t0) * 1e-9;
 }
 
-
 /* The dumps of this run: every worker's parameters equal the servers' shards concatenated. */
 static inline void replicas_equal(struct run *r, const bool *alive)
 {
@@ -217,7 +217,6 @@ static inline void replicas_equal(struct run *r, const bool *alive)
         free(shards[s]);
 }
 
-
 static inline bool same_file(const char *a, const char *b)
 {
     size_t la = 0, lb = 0;
@@ -227,7 +226,6 @@ static inline bool same_file(const char *a, const char *b)
     free(y);
     return same;
 }
-
 
 /* One process, waited for; its exit code. */
 static inline int run_one(const char *prog, const char *args, const char *log, double timeout_s)
@@ -239,7 +237,6 @@ static inline int run_one(const char *prog, const char *args, const char *log, d
     e2e_wait(&j, timeout_s);
     return e2e_exit_code(&j.p[0]);
 }
-
 
 static inline int port_of(const char *dir, const char *tag, int s)
 {
@@ -301,7 +298,6 @@ static inline void prefix(uint8_t *out, uint16_t version, uint32_t hdr_len, uint
                                 .payload_len = payload_len};
     gv_proto_prefix_write(&p, out);
 }
-
 
 static inline char *curl_get(int port, int *code)
 {

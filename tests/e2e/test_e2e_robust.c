@@ -8,10 +8,20 @@
  *               taken by idle connections: accept backs off (a handful of lines, no busy
  *               loop: CPU per iteration as before), training goes on, and once the idle
  *               connections are gone a new connection is served again
+ *   late_server server 1 started 3 s after the workers and server 0 (more than the handshake
+ *               timeout, 1 s here), then server 0 started last: both jobs complete (exit 0
+ *               everywhere) with replicas equal to the servers' shards
+ *   operators   options an unlucky operator gives: --bind HOST:0 without a rendezvous
+ *               directory, a server whose own --servers entry does not resolve (both refused,
+ *               exit 2, naming the option); a worker whose server's name does not resolve (it
+ *               retries until --connect-timeout, then says so); a worker pointed at a program
+ *               that is not a gravac server, silent or answering garbage (an accurate message,
+ *               not "waiting for the other workers")
  * Bounds on RSS and CPU are checked in the release build only (ASan's quarantine and shadow
  * memory make both meaningless); the rest everywhere. */
 #include "ops_run.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/resource.h>
 
@@ -259,6 +269,180 @@ static void scenario_fdlimit(void)
         e2e_rmdir(r.dir);
 }
 
+/* ---------------------------------------------------------------- start order */
+
+static void start_late(int late, const char *tag)
+{
+    struct run r = {.dir = mkdir_tmp(tag),
+                    .tag = "a",
+                    .S = 2,
+                    .W = 2,
+                    .steps = 300,
+                    .extra = "--handshake-timeout 1s --connect-timeout 25s"};
+    GV_CHECK(r.dir != NULL);
+    run_start_but(&r, late);
+    usleep(3000000); /* three handshake timeouts */
+    for (int i = 0; i < r.j.n; i++) {
+        struct e2e_proc *p = &r.j.p[i];
+        if (i != late && waitpid(p->pid, &p->status, WNOHANG) == p->pid) {
+            p->done = true;
+            GV_CHECK_MSG(0, "%s exited (status %d) while server %d was not up yet", p->name,
+                         e2e_exit_code(p), late);
+        }
+    }
+    run_spawn(&r, true, late);
+    GV_CHECK_EQ(e2e_wait(&r.j, 40), r.j.n);
+    for (int w = 0; w < 2; w++)
+        GV_CHECK_EQ(last_iter(&r, w), 299);
+    replicas_equal(&r, NULL);
+    run_kill(&r);
+    if (gv_check_failed_ != 0)
+        dump_all(&r);
+    else
+        e2e_rmdir(r.dir);
+}
+
+static void scenario_late_server(void)
+{
+    start_late(1, "late1");
+    start_late(0, "late0");
+}
+
+/* ---------------------------------------------------------------- operators' mistakes */
+
+/* A listener that is not a gravac server: accepts, then stays silent or answers garbage. */
+struct stranger {
+    int fd;
+    uint16_t port;
+    bool garbage;
+    volatile bool stop;
+    pthread_t th;
+};
+
+static void *stranger_main(void *arg)
+{
+    struct stranger *x = arg;
+    int conns[16], n = 0;
+    while (!x->stop) {
+        struct pollfd p = {.fd = x->fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        int c = accept(x->fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        if (x->garbage) {
+            static const char answer[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+            if (write(c, answer, sizeof(answer) - 1) < 0)
+                fprintf(stderr, "stranger: write: %s\n", strerror(errno));
+        }
+        if (n < 16)
+            conns[n++] = c;
+        else
+            close(c);
+    }
+    for (int i = 0; i < n; i++)
+        close(conns[i]);
+    return NULL;
+}
+
+static int listen_any(uint16_t *port_p)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    socklen_t len = sizeof(sa);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 16) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *port_p = ntohs(sa.sin_port);
+    return fd;
+}
+
+static void scenario_operators(void)
+{
+    char *dir = mkdir_tmp("operators");
+    GV_CHECK(dir != NULL);
+    char args[1600], log[700];
+    const char *job = "--dataset synthetic --synthetic-n 512 --batch 16 --widths 16 --steps 50 "
+                      "--method static --cf 10 --insecure --num-workers 1";
+    uint16_t free_port = 0;
+    int probe = listen_any(&free_port);
+    GV_CHECK(probe >= 0);
+    close(probe);
+
+    /* 1. --bind HOST:0 without a rendezvous directory: nobody could connect; refused */
+    snprintf(args, sizeof(args), "%s --rank 0 --servers 127.0.0.1:%u --bind 127.0.0.1:0", job,
+             (unsigned)free_port);
+    snprintf(log, sizeof(log), "%s/bind0.log", dir);
+    GV_CHECK_EQ(run_one("gravac-server", args, log, 10), 2);
+    GV_CHECK(file_has(log, "--bind 127.0.0.1:0 asks for any free port"));
+    snprintf(args, sizeof(args), "%s --rank 0 --num-servers 1 --bind 127.0.0.1:0", job);
+    snprintf(log, sizeof(log), "%s/bind0b.log", dir);
+    GV_CHECK_EQ(run_one("gravac-server", args, log, 10), 2);
+
+    /* 2. its own --servers entry does not resolve: refused before it listens */
+    snprintf(args, sizeof(args), "%s --rank 0 --servers gravac-no-such-host.invalid:%u", job,
+             (unsigned)free_port);
+    snprintf(log, sizeof(log), "%s/own.log", dir);
+    GV_CHECK_EQ(run_one("gravac-server", args, log, 10), 2);
+    GV_CHECK(file_has(log, "its own --servers entry gravac-no-such-host.invalid"));
+    GV_CHECK(!file_has(log, "bound "));
+
+    /* 3. a worker whose server's name does not resolve retries until --connect-timeout */
+    snprintf(args, sizeof(args),
+             "%s --rank 0 --quiet --servers gravac-no-such-host.invalid:%u --connect-timeout 2s",
+             job, (unsigned)free_port);
+    snprintf(log, sizeof(log), "%s/dns.log", dir);
+    uint64_t t0 = gv_now_ns();
+    int rc = run_one("gravac-worker", args, log, 20);
+    double secs = (double)(gv_now_ns() - t0) * 1e-9;
+    fprintf(stderr, "a worker whose server does not resolve gave up after %.2f s (exit %d)\n", secs,
+            rc);
+    GV_CHECK(rc == 1);
+    GV_CHECK_MSG(secs >= 1.8, "gave up after %.2f s, before --connect-timeout", secs);
+    GV_CHECK(file_has(log, "cannot resolve the name"));
+    GV_CHECK(file_has(log, "retrying until the connect timeout"));
+    GV_CHECK(!file_has(log, "waiting for the other workers"));
+
+    /* 4. a worker pointed at a program that is not a gravac server */
+    for (int garbage = 0; garbage < 2; garbage++) {
+        struct stranger x = {.garbage = garbage};
+        x.fd = listen_any(&x.port);
+        GV_CHECK(x.fd >= 0);
+        pthread_create(&x.th, NULL, stranger_main, &x);
+        snprintf(args, sizeof(args),
+                 "%s --rank 0 --quiet --servers 127.0.0.1:%u --connect-timeout 2s", job,
+                 (unsigned)x.port);
+        snprintf(log, sizeof(log), "%s/stranger%d.log", dir, garbage);
+        rc = run_one("gravac-worker", args, log, 20);
+        x.stop = true;
+        pthread_join(x.th, NULL);
+        close(x.fd);
+        GV_CHECK_MSG(rc == 1 || rc == 2, "exit %d", rc);
+        GV_CHECK(!file_has(log, "waiting for the other workers"));
+        if (garbage)
+            GV_CHECK(file_has(log, "answered with something that is not gravac's protocol (bad "
+                                   "magic"));
+        else
+            GV_CHECK(file_has(log, "accepted the connection but never answered the handshake"));
+    }
+    if (gv_check_failed_ != 0) {
+        const char *logs[] = {"bind0.log", "bind0b.log",    "own.log",
+                              "dns.log",   "stranger0.log", "stranger1.log"};
+        for (size_t i = 0; i < GV_ARRAY_LEN(logs); i++) {
+            snprintf(log, sizeof(log), "%s/%s", dir, logs[i]);
+            char *t = e2e_slurp(log, NULL);
+            fprintf(stderr, "---- %s:\n%s\n", logs[i], t ? t : "(none)");
+            free(t);
+        }
+    } else {
+        e2e_rmdir(dir);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -272,6 +456,10 @@ int main(int argc, char **argv)
         scenario_churn();
     else if (strcmp(s, "fdlimit") == 0)
         scenario_fdlimit();
+    else if (strcmp(s, "late_server") == 0)
+        scenario_late_server();
+    else if (strcmp(s, "operators") == 0)
+        scenario_operators();
     else {
         fprintf(stderr, "unknown scenario %s\n", s);
         return 2;
