@@ -163,11 +163,16 @@ const char *gv_job_method_str(enum gv_job_method method);
 gv_status_t gv_job_layout(const struct gv_job *job, char (*names)[24], size_t *numel, uint32_t cap,
                           uint32_t *n_p);
 
-/* A 64-bit hash of what every process must agree on: tensor layout, model and data shape,
- * seed, optimizer (schedule included), method and its parameters, compressor and value type.
+/* A 64-bit hash of what every process must agree on: tensor layout, model and data shape, the
+ * number of iterations (--steps, or --epochs through the steps per epoch), seed, optimizer
+ * (schedule included), method and its parameters, compressor and value type.
  * desc (may be NULL) receives the hashed text, for a mismatch report. */
 uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], const size_t *numel,
                             uint32_t n_tensors, char *desc, size_t desc_len);
+/* The same without the number of iterations: what a checkpoint belongs to (a job restarted
+ * with more --steps resumes from it; a cosine schedule's length is in its optimizer). */
+uint64_t gv_job_state_fingerprint(const struct gv_job *job, const char (*names)[24],
+                                  const size_t *numel, uint32_t n_tensors);
 
 /* ================================================================ the cluster
  *

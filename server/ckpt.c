@@ -13,7 +13,7 @@
 
 static void ck_ident(const struct gv_server *srv, struct gv_ckpt_ident *id)
 {
-    *id = (struct gv_ckpt_ident){.model_fingerprint = srv->shard.fingerprint,
+    *id = (struct gv_ckpt_ident){.model_fingerprint = srv->shard.ckpt_fingerprint,
                                  .shard_offset = srv->shard.lo,
                                  .shard_length = srv->shard.n,
                                  .shard_index = srv->rank,

@@ -23,6 +23,10 @@ static void conn_round(struct gv_server *srv, enum srv_round_event ev)
     while (ev == SRV_ROUND_DONE) {
         srv_metrics_round(srv, srv->round.t_last_ns);
         srv_ckpt_after_round(srv);
+        if (srv->round.iter >= (uint64_t)srv->job->total_steps) {
+            srv_end_done(srv, "every iteration is done");
+            return;
+        }
         ev = srv_round_try_open(srv, srv_ckpt_busy(srv));
     }
 }
@@ -174,8 +178,19 @@ static void conn_coord_msg(struct gv_server *srv, struct srv_peer *p, const stru
         srv_abort_now(srv, m->u.error.code == GV_OK ? GV_OK : GV_ERR_CLOSED,
                       m->iteration == srv->round.iter, text);
         return;
-    case GV_PROTO_MSG_HEARTBEAT:
-    case GV_PROTO_MSG_BYE: return;
+    case GV_PROTO_MSG_BYE:
+        /* server 0 ended the job well at its iteration m->iteration, which is this server's
+         * (its DECISIONs came first) */
+        if (m->iteration != srv->round.iter) {
+            snprintf(text, sizeof(text),
+                     "server 0 ended the job at iteration %" PRIu64 ", this server is at %" PRIu64,
+                     m->iteration, srv->round.iter);
+            srv_abort_now(srv, GV_ERR_PROTO, false, text);
+            return;
+        }
+        srv_end_done(srv, "server 0 ended it");
+        return;
+    case GV_PROTO_MSG_HEARTBEAT: return;
     default:
         snprintf(text, sizeof(text), "server 0 sent an unexpected %s",
                  gv_proto_msg_type_str(m->type));

@@ -379,7 +379,7 @@ enum srv_round_event srv_round_try_open(struct gv_server *srv, bool hold)
 {
     struct srv_round *r = &srv->round;
     if (srv->end.state != SRV_RUNNING || r->phase != SRV_ROUND_WAIT_OPEN || !srv->start.settled ||
-        hold)
+        hold || r->iter >= (uint64_t)srv->job->total_steps)
         return SRV_ROUND_BUSY;
     for (uint32_t w = 0; w < srv->W; w++) {
         const struct srv_peer *p = srv->net.workers[w];
@@ -824,22 +824,28 @@ void srv_round_resync(struct gv_server *srv, struct srv_peer *p)
 
 void srv_round_on_bye(struct gv_server *srv, struct srv_peer *p, uint64_t iteration)
 {
+    struct srv_round *r = &srv->round;
+    uint64_t total = (uint64_t)srv->job->total_steps;
     p->bye = true;
     gv_log(GV_LOG_INFO, "server %u: %s ends after %" PRIu64 " iterations", srv->rank, p->name,
            iteration);
-    if (srv_live(srv)) {
-        /* every worker runs the same number of iterations, and worker 0 may stop early (target
-         * reached): the first BYE ends the job for everyone */
-        srv->end.state = SRV_ENDING;
-        srv_send_bye_all(srv, srv->round.done);
-        /* pushes deferred for this round are read (and dropped) now, and the BYEs behind them */
-        for (uint32_t w = 0; w < srv->W; w++) {
-            struct srv_peer *q = srv->net.workers[w];
-            if (q != NULL && q->link.c != NULL) {
-                q->deferred = false;
-                (void)gv_tp_conn_resume_recv(q->link.c);
-            }
-        }
+    if (srv_live(srv) && r->iter >= total) {
+        srv_end_done(srv, "every iteration is done");
+    } else if (srv_live(srv) && p->rank == 0 && iteration == r->iter && !r->dead[0]) {
+        /* worker 0 stops the job early (--target-accuracy): server 0 ends it, the others
+         * follow its BYE (so that an abort racing with it ends the job once, the same way
+         * everywhere) */
+        if (srv->rank == 0)
+            srv_end_done(srv, "worker 0 stopped it (its target reached)");
+    } else if (srv_live(srv)) {
+        char what[200];
+        snprintf(what, sizeof(what),
+                 "left the job: it said BYE after %" PRIu64 " of %" PRIu64 " iterations", iteration,
+                 total);
+        (void)round_worker_out(srv, p, what, "a worker leaving before the end is out of the job",
+                               true);
+        return;
     }
-    srv_send_bye(srv, p, srv->round.done); /* the answer: the worker closes once it has it */
+    if (!srv_live(srv))
+        srv_send_bye(srv, p, r->iter); /* the answer: the worker closes once it has it */
 }

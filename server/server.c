@@ -41,6 +41,8 @@ static gv_status_t srv_shard_init(struct gv_server *srv)
     sh->fingerprint = gv_job_fingerprint(srv->job, (const char(*)[24])sh->names, sh->numel,
                                          sh->n_tensors, desc, sizeof(desc));
     gv_log(GV_LOG_DEBUG, "model fingerprint %016" PRIx64 " of: %s", sh->fingerprint, desc);
+    sh->ckpt_fingerprint =
+        gv_job_state_fingerprint(srv->job, (const char(*)[24])sh->names, sh->numel, sh->n_tensors);
     sh->params = gv_calloc(sh->n, sizeof(float));
     sh->momentum = gv_calloc(sh->n, sizeof(float));
     if (sh->params == NULL || sh->momentum == NULL) {

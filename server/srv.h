@@ -98,10 +98,11 @@ struct srv_shard {
     size_t *numel;
     uint32_t n_tensors;
     struct gv_shard_map map;
-    uint64_t lo, n; /* shard [lo, lo + n) of the flat vector */
-    uint64_t fingerprint;
-    float *params;   /* float[n] */
-    float *momentum; /* float[n] */
+    uint64_t lo, n;            /* shard [lo, lo + n) of the flat vector */
+    uint64_t fingerprint;      /* the job's (gv_job_fingerprint): every peer must have it */
+    uint64_t ckpt_fingerprint; /* its state's (gv_job_state_fingerprint): checkpoints' identity */
+    float *params;             /* float[n] */
+    float *momentum;           /* float[n] */
 };
 
 /* ================================================================ how the job ends (end.c) */
@@ -428,6 +429,11 @@ void srv_abort(struct gv_server *srv, gv_status_t status, const char *fmt, ...)
 void srv_abort_now(struct gv_server *srv, gv_status_t status, bool consistent, const char *text);
 /* A stop on request (signal, a peer's stop): server 0 stops the job; others ask it to. */
 void srv_stop(struct gv_server *srv, const char *why);
+/* The job ends well at round.iter: every iteration is done, or worker 0 stopped it (its
+ * target reached). Server 0 decides it (an abort or a stop asked for afterwards changes
+ * nothing) and says BYE to the other servers; every server says BYE to its workers (the
+ * answer to theirs, or instead of the next update) and lets their deferred pushes drain. */
+void srv_end_done(struct gv_server *srv, const char *why);
 /* Whether this server is at a consistent cut with server 0 (not waiting for its decision). */
 bool srv_end_at_cut(const struct gv_server *srv);
 /* The deadline of an abort request to server 0. */

@@ -145,11 +145,12 @@ void srv_start_coord_welcomed(struct gv_server *srv, struct srv_peer *p)
     const struct gv_proto_welcome *w = &p->hs.welcome;
     if (w->model_fingerprint != sh->fingerprint || w->model_numel != sh->map.total ||
         w->num_shards != srv->S) {
-        char text[200];
+        char text[320];
         snprintf(text, sizeof(text),
                  "model fingerprint mismatch: server %u has %016" PRIx64 " (%" PRIu64
                  " parameters, %u shards), server 0 has %016" PRIx64 " (%" PRIu64
-                 ", %u): the model, optimizer or compression options differ",
+                 ", %u): the model, the number of iterations, the optimizer or the compression "
+                 "options differ",
                  srv->rank, sh->fingerprint, sh->map.total, srv->S, w->model_fingerprint,
                  w->model_numel, w->num_shards);
         struct gv_proto_msg m;

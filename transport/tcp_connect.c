@@ -173,8 +173,8 @@ gv_status_t tcp_connect(struct gv_tp *btp, const char *host, uint16_t port, stru
                    host, serv, attempts, btp->cfg.connect_timeout_ms, why);
             return GV_ERR_TIMEOUT;
         }
-        gv_log(GV_LOG_DEBUG, "tcp: connect to %s port %s: %s; retrying in %llu ms", host, serv,
-               why, (unsigned long long)backoff_ms);
+        gv_log(GV_LOG_DEBUG, "tcp: connect to %s port %s: %s; retrying in %llu ms", host, serv, why,
+               (unsigned long long)backoff_ms);
         uint64_t left_ms = (deadline - now + 999999) / 1000000;
         tcp_sleep_ms(GV_MIN(backoff_ms, left_ms));
         backoff_ms = GV_MIN(backoff_ms * 2, TCP_BACKOFF_MAX_MS);
@@ -259,8 +259,8 @@ static void tcp_connect_attempt(struct tcp_conn *c, uint64_t now)
             tcp_connect_later(c, now);
             return;
         }
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                        ai->ai_protocol);
+        int fd =
+            socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
         int err = fd < 0 ? errno : 0;
         if (fd >= 0) {
             tcp_sock_set_bufs(fd, &tp->base.cfg);
@@ -373,7 +373,7 @@ bool tcp_connect_tick(struct tcp_conn *c, uint64_t now, uint64_t *next_p)
         }
         tcp_connect_attempt(c, now);
     }
-    *next_p = c->state == TCP_CONN_CONNECTING ? GV_MIN(c->retry_ns, c->connect_deadline)
-                                             : UINT64_MAX;
+    *next_p =
+        c->state == TCP_CONN_CONNECTING ? GV_MIN(c->retry_ns, c->connect_deadline) : UINT64_MAX;
     return false;
 }

@@ -570,7 +570,7 @@ int wp_run_distributed(struct gv_ps_options *o, uint64_t rss_start)
         snprintf(why, sizeof(why), "%s", strsignal((int)dist_stop));
         gv_worker_stop(d.w, why);
     } else if (status == GV_OK) {
-        gv_worker_finish(d.w, (uint64_t)done);
+        status = gv_worker_finish(d.w, (uint64_t)done); /* the servers' answer: how it ended */
     }
     struct gv_worker_summary ws;
     gv_worker_get_summary(d.w, &ws);

@@ -114,7 +114,7 @@ static void *ops_helper(void *arg)
 static void ck_ident(const struct gv_worker *w, struct gv_ckpt_ident *id)
 {
     /* a worker's file: the whole model, index = its rank, and the number of workers */
-    *id = (struct gv_ckpt_ident){.model_fingerprint = w->fingerprint,
+    *id = (struct gv_ckpt_ident){.model_fingerprint = w->ckpt_fingerprint,
                                  .shard_offset = 0,
                                  .shard_length = w->m.numel,
                                  .shard_index = w->rank,

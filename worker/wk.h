@@ -76,7 +76,8 @@ struct gv_worker {
     struct gv_buf hsent_buf;
     size_t *off; /* [n_tensors + 1] */
     struct gv_shard_map map;
-    uint64_t fingerprint;
+    uint64_t fingerprint;      /* the job's: every server must have it */
+    uint64_t ckpt_fingerprint; /* its state's: the residual checkpoints' identity */
     struct gv_proto_caps caps;
     struct gv_tp_config tp_cfg;
     struct gv_tp *tp;

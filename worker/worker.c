@@ -197,6 +197,7 @@ static gv_status_t wk_layout(struct gv_worker *w)
         gv_shard_map_describe(&w->map, m->n_tensors <= 256 ? names : NULL, wk_log_line, NULL);
     }
     w->fingerprint = gv_job_fingerprint(w->job, m->names, m->tensor_numel, m->n_tensors, NULL, 0);
+    w->ckpt_fingerprint = gv_job_state_fingerprint(w->job, m->names, m->tensor_numel, m->n_tensors);
     return GV_OK;
 }
 
@@ -493,31 +494,50 @@ void gv_worker_decision(const struct gv_worker *w, struct gv_worker_decision *d)
     d->levels = wk_levels(w, &w->dec);
 }
 
+/* Every server has answered (BYE, or an ERROR), closed, or this worker failed meanwhile. */
+static bool wk_all_answered(const struct gv_worker *w)
+{
+    if (w->fail_status != GV_OK)
+        return true;
+    for (uint32_t s = 0; s < w->S; s++) {
+        const struct wk_server *ws = &w->srv[s];
+        if (!ws->closed && !ws->got_error && !(ws->got_bye && gv_ps_link_idle(&ws->link)))
+            return false;
+    }
+    return true;
+}
+
 gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations)
 {
     pthread_mutex_lock(&w->mu);
-    for (uint32_t s = 0; s < w->S; s++) {
+    for (uint32_t s = 0; s < w->S && w->fail_status == GV_OK; s++) {
         struct wk_server *ws = &w->srv[s];
-        if (ws->closed)
+        if (ws->closed || ws->link.c == NULL)
             continue;
         struct gv_proto_msg m;
         gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_BYE, iterations);
         (void)gv_ps_link_send(&ws->link, &m, NULL, 0, NULL);
     }
-    /* wait for every server's BYE (its answer), so that nothing is left unread when the
-     * connections close */
-    uint64_t end = gv_now_ns() + 2000000000ull;
-    for (;;) {
-        bool idle = true;
-        for (uint32_t s = 0; s < w->S; s++)
-            idle &= w->srv[s].closed || (gv_ps_link_idle(&w->srv[s].link) && w->srv[s].got_bye);
-        if (idle || gv_now_ns() > end)
-            break;
-        if (gv_tp_progress(w->tp, 20) < 0)
+    /* every server's answer says how the job ended: BYE (well), or an ERROR (it failed, or
+     * was stopped); a server that dies meanwhile is found by the liveness check. Without
+     * one, the I/O timeout bounds the wait. */
+    uint64_t cap = w->live_on ? 3600000000000ull : GV_MAX(w->cl->io_timeout, 1000000000ull);
+    uint64_t end = gv_now_ns() + cap;
+    while (!wk_all_answered(w) && gv_now_ns() < end) {
+        int ms = wk_tick(w, gv_now_ns());
+        if (gv_tp_progress(w->tp, GV_MIN(ms, 20)) < 0)
             break;
     }
+    gv_status_t status = w->fail_status;
+    for (uint32_t s = 0; s < w->S && status == GV_OK; s++) {
+        struct wk_server *ws = &w->srv[s];
+        if (ws->got_error || (ws->closed && !ws->got_bye))
+            status = wk_server_status(w, ws);
+        else if (!ws->got_bye)
+            wk_fail(w, status = GV_ERR_TIMEOUT, "%s never answered this worker's BYE", ws->name);
+    }
     pthread_mutex_unlock(&w->mu);
-    return GV_OK;
+    return status;
 }
 
 void gv_worker_get_summary(const struct gv_worker *w, struct gv_worker_summary *sum)

@@ -11,6 +11,11 @@
  *   late_server server 1 started 3 s after the workers and server 0 (more than the handshake
  *               timeout, 1 s here), then server 0 started last: both jobs complete (exit 0
  *               everywhere) with replicas equal to the servers' shards
+ *   early_bye   a worker with other --steps is refused at the handshake (the fingerprint);
+ *               worker 1 leaving early (its own early stop) is a dead-worker event: abort (every
+ *               process exits 1, naming it) or continue (the job finishes without it); worker 0
+ *               stopping at --target-accuracy ends the job well for everyone (exit 0); and
+ *               worker 1 killed as worker 0 stops: every surviving process reports the same end
  *   operators   options an unlucky operator gives: --bind HOST:0 without a rendezvous
  *               directory, a server whose own --servers entry does not resolve (both refused,
  *               exit 2, naming the option); a worker whose server's name does not resolve (it
@@ -308,6 +313,112 @@ static void scenario_late_server(void)
     start_late(0, "late0");
 }
 
+/* ---------------------------------------------------------------- the end of a job */
+
+static int codes_of(struct run *r, int skip, char *out, size_t len)
+{
+    size_t off = 0;
+    int first = -2, same = 1;
+    for (int i = 0; i < r->j.n; i++) {
+        if (i == skip)
+            continue;
+        int c = e2e_exit_code(&r->j.p[i]);
+        off +=
+            (size_t)snprintf(out + off, len - off, "%s %s=%d", off ? "," : "", r->j.p[i].name, c);
+        if (first == -2)
+            first = c;
+        same &= c == first;
+    }
+    return same ? first : -1;
+}
+
+static void scenario_early_bye(void)
+{
+    char codes[400];
+    /* a. another --steps: refused when it joins, not a success after its 100 iterations */
+    struct run a = {.dir = mkdir_tmp("steps"), .tag = "a", .S = 2, .W = 2, .steps = 3000};
+    a.rank_extra[0][1] = "--steps 100";
+    run_start(&a);
+    e2e_wait(&a.j, 40);
+    codes_of(&a, -1, codes, sizeof(codes));
+    fprintf(stderr, "worker 1 with --steps 100: %s\n", codes);
+    GV_CHECK_EQ(e2e_exit_code(proc(&a, false, 1)), 2);
+    GV_CHECK(file_has(proc(&a, false, 1)->log, "the number of iterations"));
+    for (int i = 0; i < a.j.n; i++)
+        GV_CHECK_MSG(e2e_exit_code(&a.j.p[i]) != 0, "%s exited 0", a.j.p[i].name);
+    GV_CHECK(last_iter(&a, 0) < 100);
+    if (gv_check_failed_ == 0)
+        e2e_rmdir(a.dir);
+    else
+        dump_all(&a);
+
+    /* b. worker 1 stops by itself at iteration 50 (its own target): abort, then continue */
+    for (int cont = 0; cont < 2; cont++) {
+        struct run b = {.dir = mkdir_tmp(cont ? "leavec" : "leave"),
+                        .tag = "a",
+                        .S = 2,
+                        .W = 2,
+                        .steps = 1500,
+                        .extra = cont ? "--dead-worker-policy continue" : NULL};
+        b.rank_extra[0][1] = "--all-progress --target-accuracy 0.01 --eval-every 50";
+        run_start(&b);
+        e2e_wait(&b.j, 60);
+        codes_of(&b, -1, codes, sizeof(codes));
+        fprintf(stderr, "worker 1 leaving early (policy %s): %s\n", cont ? "continue" : "abort",
+                codes);
+        GV_CHECK(file_has(proc(&b, true, 0)->log, "worker 1 (") &&
+                 file_has(proc(&b, true, 0)->log, "left the job: it said BYE after 50 of 1500"));
+        GV_CHECK_EQ(e2e_exit_code(proc(&b, false, 1)), 1);
+        for (int i = 0; i < b.j.n; i++)
+            if (i != b.S + 1)
+                GV_CHECK_MSG(e2e_exit_code(&b.j.p[i]) == (cont ? 0 : 1), "%s exit %d",
+                             b.j.p[i].name, e2e_exit_code(&b.j.p[i]));
+        if (cont) {
+            GV_CHECK_EQ(last_iter(&b, 0), 1499);
+            GV_CHECK(file_has(proc(&b, true, 0)->log, "workers left 1 of 2"));
+        } else {
+            GV_CHECK(file_has(proc(&b, false, 0)->log, "left the job"));
+        }
+        if (gv_check_failed_ == 0)
+            e2e_rmdir(b.dir);
+        else
+            dump_all(&b);
+    }
+
+    /* c. worker 0 reaches its target at iteration 50: the job ends well everywhere */
+    struct run c = {.dir = mkdir_tmp("target"), .tag = "a", .S = 2, .W = 2, .steps = 1500};
+    c.rank_extra[0][0] = "--target-accuracy 0.01 --eval-every 50";
+    run_start(&c);
+    GV_CHECK_EQ(e2e_wait(&c.j, 60), c.j.n);
+    GV_CHECK(file_has(proc(&c, true, 0)->log, "worker 0 stopped it (its target reached)"));
+    GV_CHECK(file_has(proc(&c, true, 1)->log, "the job ends at iteration 50"));
+    GV_CHECK_EQ(last_iter(&c, 0), 49);
+    GV_CHECK(last_iter(&c, 1) == 49 || last_iter(&c, 1) == 50);
+    if (gv_check_failed_ == 0)
+        e2e_rmdir(c.dir);
+    else
+        dump_all(&c);
+
+    /* d. worker 1 killed just as worker 0 stops: whichever server 0 sees first decides, and
+     *    every surviving process reports that same end */
+    for (int k = 0; k < 2; k++) {
+        struct run d = {.dir = mkdir_tmp("race"), .tag = "a", .S = 2, .W = 2, .steps = 100000};
+        d.rank_extra[0][0] = "--target-accuracy 0.01 --eval-every 400";
+        run_start(&d);
+        GV_CHECK(wait_iter(&d, 0, 398 - k, 40));
+        kill(proc(&d, false, 1)->pid, SIGKILL);
+        e2e_wait(&d.j, 40);
+        int same = codes_of(&d, d.S + 1, codes, sizeof(codes));
+        fprintf(stderr, "worker 1 killed at worker 0's iteration %ld as it stops: %s\n",
+                last_iter(&d, 0), codes);
+        GV_CHECK_MSG(same == 0 || same == 1, "the processes disagree: %s", codes);
+        if (gv_check_failed_ == 0)
+            e2e_rmdir(d.dir);
+        else
+            dump_all(&d);
+    }
+}
+
 /* ---------------------------------------------------------------- operators' mistakes */
 
 /* A listener that is not a gravac server: accepts, then stays silent or answers garbage. */
@@ -458,6 +569,8 @@ int main(int argc, char **argv)
         scenario_fdlimit();
     else if (strcmp(s, "late_server") == 0)
         scenario_late_server();
+    else if (strcmp(s, "early_bye") == 0)
+        scenario_early_bye();
     else if (strcmp(s, "operators") == 0)
         scenario_operators();
     else {

@@ -39,10 +39,23 @@ static int job_load(struct world *x, bool dense)
     static struct gv_cfg_spec spec;
     char steps[16];
     snprintf(steps, sizeof(steps), "%d", STEPS);
-    char *argv[] = {"t",      "--dataset", "synthetic", "--synthetic-n", "1024",
-                    "--widths", "16",      "--batch",   "16",            "--lr",
-                    "0.05",   "--steps",   steps,       "--method",      dense ? "dense" : "static",
-                    "--cf",   "4"};
+    char *argv[] = {"t",
+                    "--dataset",
+                    "synthetic",
+                    "--synthetic-n",
+                    "1024",
+                    "--widths",
+                    "16",
+                    "--batch",
+                    "16",
+                    "--lr",
+                    "0.05",
+                    "--steps",
+                    steps,
+                    "--method",
+                    dense ? "dense" : "static",
+                    "--cf",
+                    "4"};
     tab = (struct gv_opt_table){gv_job_options, gv_job_options_n, &x->job};
     spec = (struct gv_cfg_spec){.program = "t", .tables = &tab, .n_tables = 1};
     return gv_cfg_create(&spec, &x->cfg) == GV_OK &&
@@ -200,7 +213,8 @@ static void fake_run(struct world *x, struct fake *f, enum bad_kind kind)
         pl[0] = (struct gv_iov){dense, 4 * f->numel};
         npl = 1;
     } else {
-        struct gv_sparse sp = {.idx = idx, .val = val, .cap = 3, .count = 3, .n = (uint32_t)f->numel};
+        struct gv_sparse sp = {
+            .idx = idx, .val = val, .cap = 3, .count = 3, .n = (uint32_t)f->numel};
         struct gv_sparse_layout lay;
         GV_CHECK_OK(
             gv_sparse_encode(&sp, GV_VAL_F32, GV_IDX_RAW32, ib, sizeof(ib), vb, sizeof(vb), &lay));
