@@ -43,7 +43,7 @@ static int job_load(struct world *x)
     static struct gv_cfg_spec spec;
     char *argv[] = {"t",      "--dataset", "synthetic", "--synthetic-n", "1024", "--widths",
                     "16",     "--batch",   "16",        "--lr",          "0.05", "--method",
-                    "static", "--cf",      "4"};
+                    "static", "--cf",      "4",         "--steps",       "3"};
     tab = (struct gv_opt_table){gv_job_options, gv_job_options_n, &x->job};
     spec = (struct gv_cfg_spec){.program = "t", .tables = &tab, .n_tables = 1};
     return gv_cfg_create(&spec, &x->cfg) == GV_OK &&
@@ -345,9 +345,9 @@ static void test_partial_push(void)
     GV_CHECK(seen1 > 0);
     /* the replica equals the servers' shards */
     for (int s = 0; s < S; s++) {
-        struct gv_ckpt_section sec[4];
+        struct gv_ckpt_section sec[GV_SERVER_STATE_SECTIONS];
         size_t n;
-        GV_CHECK_OK(gv_server_state_sections(x.srv[s], sec, 4, &n));
+        GV_CHECK_OK(gv_server_state_sections(x.srv[s], sec, GV_SERVER_STATE_SECTIONS, &n));
         size_t off = s == 0 ? 0 : lo1;
         GV_CHECK(memcmp(sec[0].data, x.params + off, sec[0].len) == 0);
         struct gv_server_summary sum;

@@ -309,9 +309,9 @@ static void run(enum bad_kind kind, enum gv_dead_policy policy, const char *what
         GV_CHECK_OK(x.wstatus);
         GV_CHECK_EQ(x.wsteps, STEPS);
         GV_CHECK_OK(x.sres);
-        struct gv_ckpt_section sec[4];
+        struct gv_ckpt_section sec[GV_SERVER_STATE_SECTIONS];
         size_t n;
-        GV_CHECK_OK(gv_server_state_sections(x.srv, sec, 4, &n));
+        GV_CHECK_OK(gv_server_state_sections(x.srv, sec, GV_SERVER_STATE_SECTIONS, &n));
         const float *shard = sec[0].data;
         size_t bad = 0;
         for (size_t j = 0; j < x.P; j++)
