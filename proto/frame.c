@@ -260,13 +260,13 @@ static bool stats_is_zero(const struct gv_proto_iter_stats *s)
 {
     return s->g_ef_sq == 0 && s->g_min_sq == 0 && s->g_c_sq == 0 && s->compute_s == 0 &&
            s->compress_s == 0 && s->comm_s == 0 && s->samples == 0 && s->loss == 0 &&
-           s->n_layer_norms == 0;
+           s->n_layer_norms == 0 && s->ckpt_iter == 0 && s->ckpt_status == 0;
 }
 
 static bool decision_is_zero(const struct gv_proto_decision *d)
 {
     return d->level == 0 && d->theta_min == 0 && d->cf_candidate == 0 && d->cf_send == 0 &&
-           d->lr == 0 && !d->resync;
+           d->lr == 0 && !d->resync && d->ckpt_iter == 0 && d->ckpt_status == 0;
 }
 
 /* Nested sub-messages are emitted only when non-zero, so that re-encoding a decoded header
@@ -286,6 +286,8 @@ static Gravac__IterStats *pb_iter(struct pb_out *o, const struct gv_proto_iter_s
     o->iter.loss = s->loss;
     o->iter.n_layer_norms = s->n_layer_norms;
     o->iter.layer_norms = (double *)(uintptr_t)s->layer_norms;
+    o->iter.ckpt_iteration = s->ckpt_iter;
+    o->iter.ckpt_status = s->ckpt_status;
     return &o->iter;
 }
 
@@ -298,6 +300,8 @@ static Gravac__Decision *pb_decision(struct pb_out *o, const struct gv_proto_dec
     o->decision.cf_send = d->cf_send;
     o->decision.lr = d->lr;
     o->decision.resync = d->resync;
+    o->decision.ckpt_iteration = d->ckpt_iter;
+    o->decision.ckpt_status = d->ckpt_status;
     return &o->decision;
 }
 
@@ -429,6 +433,8 @@ static void iter_from_pb(struct gv_proto_iter_stats *s, const Gravac__IterStats 
     /* clamped so the count fits; hv_stats refuses it against max_layers afterwards */
     s->n_layer_norms = p->n_layer_norms > UINT32_MAX ? UINT32_MAX : (uint32_t)p->n_layer_norms;
     s->layer_norms = p->layer_norms;
+    s->ckpt_iter = p->ckpt_iteration;
+    s->ckpt_status = p->ckpt_status;
 }
 
 static void decision_from_pb(struct gv_proto_decision *d, const Gravac__Decision *p)
@@ -441,6 +447,8 @@ static void decision_from_pb(struct gv_proto_decision *d, const Gravac__Decision
     d->cf_send = p->cf_send;
     d->lr = p->lr;
     d->resync = p->resync;
+    d->ckpt_iter = p->ckpt_iteration;
+    d->ckpt_status = p->ckpt_status;
 }
 
 static struct gv_proto_bytes bytes_from_pb(ProtobufCBinaryData b)

@@ -206,6 +206,8 @@ struct gv_proto_iter_stats {
     double loss;
     uint32_t n_layer_norms;
     const double *layer_norms; /* double[n_layer_norms], borrowed (decode: in the arena) */
+    uint64_t ckpt_iter;        /* checkpoint report: its iteration (0: none)... */
+    int32_t ckpt_status;       /* ...and whether the sender's part was written (a gv_status_t) */
 };
 
 /* GraVAC controller output for the next iteration. CFs: 0 = not set, else finite >= 1. */
@@ -216,6 +218,8 @@ struct gv_proto_decision {
     double cf_send;      /* compression factor to send with */
     double lr;           /* learning rate, finite >= 0 */
     bool resync;         /* the worker must resync its model (dense MODEL) */
+    uint64_t ckpt_iter;  /* checkpoint verdict: its iteration (0: none)... */
+    int32_t ckpt_status; /* ...committed (0) or not (a gv_status_t) */
 };
 
 struct gv_proto_hello {
