@@ -345,6 +345,8 @@ struct gv_ps_decision {
     double cf_send;      /* compression factor to send with (1: dense) */
     double lr;           /* UPDATE: the learning rate of the step */
     bool resync;         /* UPDATE: a full model follows */
+    uint64_t ckpt_iter;  /* server 0's verdict on the checkpoint of this iteration (0: none): */
+    int32_t ckpt_status; /* committed (GV_OK), or not (why, a gv_status_t) */
 };
 void gv_ps_decision_to_proto(const struct gv_ps_decision *d, struct gv_proto_decision *out);
 void gv_ps_decision_from_proto(const struct gv_proto_decision *in, struct gv_ps_decision *d);

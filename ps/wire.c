@@ -38,7 +38,9 @@ void gv_ps_decision_to_proto(const struct gv_ps_decision *d, struct gv_proto_dec
                                       .cf_candidate = d->cf_candidate,
                                       .cf_send = d->cf_send,
                                       .lr = d->lr,
-                                      .resync = d->resync};
+                                      .resync = d->resync,
+                                      .ckpt_iter = d->ckpt_iter,
+                                      .ckpt_status = d->ckpt_status};
 }
 
 void gv_ps_decision_from_proto(const struct gv_proto_decision *in, struct gv_ps_decision *d)
@@ -48,13 +50,16 @@ void gv_ps_decision_from_proto(const struct gv_proto_decision *in, struct gv_ps_
                                  .cf_candidate = in->cf_candidate,
                                  .cf_send = in->cf_send,
                                  .lr = in->lr,
-                                 .resync = in->resync};
+                                 .resync = in->resync,
+                                 .ckpt_iter = in->ckpt_iter,
+                                 .ckpt_status = in->ckpt_status};
 }
 
 bool gv_ps_decision_equal(const struct gv_ps_decision *a, const struct gv_ps_decision *b)
 {
     return a->level == b->level && a->theta_min == b->theta_min &&
-           a->cf_candidate == b->cf_candidate && a->cf_send == b->cf_send && a->lr == b->lr;
+           a->cf_candidate == b->cf_candidate && a->cf_send == b->cf_send && a->lr == b->lr &&
+           a->ckpt_iter == b->ckpt_iter && a->ckpt_status == b->ckpt_status;
 }
 
 enum gv_proto_enc gv_ps_idx_enc_to_proto(enum gv_idx_enc enc)

@@ -175,7 +175,10 @@ static void conn_coord_msg(struct gv_server *srv, struct srv_peer *p, const stru
         /* server 0 ended the job at its iteration m->iteration: this server's state is the
          * same cut when it is at that iteration too (DECISIONs travel before the ERROR) */
         snprintf(text, sizeof(text), "%s", m->u.error.text ? m->u.error.text : "server 0 failed");
-        srv_abort_now(srv, m->u.error.code == GV_OK ? GV_OK : GV_ERR_CLOSED,
+        srv_abort_now(srv,
+                      m->u.error.code == GV_OK         ? GV_OK
+                      : m->u.error.code == GV_ERR_CKPT ? GV_ERR_CKPT
+                                                       : GV_ERR_CLOSED,
                       m->iteration == srv->round.iter, text);
         return;
     case GV_PROTO_MSG_BYE:
@@ -326,6 +329,13 @@ static void conn_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void
     }
     uint64_t bytes = msg_len + m->payload_len;
     p->link.bytes_recv += bytes;
+    if (m->n_segs == 0 && ((m->type == GV_PROTO_MSG_STATS && p->kind == SRV_PEER_SERVER) ||
+                           (m->type == GV_PROTO_MSG_DECISION && p->kind == SRV_PEER_COORD &&
+                            p->hs.state == GV_PS_CLIENT_WELCOMED))) {
+        /* the final checkpoint's report or verdict: they come after the job's end */
+        srv_ckpt_final_msg(srv, p, m);
+        return;
+    }
     if (srv_over(srv))
         return;
     if (p->kind != SRV_PEER_NEW)

@@ -114,7 +114,7 @@ void srv_end_done(struct gv_server *srv, const char *why)
     if (srv->rank == 0)
         for (uint32_t s = 1; s < srv->S; s++)
             srv_send_bye(srv, srv->net.servers[s], iter);
-    srv_send_bye_all(srv, iter);
+    /* the workers are answered once the final checkpoint is decided (srv_end_answer) */
     /* pushes deferred for the round that will not happen are read (and dropped) now, and the
      * BYEs behind them */
     for (uint32_t w = 0; w < srv->W; w++) {
@@ -124,6 +124,30 @@ void srv_end_done(struct gv_server *srv, const char *why)
             (void)gv_tp_conn_resume_recv(q->link.c);
         }
     }
+}
+
+void srv_end_answer(struct gv_server *srv, gv_status_t verdict)
+{
+    struct srv_end *e = &srv->end;
+    if (e->state != SRV_ENDING || e->answered)
+        return;
+    e->answered = true;
+    uint64_t iter = srv->round.iter;
+    if (verdict == GV_OK) {
+        srv_send_bye_all(srv, iter);
+        return;
+    }
+    char text[300], from[64];
+    if (srv->ckpt.committed > 0)
+        snprintf(from, sizeof(from), "iteration %" PRIu64, srv->ckpt.committed);
+    else
+        snprintf(from, sizeof(from), "nothing (no checkpoint committed)");
+    snprintf(text, sizeof(text),
+             "the job is done, but its final checkpoint (iteration %" PRIu64 ") was not written "
+             "by every server: it can be resumed from %s",
+             iter, from);
+    gv_log(GV_LOG_ERROR, "server %u: %s", srv->rank, text);
+    srv_send_error_workers(srv, iter, GV_ERR_CKPT, text);
 }
 
 void srv_end_tick(struct gv_server *srv, uint64_t now)

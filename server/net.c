@@ -351,3 +351,39 @@ void srv_send_heartbeat(struct gv_server *srv, struct srv_peer *p, uint64_t iter
     gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_HEARTBEAT, iter);
     (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL); /* busy: try again next tick */
 }
+
+void srv_send_ckpt_report(struct gv_server *srv, struct srv_peer *p, uint64_t iter,
+                          gv_status_t status)
+{
+    struct gv_proto_msg m;
+    gv_ps_msg_init(&m, &srv->env, GV_PROTO_MSG_STATS, iter);
+    m.u.stats.stats.ckpt_iter = iter;
+    m.u.stats.stats.ckpt_status = status;
+    (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
+}
+
+void srv_send_ckpt_verdict(struct gv_server *srv, struct srv_peer *p, uint64_t iter,
+                           gv_status_t status)
+{
+    (void)srv;
+    struct gv_proto_msg m;
+    gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_DECISION, iter);
+    m.u.decision.ckpt_iter = iter;
+    m.u.decision.ckpt_status = status;
+    (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
+}
+
+void srv_send_error_workers(struct gv_server *srv, uint64_t iter, gv_status_t code,
+                            const char *text)
+{
+    for (uint32_t w = 0; w < srv->W; w++) {
+        struct srv_peer *p = srv->net.workers[w];
+        if (p == NULL || p->closed || p->link.c == NULL)
+            continue;
+        struct gv_proto_msg m;
+        gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_ERROR, iter);
+        m.u.error.code = code;
+        m.u.error.text = text;
+        (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
+    }
+}

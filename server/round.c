@@ -47,9 +47,12 @@ gv_status_t srv_round_init(struct gv_server *srv)
     r->memb = gv_calloc(W, 1);
     r->reports = gv_calloc((size_t)srv->S * W, 1);
     r->got_report = gv_calloc(srv->S, sizeof(bool));
+    r->ck_srv_iter = gv_calloc(srv->S, sizeof(*r->ck_srv_iter));
+    r->ck_srv_st = gv_calloc(srv->S, sizeof(*r->ck_srv_st));
     if (!r->acc || !r->rbuf || !r->layer_norms || !r->held_norms || !r->layer_cf || !r->cur.heavy ||
         !r->next.heavy || !r->held || !r->resync_req || !r->expected || !r->arrived || !r->dead ||
-        !r->scratch || !r->memb || !r->reports || !r->got_report) {
+        !r->scratch || !r->memb || !r->reports || !r->got_report || !r->ck_srv_iter ||
+        !r->ck_srv_st) {
         gv_log(GV_LOG_ERROR, "server: cannot allocate the buffers of a %" PRIu64 "-parameter shard",
                n);
         return GV_ERR_NOMEM;
@@ -80,6 +83,8 @@ void srv_round_cleanup(struct gv_server *srv)
     gv_free(r->memb);
     gv_free(r->reports);
     gv_free(r->got_report);
+    gv_free(r->ck_srv_iter);
+    gv_free(r->ck_srv_st);
     memset(r, 0, sizeof(*r));
 }
 
@@ -177,6 +182,41 @@ static void decide_log_change(struct gv_server *srv, const struct srv_decision *
            n->d.cf_send, n->d.theta_min, n->d.cf_candidate);
 }
 
+/* Server 0, the round of a checkpoint's iteration: committed only when this server wrote its
+ * part and every server and every worker that reported did too (a server that reported none
+ * failed it: no --checkpoint-dir there, or another --checkpoint-every); the verdict goes with
+ * the decision, to the servers (DECISION) and the workers (UPDATE). */
+static void round_ckpt_verdict(struct gv_server *srv, struct gv_ps_decision *d)
+{
+    struct srv_round *r = &srv->round;
+    const struct srv_ckpt *ck = &srv->ckpt;
+    d->ckpt_iter = 0;
+    d->ckpt_status = GV_OK;
+    r->ck_why[0] = '\0';
+    if (!ck->on || ck->pend_iter == 0 || ck->pend_iter != r->iter)
+        return;
+    gv_status_t st = ck->pend_status;
+    if (st != GV_OK)
+        snprintf(r->ck_why, sizeof(r->ck_why), "server 0: %s", gv_status_str(st));
+    for (uint32_t s = 1; s < srv->S && st == GV_OK; s++) {
+        if (r->ck_srv_iter[s] != r->iter) {
+            st = GV_ERR_CKPT;
+            snprintf(r->ck_why, sizeof(r->ck_why),
+                     "server %u wrote none (no --checkpoint-dir, or another --checkpoint-every?)",
+                     s);
+        } else if (r->ck_srv_st[s] != GV_OK) {
+            st = r->ck_srv_st[s];
+            snprintf(r->ck_why, sizeof(r->ck_why), "server %u: %s", s, gv_status_str(st));
+        }
+    }
+    if (st == GV_OK && r->ck_wk_bad != GV_OK) {
+        st = (gv_status_t)r->ck_wk_bad;
+        snprintf(r->ck_why, sizeof(r->ck_why), "worker %u: %s", r->ck_wk_rank, gv_status_str(st));
+    }
+    d->ckpt_iter = r->iter;
+    d->ckpt_status = st;
+}
+
 static gv_status_t round_decide(struct gv_server *srv)
 {
     struct srv_round *r = &srv->round;
@@ -212,6 +252,7 @@ static gv_status_t round_decide(struct gv_server *srv)
         return status;
     }
     decide_adopt(srv, &r->next, &d);
+    round_ckpt_verdict(srv, &r->next.d);
     decide_log_change(srv, &r->cur, &r->next);
     for (uint32_t s = 1; s < srv->S; s++) {
         struct srv_peer *p = srv->net.servers[s];
@@ -325,6 +366,10 @@ static bool round_stats(struct gv_server *srv, uint32_t rank, const struct gv_pr
     a->compress_max = GV_MAX(a->compress_max, st->compress_s);
     a->loss_sum += st->loss;
     a->samples += st->samples;
+    if (st->ckpt_iter == r->iter && st->ckpt_status != GV_OK && r->ck_wk_bad == GV_OK) {
+        r->ck_wk_bad = st->ckpt_status; /* its residual checkpoint failed */
+        r->ck_wk_rank = rank;
+    }
     uint32_t nt = srv->shard.n_tensors;
     if (rank == 0 && st->n_layer_norms == nt && st->layer_norms != NULL) {
         memcpy(r->layer_norms, st->layer_norms, nt * sizeof(double));
@@ -392,6 +437,7 @@ enum srv_round_event srv_round_try_open(struct gv_server *srv, bool hold)
     memset(r->acc, 0, srv->shard.n * sizeof(float));
     memset(&r->agg, 0, sizeof(r->agg));
     memset(r->arrived, 0, srv->W * sizeof(bool));
+    r->ck_wk_bad = GV_OK;
     r->next_rank = 0;
     r->recv = r->sent = 0;
     r->phase = SRV_ROUND_OPEN;
@@ -644,6 +690,10 @@ static enum srv_round_event round_aggregated(struct gv_server *srv)
     struct gv_proto_msg m;
     gv_ps_msg_init(&m, &srv->env, GV_PROTO_MSG_STATS, r->iter);
     m.u.stats.workers = n;
+    if (srv->ckpt.on && srv->ckpt.pend_iter == r->iter) { /* its part of this checkpoint */
+        m.u.stats.stats.ckpt_iter = r->iter;
+        m.u.stats.stats.ckpt_status = srv->ckpt.pend_status;
+    }
     gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, srv->W, srv->W);
     struct gv_iov pl = {rep, srv->W};
     if (c == NULL || gv_ps_link_send(&c->link, &m, &pl, 1, NULL) != GV_OK)
@@ -695,6 +745,8 @@ enum srv_round_event srv_round_on_report(struct gv_server *srv, const struct srv
     }
     r->got_report[p->rank] = true;
     r->n_reports++;
+    r->ck_srv_iter[p->rank] = m->u.stats.stats.ckpt_iter;
+    r->ck_srv_st[p->rank] = (gv_status_t)m->u.stats.stats.ckpt_status;
     return round_maybe_decide(srv);
 }
 
@@ -852,6 +904,6 @@ void srv_round_on_bye(struct gv_server *srv, struct srv_peer *p, uint64_t iterat
                                true);
         return;
     }
-    if (!srv_live(srv))
-        srv_send_bye(srv, p, r->iter); /* the answer: the worker closes once it has it */
+    /* the answer (BYE, or how the end failed) comes from srv_end_answer once the final
+     * checkpoint is decided; the worker closes once it has it */
 }

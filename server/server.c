@@ -194,7 +194,9 @@ static int srv_tick(struct gv_server *srv, volatile int *stop, bool *signalled,
     srv_conn_coord(srv);
     if (srv_live(srv))
         srv_start_check_deadline(srv, now);
-    if (srv->end.state == SRV_ENDING) {
+    if (srv->end.state == SRV_ENDING && srv_ckpt_final_tick(srv)) {
+        /* the final checkpoint is decided: the workers learn how the job ended, and leave */
+        srv_end_answer(srv, srv->ckpt.final_verdict);
         if (*end_deadline == 0)
             *end_deadline = now + 5000000000ull;
         if (srv_peers_gone(srv) || now > *end_deadline)
@@ -234,6 +236,11 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
         }
         timeout_ms = srv_tick(srv, stop, &signalled, &end_deadline);
     }
+    /* an end at a point every server shares (a stop, an abort there): its final checkpoint,
+     * coordinated like the others (DONE has decided it in the loop already) */
+    while (!srv_ckpt_final_tick(srv))
+        if (gv_tp_progress(srv->net.tp, 5) < 0)
+            break;
     /* let the last messages (BYE, ERROR) leave before the connections close */
     uint64_t flush_end = gv_now_ns() + 1000000000ull;
     while (!srv_net_idle(srv) && gv_now_ns() < flush_end)
@@ -246,7 +253,6 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
         srv->end.result = GV_OK;
         srv->end.final_ok = srv->start.settled;
     }
-    srv_ckpt_final(srv);
     srv_metrics_tick(srv, gv_now_ns());
     return srv->end.result;
 }
@@ -275,4 +281,6 @@ void gv_server_get_summary(const struct gv_server *srv, struct gv_server_summary
     sum->resumed_from = srv->ckpt.resumed_from;
     sum->ckpt_iter = srv->ckpt.written > 0 ? srv->ckpt.last_iter : 0;
     sum->ckpt_written = srv->ckpt.written;
+    sum->ckpt_committed = srv->ckpt.committed;
+    sum->ckpt_lost = srv->ckpt.lost || srv->end.result == GV_ERR_CKPT;
 }

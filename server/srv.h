@@ -127,6 +127,8 @@ struct srv_end {
     bool stopped;  /* ended on request (signal or a peer's stop request) */
     bool refused;  /* a checkpoint was refused: the job cannot start */
     bool final_ok; /* the state at the end is a consistent cut with server 0's */
+    bool answered; /* ENDING: the workers were told how the job ended (after the final
+                      checkpoint's verdict) */
 };
 
 /* ================================================================ liveness (ops.c) */
@@ -220,7 +222,14 @@ struct srv_round {
                          sends until the next round); s > 0: the STATS payload, then the
                          DECISION's received membership */
     uint8_t *reports; /* server 0: [S x W] the STATS membership of each server */
-    bool *got_report; /* server 0: [S] STATS of this round received */
+    /* server 0, the checkpoint of this round's iteration: the processes' reports (in the STATS
+     * and the workers' pushes), the verdict that goes with the decision */
+    uint64_t *ck_srv_iter;  /* [S] the iteration each server reported (0: none) */
+    gv_status_t *ck_srv_st; /* [S] and how its write went */
+    int32_t ck_wk_bad;      /* a worker's failed report this round (GV_OK: none)... */
+    uint32_t ck_wk_rank;    /* ...from this worker */
+    char ck_why[200];       /* the verdict's cause (for the log) */
+    bool *got_report;       /* server 0: [S] STATS of this round received */
     uint32_t n_reports;
     uint32_t n_avg;   /* the round's divisor: workers counted in the average */
     uint32_t n_stats; /* server 0: pushes whose statistics reached the controller */
@@ -251,12 +260,34 @@ struct srv_down {
 
 /* ================================================================ checkpoints (ckpt.c) */
 
+/* The final checkpoint's coordination, once the job has ended at a point every server shares:
+ * each server writes it (pending), servers 1..S-1 report to server 0 (STATS without payload),
+ * server 0 commits it only when every server wrote its part and says so (DECISION without
+ * payload); the workers are answered after that (docs/operations.md, section 5). */
+enum srv_final {
+    SRV_FINAL_NONE = 0, /* not started */
+    SRV_FINAL_WRITING,  /* this server's part is being written */
+    SRV_FINAL_WAITING,  /* server 0: the others' reports; servers 1..S-1: server 0's verdict */
+    SRV_FINAL_DECIDED,  /* committed or dropped (verdict), or nothing to write */
+};
+
 struct srv_ckpt {
     bool on;
     uint64_t resumed_from; /* iteration resumed from (0: fresh) */
     uint64_t own;          /* the newest checkpoint found at start (0: none) */
     uint64_t last_iter;    /* last written (or resumed from) */
     uint64_t written;
+    /* coordination: a checkpoint is written pending and counts once server 0 has said that
+     * every process wrote its part (the verdict travels with the next decision) */
+    uint64_t pend_iter;      /* this server's pending checkpoint (0: none) */
+    gv_status_t pend_status; /* how its write went */
+    uint64_t committed;      /* the newest checkpoint every process wrote (resumed from counts) */
+    bool lost;               /* the job is not resumable from after `committed` right now */
+    enum srv_final final;
+    uint64_t final_iter, final_deadline;
+    gv_status_t final_verdict; /* DECIDED: GV_OK committed (or nothing to write), else why not */
+    gv_status_t *final_rep;    /* server 0: [S] the servers' reports on the final checkpoint... */
+    uint64_t *final_rep_iter;  /* ...[S] and the iteration each is about (0: none yet) */
     pthread_t th;
     atomic_int busy; /* 1 while the writer thread runs, 2 when it finished */
     bool joinable;
@@ -339,8 +370,12 @@ gv_status_t srv_ckpt_resume_at(struct gv_server *srv, uint64_t iter);
 void srv_ckpt_after_round(struct gv_server *srv);
 /* Polls the writer thread; true while one runs (the next round waits). */
 bool srv_ckpt_busy(struct gv_server *srv);
-/* At the end of the run: waits for the writer, then writes the final checkpoint if due. */
-void srv_ckpt_final(struct gv_server *srv);
+/* The final checkpoint (srv_final above), step by step from the loop: true once it is decided
+ * (or there is none to write). The verdict is in ckpt.final_verdict. */
+bool srv_ckpt_final_tick(struct gv_server *srv);
+/* A report (server 0, from server p) or server 0's verdict (servers 1..S-1) on the final
+ * checkpoint: a STATS or a DECISION without payload. */
+void srv_ckpt_final_msg(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m);
 void srv_ckpt_cleanup(struct gv_server *srv);
 
 /* ================================================================ round.c: the round */
@@ -468,6 +503,9 @@ void srv_stop(struct gv_server *srv, const char *why);
  * nothing) and says BYE to the other servers; every server says BYE to its workers (the
  * answer to theirs, or instead of the next update) and lets their deferred pushes drain. */
 void srv_end_done(struct gv_server *srv, const char *why);
+/* ENDING, once the final checkpoint is decided: every worker is told how the job ended (BYE,
+ * or ERROR(GV_ERR_CKPT) when the final checkpoint could not be committed). */
+void srv_end_answer(struct gv_server *srv, gv_status_t verdict);
 /* Whether this server is at a consistent cut with server 0 (not waiting for its decision). */
 bool srv_end_at_cut(const struct gv_server *srv);
 /* The deadline of an abort request to server 0. */
@@ -524,6 +562,16 @@ void srv_send_error_all(struct gv_server *srv, uint64_t iter, gv_status_t code, 
 void srv_send_evict(struct gv_server *srv, struct srv_peer *p, uint64_t iter, const char *text);
 /* A HEARTBEAT when the link has been idle for the interval. */
 void srv_send_heartbeat(struct gv_server *srv, struct srv_peer *p, uint64_t iter, uint64_t now);
+/* The final checkpoint: a server's report to server 0 (a STATS without payload), server 0's
+ * verdict to a server (a DECISION without payload): iteration and status (GV_OK: written /
+ * committed). */
+void srv_send_ckpt_report(struct gv_server *srv, struct srv_peer *p, uint64_t iter,
+                          gv_status_t status);
+void srv_send_ckpt_verdict(struct gv_server *srv, struct srv_peer *p, uint64_t iter,
+                           gv_status_t status);
+/* ERROR(code, text) at iteration iter to every joined worker (not the servers). */
+void srv_send_error_workers(struct gv_server *srv, uint64_t iter, gv_status_t code,
+                            const char *text);
 /* Whether every connection's sends have completed (or it is closed). */
 bool srv_net_idle(const struct gv_server *srv);
 /* The connection to server 0 is up and welcomed. */

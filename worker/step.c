@@ -57,6 +57,10 @@ static void step_stats(struct gv_worker *w, struct step_ctx *x, struct gv_proto_
     st->compress_s = (double)(gv_now_ns() - x->t0) * 1e-9;
     st->samples = x->in->samples;
     st->loss = x->in->loss;
+    if (w->ck_pend_iter == w->iter) { /* its part of this iteration's checkpoint */
+        st->ckpt_iter = w->iter;
+        st->ckpt_status = w->ck_pend_status;
+    }
     if (w->norms_pending) {
         st->n_layer_norms = w->m.n_tensors;
         st->layer_norms = w->layer_norms;
@@ -483,7 +487,10 @@ gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *
     gv_status_t status = step_run(w, in, out);
     w->busy = false;
     bool ckpt = status == GV_OK && !out->stop && wk_ckpt_due(w);
+    bool verdict = status == GV_OK && !out->stop && w->ck_pend_iter != 0;
     pthread_mutex_unlock(&w->mu);
+    if (verdict)
+        wk_ckpt_verdict(w);
     if (ckpt)
         wk_ckpt_write(w);
     return status;

@@ -27,10 +27,10 @@ gv_status_t wk_server_status(struct gv_worker *w, struct wk_server *ws)
             wk_fail(w, GV_ERR_CLOSED, "the job was stopped on request (said %s): %s", ws->name,
                     ws->error_text);
         } else {
-            wk_fail(w, GV_ERR_CLOSED, "%s ended the job with an error: %s", ws->name,
-                    ws->error_text);
+            wk_fail(w, ws->error_code == GV_ERR_CKPT ? GV_ERR_CKPT : GV_ERR_CLOSED,
+                    "%s ended the job with an error: %s", ws->name, ws->error_text);
         }
-        return GV_ERR_CLOSED;
+        return w->fail_status;
     }
     if (ws->closed && ws->hs.state != GV_PS_CLIENT_WELCOMED) {
         /* start-up: say what was at the other end, if anything */

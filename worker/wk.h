@@ -132,6 +132,8 @@ struct gv_worker {
     uint64_t resumed_from;
     bool residual_restored;
     uint64_t ckpt_written;
+    uint64_t ck_pend_iter;      /* the residual checkpoint written pending (0: none)... */
+    gv_status_t ck_pend_status; /* ...how its write went: reported with the next push */
 };
 
 /* step.c: the transport's callbacks (updates are applied there) */
@@ -174,5 +176,8 @@ void wk_ops_stop(struct gv_worker *w);
  * the lock released: it reads only the residual, which nothing else touches). */
 bool wk_ckpt_due(const struct gv_worker *w);
 void wk_ckpt_write(struct gv_worker *w);
+/* Server 0's verdict on the pending residual checkpoint (in the decision adopted by the step
+ * that just ended): committed, or dropped. Called with the lock released, as wk_ckpt_write. */
+void wk_ckpt_verdict(struct gv_worker *w);
 
 #endif /* GV_WK_H */

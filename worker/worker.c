@@ -396,6 +396,17 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
         if (status != GV_OK)
             gv_log(GV_LOG_ERROR, "worker: cannot create the %s transport", w->cl->transport);
     }
+    if (status == GV_OK && cfg->checkpoint_dir != NULL && cfg->checkpoint_dir[0] != '\0') {
+        /* refused now, not after joining the job (the first residual would fail) */
+        char why[200] = "see above";
+        if (gv_ps_mkdir(cfg->checkpoint_dir) != GV_OK ||
+            gv_ckpt_dir_check(cfg->checkpoint_dir, why, sizeof(why)) != GV_OK) {
+            gv_log(GV_LOG_ERROR,
+                   "worker %u: refusing to start: --checkpoint-dir %s is not usable (%s)", w->rank,
+                   cfg->checkpoint_dir, why);
+            status = GV_ERR_INVAL;
+        }
+    }
     if (status == GV_OK && !gv_tp_has_cap(w->tp, GV_TP_CAP_DEFER_RECV)) {
         gv_log(GV_LOG_ERROR, "worker: the %s transport cannot defer a receive", w->cl->transport);
         status = GV_ERR_UNSUPPORTED;
@@ -556,6 +567,24 @@ gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations)
             status = wk_server_status(w, ws);
         else if (!ws->got_bye)
             wk_fail(w, status = GV_ERR_TIMEOUT, "%s never answered this worker's BYE", ws->name);
+    }
+    /* every server's BYE says the end's checkpoint is committed: this worker's part of it
+     * (its residual of the last iteration, written after the last step) counts with it */
+    if (w->ck_pend_iter != 0 && w->ck_pend_iter == w->iter) {
+        uint64_t it = w->ck_pend_iter;
+        w->ck_pend_iter = 0;
+        int keep = w->cfg.checkpoint_keep > 0 ? w->cfg.checkpoint_keep : 3;
+        if (status == GV_OK && w->ck_pend_status == GV_OK &&
+            gv_ckpt_commit(w->ckpt_dir, w->rank, it, keep) == GV_OK) {
+            w->ckpt_written++;
+        } else {
+            (void)gv_ckpt_discard(w->ckpt_dir, w->rank, it);
+            if (status == GV_OK)
+                wk_fail(w, status = GV_ERR_CKPT,
+                        "its residual of the final checkpoint (iteration %" PRIu64
+                        ") could not be written: a restart from there starts it from zero",
+                        it);
+        }
     }
     pthread_mutex_unlock(&w->mu);
     return status;

@@ -16,6 +16,13 @@
  *               process exits 1, naming it) or continue (the job finishes without it); worker 0
  *               stopping at --target-accuracy ends the job well for everyone (exit 0); and
  *               worker 1 killed as worker 0 stops: every surviving process reports the same end
+ *   ckpt_fail   server 1's checkpoint directory vanishes during training: under the default
+ *               policy the checkpoint is committed nowhere and the job stops (every process
+ *               exits 4, server 0 naming the cause and the iteration it resumes from); with the
+ *               directory back, a restart resumes from the last committed checkpoint and
+ *               finishes. Under --checkpoint-failure-policy continue the job trains to the end,
+ *               but its final checkpoint fails too: every process exits 4. An unusable
+ *               --checkpoint-dir is refused at start by a server and a worker (exit 2)
  *   operators   options an unlucky operator gives: --bind HOST:0 without a rendezvous
  *               directory, a server whose own --servers entry does not resolve (both refused,
  *               exit 2, naming the option); a worker whose server's name does not resolve (it
@@ -419,6 +426,157 @@ static void scenario_early_bye(void)
     }
 }
 
+/* ---------------------------------------------------------------- checkpoints */
+
+static bool exists(const char *dir, const char *name)
+{
+    char path[900];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* The checkpoint files of shard/worker `idx` in dir, as "iteration[p]" words (p: pending). */
+static void ckpt_list(const char *dir, int idx, char *out, size_t len)
+{
+    char cmd[1000];
+    snprintf(cmd, sizeof(cmd),
+             "ls '%s' 2>/dev/null | sed -n 's/^shard%04d-iter0*\\([0-9][0-9]*\\)\\.gvckpt/\\1/p' "
+             "| tr '\\n' ' '",
+             dir, idx);
+    FILE *f = popen(cmd, "r");
+    size_t n = f ? fread(out, 1, len - 1, f) : 0;
+    out[n] = '\0';
+    if (f != NULL)
+        pclose(f);
+}
+
+static void ckpt_run(struct run *r, const char *dir, const char *tag, uint64_t steps,
+                     uint64_t every, const char *policy)
+{
+    static char extra[600], ex[2][2][300];
+    *r = (struct run){.dir = dir, .tag = tag, .S = 2, .W = 2, .steps = steps, .extra = extra};
+    snprintf(extra, sizeof(extra), "--checkpoint-every %llu --checkpoint-keep 2%s%s",
+             (unsigned long long)every, policy ? " --checkpoint-failure-policy " : "",
+             policy ? policy : "");
+    for (int srv = 0; srv < 2; srv++)
+        for (int k = 0; k < 2; k++) {
+            snprintf(ex[srv][k], sizeof(ex[srv][k]), "--checkpoint-dir %s/ck-%s", dir,
+                     srv == 0 ? "w"
+                     : k == 0 ? "s0"
+                              : "s1");
+            r->rank_extra[srv][k] = ex[srv][k];
+        }
+}
+
+static void scenario_ckpt_fail(void)
+{
+    char *dir = mkdir_tmp("ckfail");
+    GV_CHECK(dir != NULL);
+    char s1[700], away[700], files[300];
+    snprintf(s1, sizeof(s1), "%s/ck-s1", dir);
+    snprintf(away, sizeof(away), "%s/ck-s1.away", dir);
+
+    /* A. the default policy: stop where the checkpoint failed, resumable from the last one */
+    struct run a;
+    ckpt_run(&a, dir, "a", 100000, 2000, NULL);
+    run_start(&a);
+    GV_CHECK(wait_iter(&a, 0, 2100, 30)); /* checkpoint 2000 is committed */
+    GV_CHECK(rename(s1, away) == 0);      /* 4000 cannot be written on server 1 */
+    e2e_wait(&a.j, 40);
+    char codes[400];
+    int same = codes_of(&a, -1, codes, sizeof(codes));
+    fprintf(stderr, "server 1's directory gone after checkpoint 2000: %s\n", codes);
+    GV_CHECK_MSG(same == 4, "exit codes: %s", codes);
+    const char *log0 = proc(&a, true, 0)->log;
+    GV_CHECK(file_has(log0, "the checkpoint of iteration 4000 was not written by every process "
+                            "(server 1: i/o error); the job can be resumed from iteration 2000"));
+    GV_CHECK(file_has(log0, "exit status 4"));
+    char d0[700], dw[700];
+    snprintf(d0, sizeof(d0), "%s/ck-s0", dir);
+    snprintf(dw, sizeof(dw), "%s/ck-w/worker0001", dir);
+    ckpt_list(d0, 0, files, sizeof(files));
+    fprintf(stderr, "server 0 holds checkpoints %s\n", files);
+    GV_CHECK(exists(d0, "shard0000-iter000000002000.gvckpt"));
+    GV_CHECK(!exists(d0, "shard0000-iter000000004000.gvckpt"));
+    GV_CHECK(!exists(d0, "shard0000-iter000000004000.gvckpt.pending"));
+    GV_CHECK(exists(dw, "shard0001-iter000000002000.gvckpt"));
+    GV_CHECK(!exists(dw, "shard0001-iter000000004000.gvckpt"));
+    if (gv_check_failed_ != 0)
+        dump_all(&a);
+    /* the directory back, the job restarted: it resumes from 2000 and finishes */
+    GV_CHECK(rename(away, s1) == 0);
+    struct run b;
+    ckpt_run(&b, dir, "b", 5000, 2000, NULL);
+    run_start(&b);
+    GV_CHECK_EQ(e2e_wait(&b.j, 40), b.j.n);
+    GV_CHECK(file_has(proc(&b, true, 0)->log, "the job resumes from iteration 2000"));
+    GV_CHECK(file_has(proc(&b, false, 0)->log, "residual of iteration 2000 restored"));
+    GV_CHECK_EQ(last_iter(&b, 1), 4999);
+    if (gv_check_failed_ != 0)
+        dump_all(&b);
+
+    if (gv_check_failed_ == 0)
+        e2e_rmdir(dir);
+
+    /* B. continue: training goes on to the end, but the final checkpoint fails as well */
+    dir = mkdir_tmp("ckcont");
+    GV_CHECK(dir != NULL);
+    snprintf(s1, sizeof(s1), "%s/ck-s1", dir);
+    snprintf(away, sizeof(away), "%s/ck-s1.away", dir);
+    struct run c;
+    ckpt_run(&c, dir, "a", 6000, 2000, "continue");
+    run_start(&c);
+    GV_CHECK(wait_iter(&c, 0, 2100, 30));
+    GV_CHECK(rename(s1, away) == 0);
+    e2e_wait(&c.j, 60);
+    same = codes_of(&c, -1, codes, sizeof(codes));
+    fprintf(stderr, "continue policy, server 1's directory gone after 2000: %s\n", codes);
+    GV_CHECK_MSG(same == 4, "exit codes: %s", codes);
+    GV_CHECK_EQ(last_iter(&c, 0), 5999); /* trained to the end */
+    log0 = proc(&c, true, 0)->log;
+    GV_CHECK(file_has(log0, "the checkpoint of iteration 4000 was not written by every process"));
+    GV_CHECK(file_has(log0, "--checkpoint-failure-policy continue"));
+    GV_CHECK(file_has(proc(&c, false, 1)->log, "its final checkpoint (iteration 6000) was not "
+                                               "written by every server: it can be resumed from "
+                                               "iteration 2000"));
+    snprintf(d0, sizeof(d0), "%s/ck-s0", dir);
+    ckpt_list(d0, 0, files, sizeof(files));
+    fprintf(stderr, "server 0 holds checkpoints %s\n", files);
+    GV_CHECK(exists(d0, "shard0000-iter000000002000.gvckpt"));
+    GV_CHECK(!exists(d0, "shard0000-iter000000004000.gvckpt"));
+    GV_CHECK(!exists(d0, "shard0000-iter000000006000.gvckpt"));
+    GV_CHECK(!exists(d0, "shard0000-iter000000006000.gvckpt.pending"));
+    if (gv_check_failed_ != 0)
+        dump_all(&c);
+
+    /* C. an unusable directory (its parent is a file) is refused at start, on both roles */
+    char file[700], args[1600], log[760];
+    snprintf(file, sizeof(file), "%s/not-a-dir", dir);
+    FILE *f = fopen(file, "w");
+    GV_CHECK(f != NULL);
+    if (f != NULL)
+        fclose(f);
+    const char *job = "--dataset synthetic --synthetic-n 512 --batch 16 --widths 16 --steps 50 "
+                      "--method static --cf 10 --insecure --num-workers 1 --connect-timeout 3s";
+    snprintf(args, sizeof(args),
+             "%s --rank 0 --num-servers 1 --rendezvous-dir %s "
+             "--bind 127.0.0.1:0 --checkpoint-dir %s/ck",
+             job, dir, file);
+    snprintf(log, sizeof(log), "%s/unusable-server.log", dir);
+    GV_CHECK_EQ(run_one("gravac-server", args, log, 10), 2);
+    GV_CHECK(file_has(log, "is not usable"));
+    snprintf(args, sizeof(args),
+             "%s --rank 0 --num-servers 1 --rendezvous-dir %s --quiet "
+             "--checkpoint-dir %s/ck",
+             job, dir, file);
+    snprintf(log, sizeof(log), "%s/unusable-worker.log", dir);
+    GV_CHECK_EQ(run_one("gravac-worker", args, log, 10), 2);
+    GV_CHECK(file_has(log, "is not usable"));
+    GV_CHECK(!file_has(log, "connecting to"));
+    if (gv_check_failed_ == 0)
+        e2e_rmdir(dir);
+}
+
 /* ---------------------------------------------------------------- operators' mistakes */
 
 /* A listener that is not a gravac server: accepts, then stays silent or answers garbage. */
@@ -571,6 +729,8 @@ int main(int argc, char **argv)
         scenario_late_server();
     else if (strcmp(s, "early_bye") == 0)
         scenario_early_bye();
+    else if (strcmp(s, "ckpt_fail") == 0)
+        scenario_ckpt_fail();
     else if (strcmp(s, "operators") == 0)
         scenario_operators();
     else {

@@ -224,10 +224,14 @@ static void harness_run(struct harness *h)
     struct srv_arg sa[S];
     struct wk_arg wa[W];
     for (int s = 0; s < S; s++) {
+        /* the servers checkpoint too: a residual counts once every process wrote its part */
         struct gv_server_config sc = {.job = &h->job,
                                       .cluster = &h->scl[s],
                                       .secret = &h->secret,
-                                      .handshake_timeout_ns = 5000000000ull};
+                                      .handshake_timeout_ns = 5000000000ull,
+                                      .checkpoint_dir = h->ckdir,
+                                      .checkpoint_every = CKPT_EVERY,
+                                      .checkpoint_keep = 100};
         GV_CHECK_OK(gv_server_create(&sc, &h->srv[s]));
     }
     for (int s = 0; s < S; s++) {
