@@ -24,9 +24,9 @@ extern "C" {
 /* ---------------------------------------------------------------- prefix */
 
 #define GV_PROTO_MAGIC 0x43565247u /* bytes "GRVC" on the wire (little-endian u32) */
-#define GV_PROTO_VERSION 1         /* bump on any change to the prefix or gravac.proto */
+#define GV_PROTO_VERSION 2         /* bump on any change to the prefix or gravac.proto */
 #define GV_PROTO_PREFIX_LEN 24
-#define GV_PROTO_FLAGS_KNOWN 0u /* no flag bits are defined in version 1 */
+#define GV_PROTO_FLAGS_KNOWN 0u /* no flag bits are defined (versions 1 and 2) */
 
 /* The prefix as numbers. On the wire, little-endian, packed byte by byte:
  *   off 0 magic u32 | 4 version u16 | 6 flags u16 | 8 hdr_len u32 | 12 reserved u32 (0)
