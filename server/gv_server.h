@@ -38,6 +38,7 @@ struct gv_server_config {
     bool checkpoint_fallback;        /* a corrupt newest checkpoint: fall back to an older one */
     enum gv_ckpt_fail_policy ckpt_fail_policy; /* a checkpoint not written everywhere */
     struct gv_hostport metrics_addr;           /* host "" and port 0: no HTTP endpoint */
+    struct gv_trace *trace; /* borrowed, NULL: no timeline; used by gv_server_run's thread only */
 };
 
 /* Builds the shard map, allocates every buffer (parameters, momentum, accumulator, one receive

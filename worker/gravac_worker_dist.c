@@ -30,6 +30,7 @@ struct dist {
     struct gv_nn_dataset *train, *test;
     struct gv_nn_batch_buf eval_buf;
     struct gv_worker *w;
+    struct gv_trace *trace; /* --trace: the timeline, or NULL */
     FILE *mf;
     double t0, eval_s;
     double eval_train_s; /* train_s of the evaluation being recorded */
@@ -196,7 +197,8 @@ static gv_status_t dist_model(struct dist *d)
                                       .peer_timeout_ns = o->oc.peer_timeout,
                                       .checkpoint_dir = o->os.checkpoint_dir,
                                       .checkpoint_every = o->os.checkpoint_every,
-                                      .checkpoint_keep = o->os.checkpoint_keep};
+                                      .checkpoint_keep = o->os.checkpoint_keep,
+                                      .trace = d->trace};
         status = gv_worker_create(&wc, &wm, &d->w);
     }
     gv_auth_secret_clear(secret);
@@ -535,6 +537,8 @@ int wp_run_distributed(struct gv_ps_options *o, uint64_t rss_start)
             goto out;
         }
     }
+    if (gv_ps_trace_open(o->oc.trace, GV_ROLE_WORKER, d.rank, &d.trace) != GV_OK)
+        goto out;
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = dist_on_signal;
@@ -600,6 +604,7 @@ int wp_run_distributed(struct gv_ps_options *o, uint64_t rss_start)
     }
 out:
     gv_worker_destroy(d.w);
+    gv_trace_close(d.trace);
     if (d.mf != NULL)
         fclose(d.mf);
     gv_nn_batch_buf_cleanup(&d.eval_buf);
