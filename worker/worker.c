@@ -316,7 +316,10 @@ static gv_status_t wk_sync(struct gv_worker *w, uint64_t deadline)
             return GV_ERR_TIMEOUT;
         }
         int ms = wk_tick(w, gv_now_ns());
-        if (gv_tp_progress(w->tp, GV_MIN(ms, 50)) < 0) {
+        bool unknown = false; /* a server whose address may appear any moment */
+        for (uint32_t s = 0; s < w->S; s++)
+            unknown |= !w->srv[s].connecting;
+        if (gv_tp_progress(w->tp, GV_MIN(ms, unknown ? 20 : 50)) < 0) {
             wk_fail(w, GV_ERR_IO, "transport failure during start-up");
             return GV_ERR_IO;
         }
