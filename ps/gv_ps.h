@@ -110,6 +110,7 @@ enum gv_job_downlink {
 enum gv_job_scope {
     GV_SCOPE_TENSOR = 0, /* per tensor (a server: per piece of a tensor in its shard) */
     GV_SCOPE_MODEL,      /* one k over the whole model (a server: its whole shard) */
+    GV_SCOPE_AUTO,       /* the option's default; gv_job_resolve makes it one of the above */
 };
 
 struct gv_job {

@@ -22,8 +22,8 @@ static const int method_values[] = {GV_JOB_DENSE,      GV_JOB_STATIC,    GV_JOB_
                                     GV_JOB_GRAVAC_GEO, GV_JOB_ACCORDION, GV_JOB_DENSE_FP16};
 static const char *const downlink_choices[] = {"topk", "union", NULL};
 static const int downlink_values[] = {GV_DOWNLINK_TOPK, GV_DOWNLINK_UNION};
-static const char *const scope_choices[] = {"tensor", "model", NULL};
-static const int scope_values[] = {GV_SCOPE_TENSOR, GV_SCOPE_MODEL};
+static const char *const scope_choices[] = {"auto", "tensor", "model", NULL};
+static const int scope_values[] = {GV_SCOPE_AUTO, GV_SCOPE_TENSOR, GV_SCOPE_MODEL};
 /* dense is a method, not a compressor */
 static const char *const cmp_choices[] = {"topk", "randomk", "dgc", "redsync", NULL};
 static const int cmp_values[] = {GV_CMP_TOPK, GV_CMP_RANDOMK, GV_CMP_DGC, GV_CMP_REDSYNC};
@@ -337,8 +337,9 @@ const struct gv_opt gv_job_options[] = {
     {.name = "topk-scope",
      .type = GV_OPT_ENUM,
      .offset = J(topk_scope),
-     .def = "tensor",
-     .help = "top-k per tensor, or one k over the whole model (a server: its whole shard)",
+     .def = "auto",
+     .help = "top-k per tensor, or one k over the whole model (a server: its whole shard); "
+             "auto: model, but tensor for accordion (it decides per layer)",
      .group = "compression",
      .choices = scope_choices,
      .values = scope_values},
@@ -470,6 +471,10 @@ gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
             return GV_ERR_INVAL;
         }
     }
+    /* auto: one k over the model (per tensor, small tensors get k = 1 at high CFs and, with
+     * the bounded downlink, lose most of their gradient: docs/results.md section 10) */
+    if (job->topk_scope == GV_SCOPE_AUTO)
+        job->topk_scope = job->method == GV_JOB_ACCORDION ? GV_SCOPE_TENSOR : GV_SCOPE_MODEL;
     if (job->method == GV_JOB_ACCORDION && job->topk_scope == GV_SCOPE_MODEL) {
         gv_log(GV_LOG_ERROR, "--method accordion decides per layer: it needs --topk-scope tensor");
         return GV_ERR_INVAL;

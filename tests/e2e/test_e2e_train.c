@@ -508,8 +508,10 @@ int main(int argc, char **argv)
     run_case("static top-k CF 10, with a garbage connection", a, 25, true, false);
     snprintf(a, sizeof(a), "%s --method static --cf 10 --lr 0.05 --downlink union", base);
     run_case("static top-k CF 10, the union downlink", a, 25, false, false);
-    snprintf(a, sizeof(a), "%s --method static --cf 20 --lr 0.05 --fp16 --topk-scope model", base);
-    run_case("static top-k CF 20 over the whole model, fp16 both ways", a, 25, false, false);
+    snprintf(a, sizeof(a), "%s --method static --cf 10 --lr 0.05 --topk-scope tensor", base);
+    run_case("static top-k CF 10 per tensor", a, 25, false, false);
+    snprintf(a, sizeof(a), "%s --method static --cf 20 --lr 0.05 --fp16 --topk-scope tensor", base);
+    run_case("static top-k CF 20 per tensor, fp16 both ways", a, 25, false, false);
     snprintf(a, sizeof(a),
              "%s --method gravac-exp --window 4 --epsilon 0.3 --theta-min 5 "
              "--lr-schedule cosine",

@@ -193,6 +193,35 @@ static void test_job(void)
     char *b1[] = {"t", "--dataset", "synthetic", "--steps", "100", "--batch", "32"};
     GV_CHECK_EQ(fingerprint_of(7, b1, 2), f0);
 
+    /* the top-k scope: auto is one k over the model, but per tensor for Accordion (which
+     * decides per layer); an explicit choice is kept, and model with Accordion refused */
+    struct {
+        const char *method, *scope;
+        int want; /* enum gv_job_scope, or -1: refused */
+    } sc[] = {{"static", NULL, GV_SCOPE_MODEL},     {"gravac-exp", NULL, GV_SCOPE_MODEL},
+              {"accordion", NULL, GV_SCOPE_TENSOR}, {"static", "tensor", GV_SCOPE_TENSOR},
+              {"static", "model", GV_SCOPE_MODEL},  {"accordion", "tensor", GV_SCOPE_TENSOR},
+              {"accordion", "model", -1},           {"static", "auto", GV_SCOPE_MODEL}};
+    for (size_t i = 0; i < sizeof(sc) / sizeof(sc[0]); i++) {
+        char *a[] = {"t",
+                     "--dataset",
+                     "synthetic",
+                     "--method",
+                     (char *)sc[i].method,
+                     "--topk-scope",
+                     (char *)sc[i].scope};
+        cfg = job_defaults(&job, sc[i].scope ? 7 : 5, a);
+        GV_CHECK(cfg != NULL);
+        if (sc[i].want < 0) {
+            GV_CHECK_STATUS(gv_job_resolve(&job, 2), GV_ERR_INVAL);
+        } else {
+            GV_CHECK_OK(gv_job_resolve(&job, 2));
+            GV_CHECK_MSG((int)job.topk_scope == sc[i].want, "%s %s: scope %d", sc[i].method,
+                         sc[i].scope ? sc[i].scope : "(default)", (int)job.topk_scope);
+        }
+        gv_cfg_destroy(cfg);
+    }
+
     /* errors */
     char *e1[] = {"t", "--dataset", "synthetic", "--widths", "12,x"};
     cfg = job_defaults(&job, 5, e1);
