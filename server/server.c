@@ -228,10 +228,10 @@ static int srv_tick(struct gv_server *srv, volatile int *stop, bool *signalled,
     srv_metrics_tick(srv, now);
     if (srv_ckpt_busy(srv))
         timeout_ms = GV_MIN(timeout_ms, 5);
-    if (srv->rank > 0 && srv->net.coord == NULL && srv->end.state == SRV_STARTING)
-        timeout_ms = GV_MIN(timeout_ms, 20); /* server 0's address may appear any moment */
     else if (srv->round.phase == SRV_ROUND_WAIT_OPEN)
         srv_conn_poll_round(srv); /* a checkpoint that just finished lets the round open */
+    if (srv->rank > 0 && srv->net.coord == NULL && srv->end.state == SRV_STARTING)
+        timeout_ms = GV_MIN(timeout_ms, 20); /* server 0's address may appear any moment */
     return timeout_ms;
 }
 
