@@ -130,7 +130,8 @@ static bool stats_eq(const struct gv_proto_iter_stats *a, const struct gv_proto_
         !dbl_eq(a->g_c_sq, b->g_c_sq) || !dbl_eq(a->compute_s, b->compute_s) ||
         !dbl_eq(a->compress_s, b->compress_s) || !dbl_eq(a->comm_s, b->comm_s) ||
         a->samples != b->samples || !dbl_eq(a->loss, b->loss) ||
-        a->n_layer_norms != b->n_layer_norms)
+        a->n_layer_norms != b->n_layer_norms || a->ckpt_iter != b->ckpt_iter ||
+        a->ckpt_status != b->ckpt_status)
         return false;
     for (uint32_t i = 0; i < a->n_layer_norms; i++)
         if (!dbl_eq(a->layer_norms[i], b->layer_norms[i]))
@@ -142,7 +143,8 @@ static bool decision_eq(const struct gv_proto_decision *a, const struct gv_proto
 {
     return a->level == b->level && dbl_eq(a->theta_min, b->theta_min) &&
            dbl_eq(a->cf_candidate, b->cf_candidate) && dbl_eq(a->cf_send, b->cf_send) &&
-           dbl_eq(a->lr, b->lr) && a->resync == b->resync;
+           dbl_eq(a->lr, b->lr) && a->resync == b->resync && a->ckpt_iter == b->ckpt_iter &&
+           a->ckpt_status == b->ckpt_status;
 }
 
 static bool body_eq(const struct gv_proto_msg *a, const struct gv_proto_msg *b)

@@ -186,11 +186,16 @@ const char *gv_job_method_str(enum gv_job_method method);
 gv_status_t gv_job_layout(const struct gv_job *job, char (*names)[24], size_t *numel, uint32_t cap,
                           uint32_t *n_p);
 
-/* A 64-bit hash of what every process must agree on: tensor layout, model and data shape,
- * seed, optimizer (schedule included), method and its parameters, compressor and value type.
+/* A 64-bit hash of what every process must agree on: tensor layout, model and data shape, the
+ * number of iterations (--steps, or --epochs through the steps per epoch), seed, optimizer
+ * (schedule included), method and its parameters, compressor and value type.
  * desc (may be NULL) receives the hashed text, for a mismatch report. */
 uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], const size_t *numel,
                             uint32_t n_tensors, char *desc, size_t desc_len);
+/* The same without the number of iterations: what a checkpoint belongs to (a job restarted
+ * with more --steps resumes from it; a cosine schedule's length is in its optimizer). */
+uint64_t gv_job_state_fingerprint(const struct gv_job *job, const char (*names)[24],
+                                  const size_t *numel, uint32_t n_tensors);
 
 /* ================================================================ the cluster
  *
@@ -250,6 +255,11 @@ gv_status_t gv_cluster_resolve(struct gv_cluster *cl, enum gv_role role, char *c
  * (a malformed file), GV_ERR_INVAL. */
 gv_status_t gv_cluster_server_addr(const struct gv_cluster *cl, uint32_t s, uint64_t deadline_ns,
                                    struct gv_hostport *out);
+
+/* The same without waiting: GV_ERR_AGAIN (nothing logged) while server s has not published its
+ * address yet, for a caller that goes on serving its other connections meanwhile. */
+gv_status_t gv_cluster_server_addr_try(const struct gv_cluster *cl, uint32_t s,
+                                       struct gv_hostport *out);
 
 /* Server s publishes "host:port" in DIR/server-<s>.addr (write to a temporary file, rename).
  * No-op without a rendezvous dir. GV_ERR_IO (logged). */
@@ -363,6 +373,8 @@ struct gv_ps_decision {
     double cf_send;      /* compression factor to send with (1: dense) */
     double lr;           /* UPDATE: the learning rate of the step */
     bool resync;         /* UPDATE: a full model follows */
+    uint64_t ckpt_iter;  /* server 0's verdict on the checkpoint of this iteration (0: none): */
+    int32_t ckpt_status; /* committed (GV_OK), or not (why, a gv_status_t) */
 };
 void gv_ps_decision_to_proto(const struct gv_ps_decision *d, struct gv_proto_decision *out);
 void gv_ps_decision_from_proto(const struct gv_proto_decision *in, struct gv_ps_decision *d);
@@ -590,6 +602,15 @@ enum gv_ps_hs_result gv_ps_server_hs_on_msg(struct gv_ps_server_hs *hs,
 gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len, uint32_t shard,
                              uint64_t n, const struct gv_ps_decision *d, enum gv_val_type dense_vt,
                              size_t rcap, bool *dense_p, char *why, size_t why_len);
+/* Whether a PUSH's values are all finite: its payload (the VALUES segment of a sparse push, f32
+ * or f16, or its DENSE segment), as received in `payload` after a passed gv_ps_push_check, and
+ * its statistics (gv_ps_stats_check). GV_ERR_PROTO with why ("NaN at entry 5 of 120") when not.
+ * A push with a non-finite value must not reach an accumulator: one NaN poisons every replica. */
+gv_status_t gv_ps_push_finite(const struct gv_proto_msg *m, const uint8_t *payload, char *why,
+                              size_t why_len);
+/* A push's statistics: the squared norms, the times (and Accordion's layer norms) finite and
+ * >= 0, the loss finite (what adapt/ accepts). GV_ERR_PROTO with why naming the field. */
+gv_status_t gv_ps_stats_check(const struct gv_proto_iter_stats *st, char *why, size_t why_len);
 /* An UPDATE of iteration iter for shard `shard` of n parameters into a buffer of ucap bytes:
  * one dense segment of n values of type dense_vt, or an index and an f32 or f16 value segment
  * that fit, then (Accordion) one RAW segment of n_tensors bytes. *dense_p tells which.

@@ -642,8 +642,9 @@ static uint64_t job_fnv(const char *s, size_t n)
     return h;
 }
 
-uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], const size_t *numel,
-                            uint32_t n_tensors, char *desc, size_t desc_len)
+static uint64_t job_fingerprint(const struct gv_job *job, const char (*names)[24],
+                                const size_t *numel, uint32_t n_tensors, bool steps, char *desc,
+                                size_t desc_len)
 {
     char buf[4096];
     size_t off = 0;
@@ -659,6 +660,10 @@ uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], c
            mc->in_c, mc->n_classes);
     for (uint32_t t = 0; t < n_tensors; t++)
         FP_ADD("%s:%zu,", names[t], numel[t]);
+    /* the length of the job: every worker must run the same iterations (a worker with fewer
+     * would leave the others at its last one) */
+    if (steps)
+        FP_ADD(";steps %lld", (long long)job->total_steps);
     FP_ADD(";seed %" PRIu64 ";optim lr %.9g mom %.9g wd %.9g nest %d sched %d warm %lld", job->seed,
            (double)o->lr, (double)o->momentum, (double)o->weight_decay, o->nesterov, (int)o->sched,
            (long long)o->warmup);
@@ -676,4 +681,16 @@ uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], c
     if (desc != NULL && desc_len > 0)
         snprintf(desc, desc_len, "%s", buf);
     return job_fnv(buf, off);
+}
+
+uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], const size_t *numel,
+                            uint32_t n_tensors, char *desc, size_t desc_len)
+{
+    return job_fingerprint(job, names, numel, n_tensors, true, desc, desc_len);
+}
+
+uint64_t gv_job_state_fingerprint(const struct gv_job *job, const char (*names)[24],
+                                  const size_t *numel, uint32_t n_tensors)
+{
+    return job_fingerprint(job, names, numel, n_tensors, false, NULL, 0);
 }

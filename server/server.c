@@ -41,6 +41,8 @@ static gv_status_t srv_shard_init(struct gv_server *srv)
     sh->fingerprint = gv_job_fingerprint(srv->job, (const char(*)[24])sh->names, sh->numel,
                                          sh->n_tensors, desc, sizeof(desc));
     gv_log(GV_LOG_DEBUG, "model fingerprint %016" PRIx64 " of: %s", sh->fingerprint, desc);
+    sh->ckpt_fingerprint =
+        gv_job_state_fingerprint(srv->job, (const char(*)[24])sh->names, sh->numel, sh->n_tensors);
     sh->params = gv_calloc(sh->n, sizeof(float));
     sh->momentum = gv_calloc(sh->n, sizeof(float));
     if (sh->params == NULL || sh->momentum == NULL) {
@@ -128,17 +130,22 @@ uint16_t gv_server_port(const struct gv_server *srv)
     return srv->net.port;
 }
 
+/* Connections that have not completed the handshake in time are closed. They are in accept
+ * order and share one timeout, so only the expired ones at the head are visited. */
 static void srv_check_handshakes(struct gv_server *srv, uint64_t now)
 {
-    for (struct srv_peer *p = srv->net.peers; p != NULL; p = p->next)
-        if (p->kind == SRV_PEER_NEW && !p->closed && p->link.c != NULL &&
-            now - p->t_accept_ns > srv->cfg.handshake_timeout_ns) {
-            gv_log(GV_LOG_WARN,
-                   "server %u: %s did not complete the handshake within %.1f s; "
-                   "closed",
-                   srv->rank, p->name, (double)srv->cfg.handshake_timeout_ns * 1e-9);
-            srv_peer_close(p);
-        }
+    static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(10, 10000);
+    for (struct srv_peer *p = srv->net.pending.head, *next; p != NULL; p = next) {
+        next = p->next;
+        if (p->t_accept_ns > now || now - p->t_accept_ns <= srv->cfg.handshake_timeout_ns)
+            break;
+        if (p->closed || p->link.c == NULL)
+            continue;
+        GV_LOG_LIMITED(GV_LOG_WARN, &lim,
+                       "server %u: %s did not complete the handshake within %.1f s; closed",
+                       srv->rank, p->name, (double)srv->cfg.handshake_timeout_ns * 1e-9);
+        srv_peer_close(p); /* frees p */
+    }
 }
 
 /* Every worker (and on server 0 every other server) has said BYE or left. */
@@ -163,7 +170,7 @@ static bool srv_peers_heard(const struct gv_server *srv, uint64_t now)
 {
     if (!srv->live.on)
         return false;
-    for (const struct srv_peer *p = srv->net.peers; p != NULL; p = p->next) {
+    for (const struct srv_peer *p = srv->net.joined.head; p != NULL; p = p->next) {
         bool member = p->kind == SRV_PEER_WORKER || (p->kind == SRV_PEER_SERVER && srv->rank == 0);
         if (member && !p->closed && !p->bye && now - p->t_seen_ns > srv->cfg.peer_timeout_ns)
             return false;
@@ -198,9 +205,12 @@ static int srv_tick(struct gv_server *srv, volatile int *stop, bool *signalled,
         srv_stop(srv, why);
     }
     srv_check_handshakes(srv, now);
+    srv_conn_coord(srv);
     if (srv_live(srv))
         srv_start_check_deadline(srv, now);
-    if (srv->end.state == SRV_ENDING) {
+    if (srv->end.state == SRV_ENDING && srv_ckpt_final_tick(srv)) {
+        /* the final checkpoint is decided: the workers learn how the job ended, and leave */
+        srv_end_answer(srv, srv->ckpt.final_verdict);
         if (*end_deadline == 0)
             *end_deadline = now + 5000000000ull;
         /* past the deadline the end waits only for peers still heard from: a training script
@@ -220,6 +230,8 @@ static int srv_tick(struct gv_server *srv, volatile int *stop, bool *signalled,
         timeout_ms = GV_MIN(timeout_ms, 5);
     else if (srv->round.phase == SRV_ROUND_WAIT_OPEN)
         srv_conn_poll_round(srv); /* a checkpoint that just finished lets the round open */
+    if (srv->rank > 0 && srv->net.coord == NULL && srv->end.state == SRV_STARTING)
+        timeout_ms = GV_MIN(timeout_ms, 20); /* server 0's address may appear any moment */
     return timeout_ms;
 }
 
@@ -227,19 +239,13 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
 {
     srv->start.t_start_ns = gv_now_ns();
     srv->end.state = SRV_STARTING;
-    if (srv->rank > 0) {
-        gv_status_t status = srv_conn_coord(srv, srv->start.t_start_ns + srv->cl->connect_timeout);
-        if (status != GV_OK) {
-            srv->end.state = SRV_ABORTED;
-            return status;
-        }
-    } else {
+    if (srv->rank == 0) {
         srv_start_settle(srv); /* a single server settles at once */
         srv_conn_poll_round(srv);
     }
     uint64_t end_deadline = 0;
     bool signalled = false;
-    int timeout_ms = 100;
+    int timeout_ms = 0; /* servers 1..S-1: the first turn connects to server 0 */
     while (!srv_over(srv)) {
         int n = gv_tp_progress(srv->net.tp, timeout_ms);
         if (n < 0) {
@@ -248,6 +254,11 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
         }
         timeout_ms = srv_tick(srv, stop, &signalled, &end_deadline);
     }
+    /* an end at a point every server shares (a stop, an abort there): its final checkpoint,
+     * coordinated like the others (DONE has decided it in the loop already) */
+    while (!srv_ckpt_final_tick(srv))
+        if (gv_tp_progress(srv->net.tp, 5) < 0)
+            break;
     /* let the last messages (BYE, ERROR) leave before the connections close */
     uint64_t flush_end = gv_now_ns() + 1000000000ull;
     while (!srv_net_idle(srv) && gv_now_ns() < flush_end)
@@ -260,7 +271,6 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
         srv->end.result = GV_OK;
         srv->end.final_ok = srv->start.settled;
     }
-    srv_ckpt_final(srv);
     srv_metrics_tick(srv, gv_now_ns());
     return srv->end.result;
 }
@@ -289,4 +299,6 @@ void gv_server_get_summary(const struct gv_server *srv, struct gv_server_summary
     sum->resumed_from = srv->ckpt.resumed_from;
     sum->ckpt_iter = srv->ckpt.written > 0 ? srv->ckpt.last_iter : 0;
     sum->ckpt_written = srv->ckpt.written;
+    sum->ckpt_committed = srv->ckpt.committed;
+    sum->ckpt_lost = srv->ckpt.lost || srv->end.result == GV_ERR_CKPT;
 }

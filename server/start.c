@@ -5,6 +5,7 @@
 #include "srv.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -108,7 +109,7 @@ void srv_start_joined(struct gv_server *srv, struct srv_peer *p)
     }
     *slot = p;
     if (as_server) {
-        p->kind = SRV_PEER_SERVER;
+        srv_peer_joined(srv, p, SRV_PEER_SERVER);
         net->n_servers_in++;
         gv_log(GV_LOG_INFO, "server 0: %s joined (newest checkpoint: iteration %" PRIu64 ")",
                p->name, p->hello_iter);
@@ -116,12 +117,21 @@ void srv_start_joined(struct gv_server *srv, struct srv_peer *p)
         srv_start_settle(srv); /* once every server is in */
         return;
     }
+    if (srv->rank > 0 && !srv_net_coord_alive(srv)) {
+        /* the starting iteration is server 0's to say: the WELCOME waits for it */
+        srv_peer_joined(srv, p, SRV_PEER_WORKER);
+        net->n_workers_in++;
+        p->welcome_due = true;
+        gv_log(GV_LOG_INFO, "server %u: %s joined (%u of %u); welcomed once server 0 is reached",
+               srv->rank, p->name, net->n_workers_in, srv->W);
+        return;
+    }
     if (srv_send_welcome(srv, p, srv->round.iter) != GV_OK) {
         *slot = NULL;
         srv_peer_close(p);
         return;
     }
-    p->kind = SRV_PEER_WORKER;
+    srv_peer_joined(srv, p, SRV_PEER_WORKER);
     net->n_workers_in++;
     gv_log(GV_LOG_INFO, "server %u: %s joined (%u of %u)", srv->rank, p->name, net->n_workers_in,
            srv->W);
@@ -135,11 +145,12 @@ void srv_start_coord_welcomed(struct gv_server *srv, struct srv_peer *p)
     const struct gv_proto_welcome *w = &p->hs.welcome;
     if (w->model_fingerprint != sh->fingerprint || w->model_numel != sh->map.total ||
         w->num_shards != srv->S) {
-        char text[200];
+        char text[320];
         snprintf(text, sizeof(text),
                  "model fingerprint mismatch: server %u has %016" PRIx64 " (%" PRIu64
                  " parameters, %u shards), server 0 has %016" PRIx64 " (%" PRIu64
-                 ", %u): the model, optimizer or compression options differ",
+                 ", %u): the model, the number of iterations, the optimizer or the compression "
+                 "options differ",
                  srv->rank, sh->fingerprint, sh->map.total, srv->S, w->model_fingerprint,
                  w->model_numel, w->num_shards);
         struct gv_proto_msg m;
@@ -162,6 +173,17 @@ void srv_start_coord_welcomed(struct gv_server *srv, struct srv_peer *p)
     gv_log(GV_LOG_INFO, "server %u: joined server 0 at %s; the job %s iteration %" PRIu64,
            srv->rank, p->link.c->peer, c > 0 ? "resumes from" : "starts at", c);
     srv_ops_joined(srv, p);
+    for (uint32_t k = 0; k < srv->W; k++) { /* the workers that joined before */
+        struct srv_peer *q = srv->net.workers[k];
+        if (q == NULL || !q->welcome_due || q->closed)
+            continue;
+        q->welcome_due = false;
+        if (srv_send_welcome(srv, q, c) != GV_OK) {
+            srv_abort(srv, GV_ERR_CLOSED, "cannot welcome %s", q->name);
+            return;
+        }
+        srv_ops_joined(srv, q);
+    }
 }
 
 /* ---------------------------------------------------------------- worker 0's seed */
@@ -190,6 +212,15 @@ void srv_start_seed_done(struct gv_server *srv, const struct gv_proto_msg *m)
     struct srv_start *st = &srv->start;
     if (st->seeded || srv->round.iter != 0)
         return;
+    const float *v = srv->shard.params + m->u.model.offset;
+    for (uint64_t i = 0; i < m->numel; i++)
+        if (!isfinite(v[i])) {
+            srv_abort(srv, GV_ERR_PROTO,
+                      "worker 0 seeded the model with a non-finite value (%g at parameter %" PRIu64
+                      " of the shard)",
+                      (double)v[i], m->u.model.offset + i);
+            return;
+        }
     st->seed_got += m->numel;
     if (st->seed_got < srv->shard.n)
         return;
@@ -220,11 +251,15 @@ void srv_start_check_deadline(struct gv_server *srv, uint64_t now)
         if (srv->net.servers[s] == NULL)
             so += (size_t)snprintf(servers + so, sizeof(servers) - so, " %u", s);
     bool seeded = srv->start.seeded;
+    const char *coord = "";
+    if (srv->rank > 0 && !srv_net_coord_alive(srv))
+        coord = srv->net.coord == NULL ? "; server 0 never published its address"
+                                       : "; no welcome from server 0";
     srv_abort(srv, GV_ERR_TIMEOUT,
-              "start-up did not complete within %.1f s (--connect-timeout): %s%s%s%s%s",
+              "start-up did not complete within %.1f s (--connect-timeout): %s%s%s%s%s%s",
               (double)srv->cl->connect_timeout * 1e-9, off ? "workers not joined or synced:" : "",
               missing,
               !seeded ? (off ? "; model not seeded by worker 0" : "model not seeded by worker 0")
                       : "",
-              so ? "; servers not joined:" : "", servers);
+              so ? "; servers not joined:" : "", servers, coord);
 }

@@ -66,8 +66,8 @@ static void wk_welcomed(struct gv_worker *w, struct wk_server *ws)
         char text[240];
         snprintf(text, sizeof(text),
                  "model fingerprint mismatch: worker %u has %016" PRIx64
-                 ", server %u has %016" PRIx64 ": the model, optimizer or compression options "
-                 "differ",
+                 ", server %u has %016" PRIx64 ": the model, the number of iterations, the "
+                 "optimizer or the compression options differ",
                  w->rank, w->fingerprint, ws->s, we->model_fingerprint);
         struct gv_proto_msg m;
         gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_REFUSE, 0);

@@ -579,13 +579,19 @@ int wp_run_distributed(struct gv_ps_options *o, uint64_t rss_start)
         snprintf(why, sizeof(why), "%s", strsignal((int)dist_stop));
         gv_worker_stop(d.w, why);
     } else if (status == GV_OK) {
-        gv_worker_finish(d.w, (uint64_t)done);
+        status = gv_worker_finish(d.w, (uint64_t)done); /* the servers' answer: how it ended */
     }
     struct gv_worker_summary ws;
     gv_worker_get_summary(d.w, &ws);
     if (status == GV_OK) {
         dist_summary(&d, done, secs);
         rc = 0;
+    } else if (status == GV_ERR_CKPT) {
+        gv_log(GV_LOG_ERROR,
+               "worker %u: a checkpoint could not be written by every process (exit status 4): "
+               "fix the storage; a restart resumes from the last committed one",
+               d.rank);
+        rc = 4;
     } else if (ws.stopped) {
         gv_log(GV_LOG_WARN, "worker %u: stopped on request at iteration %lld (exit status 3)",
                d.rank, (long long)done);

@@ -125,8 +125,12 @@ struct gv_worker_step_out {
 gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *in,
                            struct gv_worker_step_out *out);
 
-/* Says BYE to every server after `iterations` (so that worker 0 can end the job early) and
- * waits, at most two seconds, for every server's BYE in answer. */
+/* Says BYE to every server after `iterations` and waits for every server's answer, which says
+ * how the job ended: GV_OK when every server answered BYE (every iteration of the job done, or
+ * worker 0 ended it early: its BYE before the last iteration is how --target-accuracy stops a
+ * job; any other worker's early BYE takes it out of the job under the dead-worker policy, and
+ * this returns an error). Errors as gv_worker_step's: the job failed or was stopped (the
+ * summary's `stopped`) meanwhile. A dead server is found by the liveness check. */
 gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations);
 
 /* Asks the servers to stop the whole job (the caller got SIGTERM or SIGINT): they write their

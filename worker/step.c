@@ -57,6 +57,10 @@ static void step_stats(struct gv_worker *w, struct step_ctx *x, struct gv_proto_
     st->compress_s = (double)(gv_now_ns() - x->t0) * 1e-9;
     st->samples = x->in->samples;
     st->loss = x->in->loss;
+    if (w->ck_pend_iter == w->iter) { /* its part of this iteration's checkpoint */
+        st->ckpt_iter = w->iter;
+        st->ckpt_status = w->ck_pend_status;
+    }
     if (w->norms_pending) {
         st->n_layer_norms = w->m.n_tensors;
         st->layer_norms = w->layer_norms;
@@ -208,7 +212,11 @@ static gv_status_t wk_parse_prefix(const void *prefix, uint32_t *hdr_len_p, uint
                                    void *user)
 {
     struct gv_worker *w = user;
-    return gv_proto_parse_prefix(prefix, &w->caps, hdr_len_p, payload_len_p);
+    gv_status_t status = gv_proto_prefix_check(prefix, &w->caps, hdr_len_p, payload_len_p,
+                                               w->rx_why, sizeof(w->rx_why));
+    if (status != GV_OK)
+        gv_log(GV_LOG_WARN, "worker %u: refused a frame from a server: %s", w->rank, w->rx_why);
+    return status;
 }
 
 static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
@@ -361,10 +369,14 @@ static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *
 
 static void wk_on_close(struct gv_conn *c, gv_status_t reason, void *user)
 {
-    (void)user;
+    struct gv_worker *w = user;
     struct wk_server *ws = c->user;
     ws->closed = true;
     ws->close_reason = reason == GV_OK ? GV_ERR_CLOSED : reason;
+    ws->close_unsent = c->bytes_sent == 0;
+    ws->close_unanswered = c->bytes_recv == 0;
+    if ((reason == GV_ERR_PROTO || reason == GV_ERR_VERSION) && w->rx_why[0] != '\0')
+        snprintf(ws->close_why, sizeof(ws->close_why), "%s", w->rx_why);
     ws->link.c = NULL;
 }
 
@@ -481,7 +493,10 @@ gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *
     gv_status_t status = step_run(w, in, out);
     w->busy = false;
     bool ckpt = status == GV_OK && !out->stop && wk_ckpt_due(w);
+    bool verdict = status == GV_OK && !out->stop && w->ck_pend_iter != 0;
     pthread_mutex_unlock(&w->mu);
+    if (verdict)
+        wk_ckpt_verdict(w);
     if (ckpt)
         wk_ckpt_write(w);
     w->t_step_end_ns = gv_trace_now(w->cfg.trace);

@@ -23,9 +23,13 @@ struct wk_server {
     struct gv_ps_client_hs hs;
     struct gv_ps_rx rx; /* the header of the message being received (decoded once) */
     char name[96];      /* "server 1 (10.0.0.2:7000)" */
+    bool connecting;    /* a connection was started (its address is known) */
     bool closed;
     gv_status_t close_reason;
-    uint64_t lo, n; /* the shard [lo, lo + n) */
+    bool close_unanswered; /* it closed before a byte arrived from the server */
+    bool close_unsent;     /* it closed before a byte left: never established */
+    char close_why[160];   /* it closed on what was not gravac's protocol: why */
+    uint64_t lo, n;        /* the shard [lo, lo + n) */
 
     /* sync and updates */
     bool synced; /* initial model and decision received */
@@ -72,7 +76,8 @@ struct gv_worker {
     struct gv_buf hsent_buf;
     size_t *off; /* [n_tensors + 1] */
     struct gv_shard_map map;
-    uint64_t fingerprint;
+    uint64_t fingerprint;      /* the job's: every server must have it */
+    uint64_t ckpt_fingerprint; /* its state's: the residual checkpoints' identity */
     struct gv_proto_caps caps;
     struct gv_tp_config tp_cfg;
     struct gv_tp *tp;
@@ -108,6 +113,7 @@ struct gv_worker {
     bool busy; /* the caller's thread is inside create or step: updates and
                   models may arrive (any other time they are a protocol error) */
 
+    char rx_why[160];       /* the last prefix refused (the connection then closes: close_why) */
     uint64_t t_step_end_ns; /* timeline: when the last step returned (0: none yet) */
 
     /* failure */
@@ -127,6 +133,8 @@ struct gv_worker {
     uint64_t resumed_from;
     bool residual_restored;
     uint64_t ckpt_written;
+    uint64_t ck_pend_iter;      /* the residual checkpoint written pending (0: none)... */
+    gv_status_t ck_pend_status; /* ...how its write went: reported with the next push */
 };
 
 /* step.c: the transport's callbacks (updates are applied there) */
@@ -169,5 +177,8 @@ void wk_ops_stop(struct gv_worker *w);
  * the lock released: it reads only the residual, which nothing else touches). */
 bool wk_ckpt_due(const struct gv_worker *w);
 void wk_ckpt_write(struct gv_worker *w);
+/* Server 0's verdict on the pending residual checkpoint (in the decision adopted by the step
+ * that just ended): committed, or dropped. Called with the lock released, as wk_ckpt_write. */
+void wk_ckpt_verdict(struct gv_worker *w);
 
 #endif /* GV_WK_H */

@@ -136,6 +136,28 @@ static void test_round_trip_fields(void)
     GV_CHECK(o.u.model.offset == 512 && o.u.model.checksum == 0xfeedfacecafebeefull);
     GV_CHECK_EQ(o.segs[0].kind, GV_PROTO_SEG_DENSE);
     GV_CHECK_EQ(o.payload_len, 1024);
+
+    /* checkpoint reports (PUSH, STATS) and verdicts (DECISION, UPDATE); a bare report keeps
+     * the statistics sub-message, whose other fields stay zero */
+    gv_sample_msg(GV_PROTO_MSG_PUSH, &m);
+    m.u.push.stats.ckpt_iter = 3000;
+    m.u.push.stats.ckpt_status = GV_ERR_IO;
+    GV_CHECK_OK(round_trip(&m, NULL, &arena, &o, NULL));
+    GV_CHECK(o.u.push.stats.ckpt_iter == 3000 && o.u.push.stats.ckpt_status == GV_ERR_IO);
+    GV_CHECK(gv_proto_msg_equal(&m, &o));
+    gv_proto_msg_init(&m, GV_PROTO_MSG_STATS);
+    m.u.stats.stats.ckpt_iter = 1000;
+    GV_CHECK_OK(round_trip(&m, NULL, &arena, &o, NULL));
+    GV_CHECK(o.u.stats.stats.ckpt_iter == 1000 && o.u.stats.stats.ckpt_status == 0);
+    gv_sample_msg(GV_PROTO_MSG_UPDATE, &m);
+    m.u.update.decision.ckpt_iter = 1000;
+    m.u.update.decision.ckpt_status = GV_ERR_CKPT;
+    GV_CHECK_OK(round_trip(&m, NULL, &arena, &o, NULL));
+    GV_CHECK(o.u.update.decision.ckpt_iter == 1000 &&
+             o.u.update.decision.ckpt_status == GV_ERR_CKPT);
+    GV_CHECK(gv_proto_msg_equal(&m, &o));
+    m.u.update.decision.ckpt_status = GV_OK;
+    GV_CHECK(!gv_proto_msg_equal(&m, &o));
 }
 
 /* Zero and empty values, NaN statistics, a bare PUSH without stats. */

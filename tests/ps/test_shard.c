@@ -161,29 +161,37 @@ static void test_job(void)
     (void)rss0;
     gv_cfg_destroy(cfg);
 
-    /* the fingerprint changes with everything that must match, not with the batch */
-    char *base[] = {"t", "--dataset", "synthetic"};
-    uint64_t f0 = fingerprint_of(3, base, 2);
+    /* the fingerprint changes with everything that must match, the number of iterations
+     * included (issue 18: a worker with other --steps was let in), not with the batch as such */
+    char *base[] = {"t", "--dataset", "synthetic", "--steps", "100"};
+    uint64_t f0 = fingerprint_of(5, base, 2);
     GV_CHECK(f0 != 0);
-    GV_CHECK_EQ(fingerprint_of(3, base, 2), f0);
-    char *v1[] = {"t", "--dataset", "synthetic", "--widths", "64"};
-    char *v2[] = {"t", "--dataset", "synthetic", "--lr", "0.1"};
-    char *v3[] = {"t", "--dataset", "synthetic", "--seed", "2"};
-    char *v4[] = {"t", "--dataset", "synthetic", "--method", "static"};
-    char *v5[] = {"t", "--dataset", "synthetic", "--compressor", "randomk"};
-    char *v6[] = {"t", "--dataset", "synthetic", "--momentum", "0.5"};
-    char *v7[] = {"t", "--dataset", "synthetic", "--lr-schedule", "cosine"};
-    GV_CHECK(fingerprint_of(5, v1, 2) != f0);
-    GV_CHECK(fingerprint_of(5, v2, 2) != f0);
-    GV_CHECK(fingerprint_of(5, v3, 2) != f0);
-    GV_CHECK(fingerprint_of(5, v4, 2) != f0);
-    GV_CHECK(fingerprint_of(5, v5, 2) != f0);
-    GV_CHECK(fingerprint_of(5, v6, 2) != f0);
-    GV_CHECK(fingerprint_of(5, v7, 2) != f0);
-    /* cosine's total depends on the worker count */
-    GV_CHECK(fingerprint_of(5, v7, 3) != fingerprint_of(5, v7, 2));
-    char *b1[] = {"t", "--dataset", "synthetic", "--batch", "32"};
-    GV_CHECK_EQ(fingerprint_of(5, b1, 2), f0);
+    GV_CHECK_EQ(fingerprint_of(5, base, 2), f0);
+    char *v1[] = {"t", "--dataset", "synthetic", "--steps", "100", "--widths", "64"};
+    char *v2[] = {"t", "--dataset", "synthetic", "--steps", "100", "--lr", "0.1"};
+    char *v3[] = {"t", "--dataset", "synthetic", "--steps", "100", "--seed", "2"};
+    char *v4[] = {"t", "--dataset", "synthetic", "--steps", "100", "--method", "static"};
+    char *v5[] = {"t", "--dataset", "synthetic", "--steps", "100", "--compressor", "randomk"};
+    char *v6[] = {"t", "--dataset", "synthetic", "--steps", "100", "--momentum", "0.5"};
+    char *v7[] = {"t", "--dataset", "synthetic", "--steps", "100", "--lr-schedule", "cosine"};
+    char *v8[] = {"t", "--dataset", "synthetic", "--steps", "3000"};
+    GV_CHECK(fingerprint_of(7, v1, 2) != f0);
+    GV_CHECK(fingerprint_of(7, v2, 2) != f0);
+    GV_CHECK(fingerprint_of(7, v3, 2) != f0);
+    GV_CHECK(fingerprint_of(7, v4, 2) != f0);
+    GV_CHECK(fingerprint_of(7, v5, 2) != f0);
+    GV_CHECK(fingerprint_of(7, v6, 2) != f0);
+    GV_CHECK(fingerprint_of(7, v7, 2) != f0);
+    GV_CHECK(fingerprint_of(5, v8, 2) != f0);
+    /* by epochs, the number of iterations follows the worker count and the batch */
+    char *e0[] = {"t", "--dataset", "synthetic", "--lr-schedule", "cosine"};
+    GV_CHECK(fingerprint_of(5, e0, 3) != fingerprint_of(5, e0, 2));
+    char *eb[] = {"t", "--dataset", "synthetic", "--batch", "32"};
+    char *ed[] = {"t", "--dataset", "synthetic"};
+    GV_CHECK(fingerprint_of(5, eb, 2) != fingerprint_of(3, ed, 2));
+    /* with --steps, the batch is each worker's own */
+    char *b1[] = {"t", "--dataset", "synthetic", "--steps", "100", "--batch", "32"};
+    GV_CHECK_EQ(fingerprint_of(7, b1, 2), f0);
 
     /* the top-k scope: auto is one k over the model, but per tensor for Accordion (which
      * decides per layer); an explicit choice is kept, and model with Accordion refused */

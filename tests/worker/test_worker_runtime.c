@@ -186,8 +186,11 @@ static int harness_setup(struct harness *h, int argc, char **argv)
     static struct gv_cfg_spec spec;
     tab = (struct gv_opt_table){gv_job_options, gv_job_options_n, &h->job};
     spec = (struct gv_cfg_spec){.program = "test", .tables = &tab, .n_tables = 1};
-    if (gv_cfg_create(&spec, &h->cfg) != GV_OK || gv_cfg_load(h->cfg, argc, argv, NULL) != GV_OK ||
-        gv_job_resolve(&h->job, W) != GV_OK ||
+    if (gv_cfg_create(&spec, &h->cfg) != GV_OK || gv_cfg_load(h->cfg, argc, argv, NULL) != GV_OK)
+        return -1;
+    if (h->job.steps == 0)
+        h->job.steps = ITERS; /* the job's length: every worker runs all of it */
+    if (gv_job_resolve(&h->job, W) != GV_OK ||
         gv_job_layout(&h->job, h->names, h->numel, MAXT, &h->T) != GV_OK) {
         GV_CHECK_MSG(0, "job set-up failed");
         return -1;
@@ -222,10 +225,14 @@ static void harness_run(struct harness *h)
     struct srv_arg sa[S];
     struct wk_arg wa[W];
     for (int s = 0; s < S; s++) {
+        /* the servers checkpoint too: a residual counts once every process wrote its part */
         struct gv_server_config sc = {.job = &h->job,
                                       .cluster = &h->scl[s],
                                       .secret = &h->secret,
-                                      .handshake_timeout_ns = 5000000000ull};
+                                      .handshake_timeout_ns = 5000000000ull,
+                                      .checkpoint_dir = h->ckdir,
+                                      .checkpoint_every = CKPT_EVERY,
+                                      .checkpoint_keep = 100};
         GV_CHECK_OK(gv_server_create(&sc, &h->srv[s]));
     }
     for (int s = 0; s < S; s++) {
