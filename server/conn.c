@@ -23,6 +23,8 @@ static void conn_round(struct gv_server *srv, enum srv_round_event ev)
 
 void srv_conn_poll_round(struct gv_server *srv)
 {
+    if (!srv->shard.ready)
+        return; /* --model external: no round before the first layout */
     conn_round(srv, srv_round_try_open(srv, srv_ckpt_busy(srv)));
 }
 
@@ -209,6 +211,7 @@ static gv_status_t conn_on_header(struct gv_conn *c, const void *msg, size_t msg
             break;
         return srv_round_push_header(srv, p, m, payload_len, dst, dst_cnt);
     case GV_PROTO_MSG_MODEL: return srv_start_seed_header(srv, p, m, payload_len, dst, dst_cnt);
+    case GV_PROTO_MSG_LAYOUT: return srv_start_layout_header(srv, p, m, payload_len, dst, dst_cnt);
     case GV_PROTO_MSG_DECISION:
         if (p->kind != SRV_PEER_COORD || srv_round_decision_header(srv, m, dst, dst_cnt) != GV_OK)
             break;
@@ -318,7 +321,12 @@ static void conn_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void
     if (p->kind != SRV_PEER_NEW)
         srv_ops_seen(srv, p);
     switch (p->kind) {
-    case SRV_PEER_NEW: conn_hs_on_msg(srv, p, m); return;
+    case SRV_PEER_NEW:
+        if (m->type == GV_PROTO_MSG_LAYOUT)
+            srv_start_layout(srv, p, m);
+        else
+            conn_hs_on_msg(srv, p, m);
+        return;
     case SRV_PEER_COORD: conn_coord_msg(srv, p, m); return;
     case SRV_PEER_SERVER: conn_server_msg(srv, p, m); return;
     case SRV_PEER_WORKER: conn_worker_msg(srv, p, m, bytes); return;

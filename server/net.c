@@ -73,6 +73,7 @@ void srv_net_cleanup(struct gv_server *srv)
         next = p->next;
         gv_ps_link_cleanup(&p->link);
         gv_ps_rx_cleanup(&p->rx);
+        gv_free(p->layout_buf);
         gv_free(p);
     }
     net->peers = NULL;
@@ -218,7 +219,7 @@ gv_status_t srv_send_model(struct gv_server *srv, struct srv_peer *p, uint64_t i
     const struct srv_shard *sh = &srv->shard;
     uint64_t bytes = 0, ck = gv_ps_checksum(sh->params, sh->n);
     gv_status_t status = net_send_chunks(srv, p, iter, sh->params, 0, ck, &bytes);
-    if (status == GV_OK)
+    if (status == GV_OK && srv->job->optimizer != GV_JOB_OPTIM_CALLER) /* else no momentum here */
         status = net_send_chunks(srv, p, iter, sh->momentum, 1, 0, &bytes);
     if (status != GV_OK)
         gv_log(GV_LOG_ERROR, "server %u: cannot send the model to %s: %s", srv->rank, p->name,

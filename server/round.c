@@ -494,7 +494,10 @@ enum srv_round_event srv_round_push_done(struct gv_server *srv, struct srv_peer 
 {
     struct srv_round *r = &srv->round;
     if (srv->end.state != SRV_RUNNING)
-        return SRV_ROUND_BUSY; /* dropped unread: the job is ending */
+        return SRV_ROUND_BUSY;    /* dropped unread: the job is ending */
+    srv_replica_check(srv, p, m); /* --optimizer caller */
+    if (srv->end.state != SRV_RUNNING)
+        return SRV_ROUND_BUSY;
     if (r->phase != SRV_ROUND_OPEN || p->rank != r->next_rank) {
         round_hold(srv, p, m, msg_bytes); /* on_header deferred every push with a payload */
         return SRV_ROUND_BUSY;

@@ -73,6 +73,10 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
     m.u.push.level = gv_ps_level_to_proto(w->dec.level);
     if (s == 0)
         step_stats(w, x, &m.u.push.stats);
+    /* --optimizer caller: the servers compare every worker's parameters (as the caller's
+     * optimizer left them) by their checksum */
+    if (w->caller_optim && w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0)
+        m.u.push.replica_checksum = gv_ps_checksum(w->hp + ws->lo, ws->n);
     struct gv_iov pl[2];
     int npl;
     if (x->dense) {
@@ -156,7 +160,7 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
                 gv_cmp_compress(w->cmp, w->ef[t], w->m.grads + w->off[t], &req, &w->lmin[t],
                                 x->levels == 2 ? &w->lcand[t] : NULL, &nm);
             if (status != GV_OK) {
-                wk_fail(w, status, "compression of tensor %s failed", w->m.names[t]);
+                wk_fail(w, status, "compression of tensor %s failed", w->tnames[t]);
                 return status;
             }
             gv_norms_add(&x->norms, &nm);
@@ -166,7 +170,7 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
                 if (w->mirrored) { /* the entries sent, to the host for staging and encoding */
                     if ((status = gv_cmp_sparse_to_host(w->cmp, sent, &w->hsent)) != GV_OK) {
                         wk_fail(w, status, "cannot copy tensor %s's entries from the GPU",
-                                w->m.names[t]);
+                                w->tnames[t]);
                         return status;
                     }
                 }
@@ -286,6 +290,21 @@ static void step_apply_update(struct gv_worker *w, struct wk_server *ws,
     ws->dec_iter = m->iteration + 1;
     ws->resync = ws->dec.resync;
     ws->got_update = true;
+    if (w->caller_optim) {
+        /* the caller's optimizer steps with g; the checksum is of g itself */
+        if (w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0) {
+            w->checks++;
+            uint64_t ck = gv_ps_checksum(g, ws->n);
+            if (ck != m->u.update.model_checksum) {
+                w->mismatches++;
+                wk_fail(w, GV_ERR_PROTO,
+                        "the averaged gradient from %s at iteration %" PRIu64 " does not match "
+                        "its checksum (%016" PRIx64 ", server %016" PRIx64 ")",
+                        ws->name, w->iter, ck, m->u.update.model_checksum);
+            }
+        }
+        return;
+    }
     float lr = (float)ws->dec.lr;
     if (step_optim(w, ws, lr, g) != GV_OK)
         return;
