@@ -109,8 +109,8 @@ struct launch {
     int n;
     char **server_args, **worker_args; /* passthrough arguments (borrowed strings) */
     int n_server_args, n_worker_args;
-    char **cmd;      /* the workers' command after "--" (NULL: gravac-worker) */
-    char **cmd_env;  /* its GV_* variables from the worker options ("NAME=value", owned) */
+    char **cmd;     /* the workers' command after "--" (NULL: gravac-worker) */
+    char **cmd_env; /* its GV_* variables from the worker options ("NAME=value", owned) */
     int n_cmd_env;
     bool set_model, set_optimizer; /* the user chose --model / --optimizer */
     bool user_metrics;
@@ -247,10 +247,10 @@ static gv_status_t launch_parse(struct launch *L, int argc, char **argv, struct 
         return GV_ERR_NOMEM;
     enum gv_cfg_source src;
     const char *txt;
-    L->set_model = gv_cfg_source(*cfg_p, "model", &src, NULL, &txt) == GV_OK &&
-                   src != GV_CFG_SRC_DEFAULT;
-    L->set_optimizer = gv_cfg_source(*cfg_p, "optimizer", &src, NULL, &txt) == GV_OK &&
-                       src != GV_CFG_SRC_DEFAULT;
+    L->set_model =
+        gv_cfg_source(*cfg_p, "model", &src, NULL, &txt) == GV_OK && src != GV_CFG_SRC_DEFAULT;
+    L->set_optimizer =
+        gv_cfg_source(*cfg_p, "optimizer", &src, NULL, &txt) == GV_OK && src != GV_CFG_SRC_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0)
@@ -789,8 +789,8 @@ int main(int argc, char **argv)
     for (int s = 0; s < L.lo.servers && spawned; s++)
         spawned = start_one(&L, "gravac-server", true, s) == GV_OK;
     for (int w = 0; w < L.lo.workers && spawned; w++)
-        spawned = (L.cmd != NULL ? start_cmd(&L, w)
-                                 : start_one(&L, "gravac-worker", false, w)) == GV_OK;
+        spawned =
+            (L.cmd != NULL ? start_cmd(&L, w) : start_one(&L, "gravac-worker", false, w)) == GV_OK;
     if (!spawned)
         signal_all(&L, SIGTERM);
     rc = supervise(&L);

@@ -52,20 +52,20 @@ struct gravac;
 
 /* What one step did. */
 struct gravac_step_info {
-    uint64_t iteration;    /* the iteration just run (0, 1, ...) */
-    int32_t level;         /* 0 dense, 1 floor CF (theta_min), 2 candidate CF */
-    int32_t stopped;       /* 1: the job had ended (worker 0 finished): nothing was applied */
-    double cf;             /* compression factor sent (1: dense) */
-    double cf_candidate;   /* GraVAC's candidate CF */
-    double theta_min;      /* GraVAC's floor CF */
-    uint64_t bytes_sent;   /* this worker's bytes on the wire (headers included) */
-    uint64_t bytes_recv;   /* bytes received */
-    uint64_t nnz_sent;     /* gradient entries pushed */
-    double compress_s;     /* compression and encoding */
-    double comm_s;         /* from the last push to the last update */
-    double step_s;         /* the whole call */
-    uint64_t checks;       /* checksum checks so far (averaged gradient, replicas) */
-    uint64_t dense_bytes;  /* 4 x the parameters: a dense push */
+    uint64_t iteration;   /* the iteration just run (0, 1, ...) */
+    int32_t level;        /* 0 dense, 1 floor CF (theta_min), 2 candidate CF */
+    int32_t stopped;      /* 1: the job had ended (worker 0 finished): nothing was applied */
+    double cf;            /* compression factor sent (1: dense) */
+    double cf_candidate;  /* GraVAC's candidate CF */
+    double theta_min;     /* GraVAC's floor CF */
+    uint64_t bytes_sent;  /* this worker's bytes on the wire (headers included) */
+    uint64_t bytes_recv;  /* bytes received */
+    uint64_t nnz_sent;    /* gradient entries pushed */
+    double compress_s;    /* compression and encoding */
+    double comm_s;        /* from the last push to the last update */
+    double step_s;        /* the whole call */
+    uint64_t checks;      /* checksum checks so far (averaged gradient, replicas) */
+    uint64_t dense_bytes; /* 4 x the parameters: a dense push */
 };
 
 int gravac_api_version(void);

@@ -20,9 +20,9 @@ struct gravac {
     uint64_t steps, samples;
     bool stopped;
     /* output (gravac_out.c) */
-    FILE *mf;          /* --metrics-file */
-    double t_last;     /* the end of the last step or evaluation */
-    double eval_s;     /* time from a step's end to a reported evaluation: the evaluations */
+    FILE *mf;      /* --metrics-file */
+    double t_last; /* the end of the last step or evaluation */
+    double eval_s; /* time from a step's end to a reported evaluation: the evaluations */
     double last_loss, last_acc, best_acc;
     bool have_eval;
     uint64_t tl_iter[GRAVAC_TIMELINE];

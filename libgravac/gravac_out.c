@@ -134,8 +134,8 @@ void gravac_out_summary(struct gravac *g, double secs)
     double train = secs - g->eval_s;
     printf("summary: worker %u of %u, %u servers: %" PRIu64 " iterations in %.1f s (%.1f s "
            "outside the steps' timing), %.2f ms per iteration, %.0f samples/s over all workers\n",
-           s.rank, s.num_workers, s.num_servers, s.iterations, secs, g->eval_s,
-           1e3 * train / it, (double)g->samples * s.num_workers / GV_MAX(1e-9, train));
+           s.rank, s.num_workers, s.num_servers, s.iterations, secs, g->eval_s, 1e3 * train / it,
+           (double)g->samples * s.num_workers / GV_MAX(1e-9, train));
     if (g->have_eval)
         printf("summary: final test loss %.4f, accuracy %.2f%% (best %.2f%%)\n", g->last_loss,
                100.0 * g->last_acc, 100.0 * g->best_acc);

@@ -228,8 +228,8 @@ void gv_layout_shape_str(const struct gv_layout *l, uint32_t t, char *out, size_
 {
     size_t off = (size_t)snprintf(out, len, "[");
     for (uint32_t d = 0; d < l->t[t].ndim && off < len; d++)
-        off += (size_t)snprintf(out + off, len - off, "%s%" PRIu64, d ? ", " : "",
-                                l->t[t].shape[d]);
+        off +=
+            (size_t)snprintf(out + off, len - off, "%s%" PRIu64, d ? ", " : "", l->t[t].shape[d]);
     if (off < len)
         snprintf(out + off, len - off, "]");
 }
@@ -240,8 +240,8 @@ bool gv_layout_diff(const struct gv_layout *a, const struct gv_layout *b, const 
     uint32_t n = GV_MIN(a->n, b->n);
     for (uint32_t t = 0; t < n; t++) {
         const struct gv_layout_tensor *x = &a->t[t], *y = &b->t[t];
-        bool same_shape = x->ndim == y->ndim &&
-                          memcmp(x->shape, y->shape, x->ndim * sizeof(x->shape[0])) == 0;
+        bool same_shape =
+            x->ndim == y->ndim && memcmp(x->shape, y->shape, x->ndim * sizeof(x->shape[0])) == 0;
         if (strcmp(x->name, y->name) == 0 && same_shape)
             continue;
         char sa[120], sb[120];

@@ -281,6 +281,7 @@ static void conn_worker_msg(struct gv_server *srv, struct srv_peer *p, const str
             snprintf(why, sizeof(why), "%s", t);
             srv_stop(srv, why);
         } else if (srv->cfg.dead_policy != GV_DEAD_CONTINUE) {
+            p->reported = true;
             srv_abort(srv, GV_ERR_CLOSED, "%s reported: %s", p->name, t);
         } else {
             snprintf(why, sizeof(why), "it stopped: %s", t);

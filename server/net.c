@@ -74,6 +74,7 @@ void srv_net_cleanup(struct gv_server *srv)
         gv_ps_link_cleanup(&p->link);
         gv_ps_rx_cleanup(&p->rx);
         gv_free(p->layout_buf);
+        gv_layout_cleanup(&p->held_layout);
         gv_free(p);
     }
     net->peers = NULL;
@@ -247,13 +248,16 @@ void srv_send_bye_all(struct gv_server *srv, uint64_t iteration)
 
 void srv_send_error_all(struct gv_server *srv, uint64_t iter, gv_status_t code, const char *text)
 {
+    /* cut to the wire's cap: a longer text could not be encoded and nobody would be told */
+    char cut[SRV_ERROR_TEXT_MAX + 1];
+    snprintf(cut, sizeof(cut), "%s", text);
     for (struct srv_peer *p = srv->net.peers; p != NULL; p = p->next) {
         if (p->closed || p->kind == SRV_PEER_NEW)
             continue;
         struct gv_proto_msg m;
         gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_ERROR, iter);
         m.u.error.code = code;
-        m.u.error.text = text;
+        m.u.error.text = cut;
         (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
     }
 }

@@ -27,9 +27,8 @@ void srv_replica_check(struct gv_server *srv, const struct srv_peer *p,
     if (ck == rp->ck)
         return;
     srv_abort(srv, GV_ERR_PROTO,
-              "replicas diverged before iteration %" PRIu64 ": the parameters of shard %u are "
-              "%016" PRIx64 " on worker %u, %016" PRIx64 " on worker %u (an optimizer step that "
-              "is not deterministic across workers, or a script that changed the parameters on "
-              "some workers only)",
-              m->iteration, srv->rank, rp->ck, rp->from, ck, p->rank);
+              "replicas diverged before iteration %" PRIu64 ": shard %u is %016" PRIx64
+              " on worker %u, %016" PRIx64 " on worker %u (optimizer not deterministic, or "
+              "parameters changed on some workers)",
+              m->iteration, srv->rank, ck, p->rank, rp->ck, rp->from);
 }

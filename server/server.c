@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* What the job's model and optimizer rule out: checkpoints need the servers to hold the model
  * (SGD on the servers) and its layout at start (nn/'s). */
@@ -177,6 +178,16 @@ static int srv_tick(struct gv_server *srv, volatile int *stop, bool *signalled,
     return timeout_ms;
 }
 
+static bool srv_reporter_alive(const struct gv_server *srv)
+{
+    for (uint32_t w = 0; w < srv->W; w++) {
+        const struct srv_peer *p = srv->net.workers[w];
+        if (p != NULL && p->reported && !p->closed)
+            return true;
+    }
+    return false;
+}
+
 gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
 {
     srv->start.t_start_ns = gv_now_ns();
@@ -206,11 +217,15 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
         }
         timeout_ms = srv_tick(srv, stop, &signalled, &end_deadline);
     }
-    /* let the last messages (BYE, ERROR) leave before the connections close */
+    /* let the last messages (BYE, ERROR) leave before the connections close, and a worker
+     * that reported its own failure go first (so that a launcher sees the cause exit first) */
     uint64_t flush_end = gv_now_ns() + 1000000000ull;
-    while (!srv_net_idle(srv) && gv_now_ns() < flush_end)
+    bool reporter = srv_reporter_alive(srv);
+    while ((!srv_net_idle(srv) || srv_reporter_alive(srv)) && gv_now_ns() < flush_end)
         if (gv_tp_progress(srv->net.tp, 20) < 0)
             break;
+    if (reporter) /* its exit reaches a launcher's wait before ours */
+        usleep(250000);
     if (srv->end.state == SRV_DONE) {
         gv_log(GV_LOG_INFO,
                "server %u: job finished after %" PRIu64 " iterations (at iteration %" PRIu64 ")",

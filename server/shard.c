@@ -93,8 +93,9 @@ gv_status_t srv_shard_adopt(struct gv_server *srv, struct gv_layout *l, const ch
     }
     char b[32];
     gv_ps_fmt_bytes((double)sh->n * 4.0, b, sizeof(b));
-    gv_log(GV_LOG_INFO, "server %u: shard [%" PRIu64 ", %" PRIu64 ") of %" PRIu64 " parameters (%s)",
-           srv->rank, sh->lo, sh->lo + sh->n, sh->map.total, b);
+    gv_log(GV_LOG_INFO,
+           "server %u: shard [%" PRIu64 ", %" PRIu64 ") of %" PRIu64 " parameters (%s)", srv->rank,
+           sh->lo, sh->lo + sh->n, sh->map.total, b);
     return GV_OK;
 }
 

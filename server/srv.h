@@ -30,6 +30,8 @@
 #define SRV_HDR_BYTES 1024
 /* MODEL chunks: at most this many elements per message (1 GiB of floats). */
 #define SRV_MODEL_CHUNK (256ull << 20)
+/* The longest text an ERROR carries (the default caps' max_text_len). */
+#define SRV_ERROR_TEXT_MAX 256
 
 /* ================================================================ peers (net.c) */
 
@@ -63,6 +65,9 @@ struct srv_peer {
     bool layout_ok;        /* its layout equals the shard's (it may take its slot) */
     uint8_t *layout_buf;   /* the LAYOUT's payload while it arrives */
     uint64_t layout_len;
+    struct gv_layout held_layout; /* a worker > 0's layout, until worker 0's is the model's */
+    bool held;
+    bool reported;         /* WORKER: it told us it failed (ERROR): the job's root cause */
     uint64_t seen_bytes;   /* conn bytes_recv at the last liveness tick (ops.c) */
     uint64_t t_seen_ns;    /* when it was last heard from (a message or bytes) */
     struct srv_peer *next; /* in net.peers */

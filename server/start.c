@@ -239,25 +239,13 @@ static void start_layout_refuse(struct gv_server *srv, struct srv_peer *p, const
     srv_abort(srv, GV_ERR_PROTO, "%s was refused: %s", p->name, text);
 }
 
-void srv_start_layout(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
+/* Worker 0's layout becomes the model's; any other is compared with it. l is consumed. */
+static void start_layout_accept(struct gv_server *srv, struct srv_peer *p, struct gv_layout *l)
 {
     char why[400], text[480];
-    struct gv_layout l;
-    bool have = p->awaiting_layout && p->layout_buf != NULL && m->n_segs == 1;
-    gv_status_t status =
-        have ? gv_layout_decode(p->layout_buf, (size_t)p->layout_len, &l, why, sizeof(why))
-             : GV_ERR_PROTO;
-    gv_free(p->layout_buf);
-    p->layout_buf = NULL;
-    if (!have)
-        snprintf(why, sizeof(why), "an empty or unexpected LAYOUT");
-    if (status != GV_OK) {
-        start_layout_refuse(srv, p, why);
-        return;
-    }
     if (!srv->shard.ready) {
-        status = srv_shard_adopt(srv, &l, p->name);
-        gv_layout_cleanup(&l);
+        gv_status_t status = srv_shard_adopt(srv, l, p->name);
+        gv_layout_cleanup(l);
         if (status != GV_OK) {
             snprintf(text, sizeof(text),
                      "its model of %" PRIu64 " parameters cannot be sharded over %u servers "
@@ -269,8 +257,8 @@ void srv_start_layout(struct gv_server *srv, struct srv_peer *p, const struct gv
     } else {
         char here[120];
         snprintf(here, sizeof(here), "server %u (from %s)", srv->rank, srv->shard.layout_from);
-        bool differ = gv_layout_diff(&l, &srv->shard.layout, p->name, here, why, sizeof(why));
-        gv_layout_cleanup(&l);
+        bool differ = gv_layout_diff(l, &srv->shard.layout, p->name, here, why, sizeof(why));
+        gv_layout_cleanup(l);
         if (differ) {
             snprintf(text, sizeof(text), "model layout mismatch: %s", why);
             start_layout_refuse(srv, p, text);
@@ -280,7 +268,39 @@ void srv_start_layout(struct gv_server *srv, struct srv_peer *p, const struct gv
     p->awaiting_layout = false;
     p->layout_ok = true;
     srv_start_joined(srv, p); /* takes its slot, WELCOME */
-    srv_start_settle(srv);    /* server 0: the layout may have been all it waited for */
+}
+
+void srv_start_layout(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
+{
+    char why[400];
+    struct gv_layout l;
+    bool have = p->awaiting_layout && p->layout_buf != NULL && m->n_segs == 1 && !p->held;
+    gv_status_t status =
+        have ? gv_layout_decode(p->layout_buf, (size_t)p->layout_len, &l, why, sizeof(why))
+             : GV_ERR_PROTO;
+    gv_free(p->layout_buf);
+    p->layout_buf = NULL;
+    if (!have)
+        snprintf(why, sizeof(why), "an empty or unexpected LAYOUT");
+    if (status != GV_OK) {
+        start_layout_refuse(srv, p, why);
+        return;
+    }
+    if (!srv->shard.ready && p->rank != 0) {
+        /* worker 0's layout is the model's (as its parameters are): this one waits for it */
+        p->held_layout = l;
+        p->held = true;
+        return;
+    }
+    bool adopting = !srv->shard.ready;
+    start_layout_accept(srv, p, &l);
+    for (struct srv_peer *q = srv->net.peers; adopting && srv->shard.ready && q != NULL;
+         q = q->next)
+        if (q->held && !q->closed && srv_live(srv)) {
+            q->held = false;
+            start_layout_accept(srv, q, &q->held_layout);
+        }
+    srv_start_settle(srv); /* server 0: the layout may have been all it waited for */
 }
 
 gv_status_t srv_start_wait_layout(struct gv_server *srv, uint64_t deadline_ns, volatile int *stop)

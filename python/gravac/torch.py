@@ -135,6 +135,11 @@ def _install_hooks():
                                            tb.tb_lineno)
                 tb = tb.tb_next
             w.fail("the training script raised %s: %s%s" % (etype.__name__, value, where))
+            # out at once, as the other processes are stopping: no finalisation (PyTorch's
+            # takes a while), so that a launcher sees this worker, the cause, exit first
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
 
     sys.excepthook = hook
     atexit.register(shutdown)
