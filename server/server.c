@@ -128,6 +128,20 @@ static bool srv_peers_gone(const struct gv_server *srv)
     return true;
 }
 
+/* Liveness is on and every peer that has not said BYE was heard from (a message, bytes or a
+ * heartbeat) within the peer timeout. */
+static bool srv_peers_heard(const struct gv_server *srv, uint64_t now)
+{
+    if (!srv->live.on)
+        return false;
+    for (const struct srv_peer *p = srv->net.peers; p != NULL; p = p->next) {
+        bool member = p->kind == SRV_PEER_WORKER || (p->kind == SRV_PEER_SERVER && srv->rank == 0);
+        if (member && !p->closed && !p->bye && now - p->t_seen_ns > srv->cfg.peer_timeout_ns)
+            return false;
+    }
+    return true;
+}
+
 static void srv_finish(struct gv_server *srv)
 {
     srv->end.state = SRV_DONE;
@@ -160,7 +174,9 @@ static int srv_tick(struct gv_server *srv, volatile int *stop, bool *signalled,
     if (srv->end.state == SRV_ENDING) {
         if (*end_deadline == 0)
             *end_deadline = now + 5000000000ull;
-        if (srv_peers_gone(srv) || now > *end_deadline)
+        /* past the deadline the end waits only for peers still heard from: a training script
+         * may evaluate or save for a while after its last step before it says BYE */
+        if (srv_peers_gone(srv) || (now > *end_deadline && !srv_peers_heard(srv, now)))
             srv_finish(srv);
     }
     struct srv_peer *silent[16];

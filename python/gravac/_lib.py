@@ -72,6 +72,7 @@ def load():
             tried.append("%s (%s)" % (path, e))
             continue
         _declare(lib)
+        lib.gv_path = path
         if lib.gravac_api_version() != API_VERSION:
             raise ImportError("%s speaks API version %d, this package %d"
                               % (path, lib.gravac_api_version(), API_VERSION))

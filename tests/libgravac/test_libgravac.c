@@ -33,10 +33,10 @@ struct job {
     char dir[64];
     const char *method_args[8];
     int n_method;
-    bool sgd;         /* --optimizer job */
-    int bad_layout;   /* this worker registers another shape (-1: none) */
-    int drift;        /* this worker changes a parameter after iteration 3 (-1: none) */
-    int fail;         /* this worker calls gravac_fail after iteration 2 (-1: none) */
+    bool sgd;       /* --optimizer job */
+    int bad_layout; /* this worker registers another shape (-1: none) */
+    int drift;      /* this worker changes a parameter after iteration 3 (-1: none) */
+    int fail;       /* this worker calls gravac_fail after iteration 2 (-1: none) */
     int S;
     /* results */
     gravac_status start_st[W], step_st[W];
@@ -70,8 +70,14 @@ static void *wk_thread(void *p)
     snprintf(rank, sizeof(rank), "--rank=%d", w);
     snprintf(dir, sizeof(dir), "--rendezvous-dir=%s", jb->dir);
     snprintf(servers, sizeof(servers), "--num-servers=%d", jb->S);
-    const char *argv[24] = {"test", rank, dir, servers, "--num-workers=2", "--insecure",
-                            "--connect-timeout=20s", "--cluster-id=test"};
+    const char *argv[24] = {"test",
+                            rank,
+                            dir,
+                            servers,
+                            "--num-workers=2",
+                            "--insecure",
+                            "--connect-timeout=20s",
+                            "--cluster-id=test"};
     int argc = 8;
     for (int k = 0; k < jb->n_method; k++)
         argv[argc++] = jb->method_args[k];
@@ -228,12 +234,12 @@ static void check_clean(struct job *jb, const char *what)
     for (int w = 0; w < W; w++) {
         GV_CHECK_MSG(jb->start_st[w] == GRAVAC_OK && jb->step_st[w] == GRAVAC_OK &&
                          jb->steps[w] == ITERS,
-                     "%s: worker %d: start %d step %d after %d steps: %s", what, w,
-                     jb->start_st[w], jb->step_st[w], jb->steps[w], jb->err[w]);
-        GV_CHECK_MSG(jb->init_ok[w] == 1, "%s: worker %d did not start from worker 0's model",
-                     what, w);
-        GV_CHECK_MSG(jb->avg_ok[w] == 1, "%s: worker %d: an average or an iteration was off",
-                     what, w);
+                     "%s: worker %d: start %d step %d after %d steps: %s", what, w, jb->start_st[w],
+                     jb->step_st[w], jb->steps[w], jb->err[w]);
+        GV_CHECK_MSG(jb->init_ok[w] == 1, "%s: worker %d did not start from worker 0's model", what,
+                     w);
+        GV_CHECK_MSG(jb->avg_ok[w] == 1, "%s: worker %d: an average or an iteration was off", what,
+                     w);
     }
     GV_CHECK_MSG(memcmp(jb->params[0], jb->params[1], NUMEL * sizeof(float)) == 0,
                  "%s: the replicas differ", what);
@@ -350,8 +356,7 @@ static void test_misuse(void)
     GV_CHECK(strstr(gravac_last_error(), "--model must be external") != NULL);
     const char *unknown[] = {"t", "--no-such-option=1"};
     GV_CHECK_STATUS(gravac_create(2, unknown, &g), GRAVAC_ERR_INVAL);
-    const char *ok[] = {"t", "--rank=0", "--num-workers=1", "--servers=127.0.0.1:1",
-                        "--insecure"};
+    const char *ok[] = {"t", "--rank=0", "--num-workers=1", "--servers=127.0.0.1:1", "--insecure"};
     GV_CHECK_OK(gravac_create(5, ok, &g));
     GV_CHECK_EQ(gravac_rank(g), 0);
     GV_CHECK_EQ(gravac_size(g), 1);
