@@ -10,6 +10,7 @@
  *  - a worker whose parameters drift (changed behind the optimizer's back) stops the job, the
  *    servers naming both workers;
  *  - gravac_fail: the other worker's step fails with the reason;
+ *  - a worker that finishes long after the others (its script evaluates) ends the job cleanly;
  *  - misuse: bad tensors, calls out of order, options libgravac refuses. */
 #include "check.h"
 #include "gravac.h"
@@ -37,6 +38,7 @@ struct job {
     int bad_layout; /* this worker registers another shape (-1: none) */
     int drift;      /* this worker changes a parameter after iteration 3 (-1: none) */
     int fail;       /* this worker calls gravac_fail after iteration 2 (-1: none) */
+    int late;       /* this worker takes 6.5 s after its last step to finish (-1: none) */
     int S;
     /* results */
     gravac_status start_st[W], step_st[W];
@@ -48,6 +50,7 @@ struct job {
     float avg_ok[W]; /* 1: every step's average was bit-exact */
     float init_ok[W];
     gv_status_t srv_st[4];
+    double t_finish[W], t_srv_end[4]; /* when each worker finished, each server returned */
 };
 
 static float gen(int w, int i, int j)
@@ -140,6 +143,9 @@ static void *wk_thread(void *p)
         jb->steps[w]++;
     }
     jb->step_st[w] = st;
+    if (jb->late == w) /* a script that evaluates or saves after its last step */
+        usleep(6500000);
+    jb->t_finish[w] = gv_now_s();
     if (st == GRAVAC_OK)
         gravac_finish(g);
     gravac_destroy(g);
@@ -156,6 +162,7 @@ static void *srv_thread(void *p)
 {
     struct srv_arg *a = p;
     a->jb->srv_st[a->s] = gv_server_run(a->srv, NULL);
+    a->jb->t_srv_end[a->s] = gv_now_s();
     return NULL;
 }
 
@@ -199,7 +206,9 @@ static void run_job(struct job *jb)
         struct gv_server_config sc = {.job = &job,
                                       .cluster = &cl[s],
                                       .secret = &secret,
-                                      .handshake_timeout_ns = 5000000000ull};
+                                      .handshake_timeout_ns = 5000000000ull,
+                                      .heartbeat_interval_ns = 500000000ull, /* the defaults */
+                                      .peer_timeout_ns = 5000000000ull};
         GV_CHECK_OK(gv_server_create(&sc, &srv[s]));
         sa[s] = (struct srv_arg){jb, srv[s], s};
         pthread_create(&st[s], NULL, srv_thread, &sa[s]);
@@ -225,7 +234,7 @@ static struct job *job_new(int S)
 {
     struct job *jb = calloc(1, sizeof(*jb));
     jb->S = S;
-    jb->bad_layout = jb->drift = jb->fail = -1;
+    jb->bad_layout = jb->drift = jb->fail = jb->late = -1;
     return jb;
 }
 
@@ -289,6 +298,23 @@ static void test_job_sgd(void)
     for (int j = 0; j < NUMEL; j++)
         moved |= jb->params[0][j] != gen(9, 0, j);
     GV_CHECK_MSG(moved, "the runtime's SGD did not step the parameters");
+    free(jb);
+}
+
+/* The servers' end waited 5 s for the last BYEs and then finished: a worker still at work
+ * after its last step found its servers gone (and server 1 failed when server 0 left). */
+static void test_late_finish(void)
+{
+    struct job *jb = job_new(2);
+    jb->late = 0;
+    jb->method_args[jb->n_method++] = "--method=static";
+    jb->method_args[jb->n_method++] = "--cf=8";
+    run_job(jb);
+    check_clean(jb, "worker 0 finishing 6.5 s after the others");
+    for (int s = 0; s < jb->S; s++)
+        GV_CHECK_MSG(jb->t_srv_end[s] >= jb->t_finish[0],
+                     "server %d ended %.1f s before worker 0 said BYE", s,
+                     jb->t_finish[0] - jb->t_srv_end[s]);
     free(jb);
 }
 
@@ -385,6 +411,7 @@ int main(void)
     test_caller_dense();
     test_caller_compressed();
     test_job_sgd();
+    test_late_finish();
     test_layout_mismatch();
     test_drift();
     test_fail();
