@@ -43,7 +43,8 @@ static void bt_usage(FILE *f)
                "  --workers N          workers (default 4)\n"
                "  --rates LIST         link rates, e.g. 10gbit,1gbit,100mbit (default 100mbit);\n"
                "                       'none' = namespaces without shaping\n"
-               "  --methods LIST       of dense, static-<CF>, gravac-exp, gravac-geo, accordion\n"
+               "  --methods LIST       of dense, dense-fp16, static-<CF>, gravac-exp, gravac-geo,\n"
+               "                       accordion; NAME-union: with the union downlink\n"
                "                       (default " BT_DEFAULT_METHODS ")\n"
                "  --add-method L=OPTS  a method labelled L with its own job options (repeatable)\n"
                "  --gravac OPTS        options of both GraVAC methods\n"
@@ -94,11 +95,22 @@ static gv_status_t bt_add_method(struct bt_opts *o, const char *label, const cha
     return GV_OK;
 }
 
-static gv_status_t bt_known_method(struct bt_opts *o, const char *name)
+static gv_status_t bt_known_method(struct bt_opts *o, const char *label)
 {
+    /* NAME-union: the same method with the union downlink, for a side-by-side comparison */
+    char name[64];
+    size_t len = strlen(label);
+    if (len >= sizeof(name)) {
+        fprintf(stderr, "gravac-bench train: method name too long ('%s')\n", label);
+        return GV_ERR_INVAL;
+    }
+    memcpy(name, label, len + 1);
+    bool uni = len > 6 && strcmp(name + len - 6, "-union") == 0;
+    if (uni)
+        name[len - 6] = '\0';
     char opts[700];
-    if (strcmp(name, "dense") == 0) {
-        snprintf(opts, sizeof(opts), "--method dense");
+    if (strcmp(name, "dense") == 0 || strcmp(name, "dense-fp16") == 0) {
+        snprintf(opts, sizeof(opts), "--method %s", name);
     } else if (strncmp(name, "static-", 7) == 0) {
         char *end;
         double cf = strtod(name + 7, &end);
@@ -114,10 +126,12 @@ static gv_status_t bt_known_method(struct bt_opts *o, const char *name)
     } else if (strcmp(name, "accordion") == 0) {
         snprintf(opts, sizeof(opts), "--method accordion %s", o->accordion);
     } else {
-        fprintf(stderr, "gravac-bench train: unknown method '%s'\n", name);
+        fprintf(stderr, "gravac-bench train: unknown method '%s'\n", label);
         return GV_ERR_INVAL;
     }
-    return bt_add_method(o, name, opts);
+    if (uni)
+        snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts), " --downlink union");
+    return bt_add_method(o, label, opts);
 }
 
 static int bt_list(const char *s, char out[][24], int cap)

@@ -111,6 +111,17 @@ const struct gv_opt gv_cluster_options[] = {
      .def = "false",
      .help = "log every option's value and where it came from",
      .group = "output"},
+    {.name = "conns-per-server",
+     .type = GV_OPT_INT,
+     .offset = C(conns_per_server),
+     .def = "1",
+     .help = "TCP connections between each worker and each server process: the server's part "
+             "of the model is striped over them (one shard each, at port + i, served by a thread "
+             "of its own)",
+     .group = "cluster",
+     .flags = GV_OPT_RANGE,
+     .min = 1,
+     .max = 64},
 };
 const size_t gv_cluster_options_n = GV_ARRAY_LEN(gv_cluster_options);
 
@@ -212,6 +223,26 @@ static gv_status_t cluster_rank(struct gv_cluster *cl, enum gv_role role, char *
     return GV_OK;
 }
 
+/* After the ranks (which count processes): the lanes. */
+static gv_status_t cluster_lanes(struct gv_cluster *cl)
+{
+    cl->lanes = cl->conns_per_server > 0 ? (uint32_t)cl->conns_per_server : 1;
+    cl->n_procs = cl->n_servers;
+    cl->proc_rank = cl->role == GV_ROLE_SERVER ? cl->my_rank : 0;
+    if (cl->lanes > 1 && cl->servers.n > 0)
+        for (size_t i = 0; i < cl->servers.n; i++)
+            if (cl->servers.v[i].port == 0 || cl->servers.v[i].port + cl->lanes - 1 > 65535) {
+                gv_log(GV_LOG_ERROR,
+                       "--conns-per-server %u needs ports %u..%u of server %zu (%s): give a "
+                       "fixed port with room, or use --rendezvous-dir",
+                       cl->lanes, cl->servers.v[i].port, cl->servers.v[i].port + cl->lanes - 1, i,
+                       cl->servers.v[i].host);
+                return GV_ERR_INVAL;
+            }
+    cl->n_servers = cl->n_procs * cl->lanes;
+    return GV_OK;
+}
+
 gv_status_t gv_cluster_resolve(struct gv_cluster *cl, enum gv_role role, char *const *envp)
 {
     int world;
@@ -221,16 +252,21 @@ gv_status_t gv_cluster_resolve(struct gv_cluster *cl, enum gv_role role, char *c
         return status;
     if ((status = cluster_rank(cl, role, envp, &world)) != GV_OK)
         return status;
+    status = cluster_lanes(cl);
+    if (status != GV_OK)
+        return status;
     if (cl->num_workers > 0) {
         cl->n_workers = (uint32_t)cl->num_workers;
-    } else if (world > (int)cl->n_servers) {
-        cl->n_workers = (uint32_t)world - cl->n_servers;
+    } else if (world > (int)cl->n_procs) {
+        cl->n_workers = (uint32_t)world - cl->n_procs;
     } else {
         gv_log(GV_LOG_ERROR, "number of workers unknown: give --num-workers (or GV_NUM_WORKERS), "
                              "or start under mpirun/srun with the servers in the first ranks");
         return GV_ERR_INVAL;
     }
     uint32_t n = role == GV_ROLE_SERVER ? cl->n_servers : cl->n_workers;
+    if (role == GV_ROLE_SERVER)
+        cl->my_rank = cl->proc_rank * cl->lanes; /* the process's first lane */
     if (cl->my_rank >= n) {
         gv_log(GV_LOG_ERROR, "%s rank %u (from %s) is out of range: %u %ss",
                role == GV_ROLE_SERVER ? "server" : "worker", cl->my_rank, cl->rank_source, n,
@@ -294,8 +330,10 @@ gv_status_t gv_cluster_server_addr(const struct gv_cluster *cl, uint32_t s, uint
 {
     if (s >= cl->n_servers)
         return GV_ERR_INVAL;
-    if (cl->servers.n > 0) {
-        *out = cl->servers.v[s];
+    if (cl->servers.n > 0) { /* lane l of process p listens at p's port + l */
+        uint32_t lanes = cl->lanes > 0 ? cl->lanes : 1;
+        *out = cl->servers.v[s / lanes];
+        out->port = (uint16_t)(out->port + s % lanes);
         return GV_OK;
     }
     char path[1100];

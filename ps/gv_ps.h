@@ -107,6 +107,20 @@ enum gv_job_method {
     GV_JOB_GRAVAC_EXP,
     GV_JOB_GRAVAC_GEO,
     GV_JOB_ACCORDION,
+    GV_JOB_DENSE_FP16, /* dense, 16-bit values both ways (no error feedback: DDP's fp16 hook) */
+};
+
+/* What a server sends back in a compressed round. */
+enum gv_job_downlink {
+    GV_DOWNLINK_TOPK = 0, /* the aggregate plus the server's residual, cut to the k of the CF in
+                             force (server-side error feedback): as many entries as one push */
+    GV_DOWNLINK_UNION,    /* every entry some worker pushed (grows with the workers) */
+};
+
+/* Over what a top-k chooses its k entries. */
+enum gv_job_scope {
+    GV_SCOPE_TENSOR = 0, /* per tensor (a server: per piece of a tensor in its shard) */
+    GV_SCOPE_MODEL,      /* one k over the whole model (a server: its whole shard) */
 };
 
 struct gv_job {
@@ -135,7 +149,9 @@ struct gv_job {
     double eta;                  /* accordion */
     uint64_t switch_epochs;      /* accordion */
     enum gv_cmp_kind compressor; /* topk, randomk, dgc, redsync (dense is a method) */
-    bool fp16;                   /* fp16 values in sparse pushes */
+    bool fp16;                   /* fp16 values in sparse pushes and updates */
+    enum gv_job_downlink downlink;
+    enum gv_job_scope topk_scope;
     uint64_t resync_every; /* full model resync every N iterations (0: on join and mismatch) */
     enum gv_job_optimizer optimizer; /* --optimizer */
 
@@ -169,6 +185,12 @@ void gv_job_adapt_config(const struct gv_job *job, uint32_t num_layers,
                          struct gv_adapt_config *cfg);
 /* The compressor kind used for the sparse levels. */
 enum gv_cmp_kind gv_job_cmp_kind(const struct gv_job *job);
+/* Dense methods (dense, dense-fp16): no compressor, no second level, no controller choice. */
+bool gv_job_dense(const struct gv_job *job);
+/* The value type of sparse payloads both ways (fp16 with --fp16). */
+enum gv_val_type gv_job_sparse_vt(const struct gv_job *job);
+/* The value type of dense pushes and updates (fp16 for dense-fp16 only). */
+enum gv_val_type gv_job_dense_vt(const struct gv_job *job);
 /* The smallest CF a worker is ever asked for (sizes its buffers); 0 for dense. */
 double gv_job_min_cf(const struct gv_job *job);
 /* The smallest candidate CF (level 2); 0 when there is no second level. */
@@ -278,11 +300,20 @@ struct gv_cluster {
     uint64_t io_timeout;        /* ns: transport I/O timeout */
     const char *dump_params;    /* --dump-params: final parameters (float32 LE); %r = rank */
     bool print_config;          /* --print-config: log every option's value and source */
+    int conns_per_server;       /* --conns-per-server: connections per worker and server process */
 
-    /* ---- resolved by gv_cluster_resolve ---- */
+    /* ---- resolved by gv_cluster_resolve ----
+     * With --conns-per-server C, each server process holds C shards ("lanes"), each served by
+     * its own gv_server on its own connection to every worker (port + lane), so that a worker
+     * moves a server's part of the model over C TCP connections, striped by shard range, and
+     * the process aggregates them on C threads. Everything below counts lanes as servers:
+     * n_servers = S processes x C, and a server's my_rank is its lane's (process rank x C +
+     * lane); proc_rank and n_procs count processes. */
     enum gv_role role;
     uint32_t my_rank, n_servers, n_workers;
-    char rank_source[64]; /* "--rank", "OMPI_COMM_WORLD_RANK=3 - 2 servers", ... */
+    uint32_t lanes;              /* C */
+    uint32_t proc_rank, n_procs; /* a server: its process rank; n_procs: S */
+    char rank_source[64];        /* "--rank", "OMPI_COMM_WORLD_RANK=3 - 2 servers", ... */
 };
 
 extern const struct gv_opt gv_cluster_options[];
@@ -603,18 +634,24 @@ enum gv_ps_hs_result gv_ps_server_hs_on_msg(struct gv_ps_server_hs *hs,
 
 /* A PUSH for shard `shard` of n parameters under decision d, into a receive buffer of rcap
  * bytes (sparse segments land back to back at its start): its shard, numel, level and CF
- * match, and its segments are one dense f32 segment (exactly when d is dense) or an index and a
- * value segment that fit. *dense_p tells which. GV_ERR_PROTO otherwise, with why (may be NULL)
- * saying what differs. */
+ * match, and its segments are one dense segment of n values of type dense_vt (the job's:
+ * gv_job_dense_vt; exactly when d is dense) or an index and an f32 or f16 value segment that
+ * fit. *dense_p tells which. GV_ERR_PROTO otherwise, with why (may be NULL) saying what
+ * differs. */
 gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len, uint32_t shard,
-                             uint64_t n, const struct gv_ps_decision *d, size_t rcap, bool *dense_p,
-                             char *why, size_t why_len);
+                             uint64_t n, const struct gv_ps_decision *d, enum gv_val_type dense_vt,
+                             size_t rcap, bool *dense_p, char *why, size_t why_len);
 /* An UPDATE of iteration iter for shard `shard` of n parameters into a buffer of ucap bytes:
- * one dense f32 segment or an index and an f32 value segment that fit, then (Accordion) one RAW
- * segment of n_tensors bytes. *dense_p tells which. GV_ERR_PROTO otherwise. */
+ * one dense segment of n values of type dense_vt, or an index and an f32 or f16 value segment
+ * that fit, then (Accordion) one RAW segment of n_tensors bytes. *dense_p tells which.
+ * GV_ERR_PROTO otherwise. */
 gv_status_t gv_ps_update_check(const struct gv_proto_msg *m, uint64_t iter, uint32_t shard,
-                               uint64_t n, size_t ucap, bool accordion, uint32_t n_tensors,
-                               bool *dense_p);
+                               uint64_t n, enum gv_val_type dense_vt, size_t ucap, bool accordion,
+                               uint32_t n_tensors, bool *dense_p);
+/* Dense fp16 payloads: n floats to halves (saturating at +-65504, as the compressors' fp16 mode
+ * does), and back (exact). */
+void gv_ps_f16_encode(const float *src, size_t n, uint16_t *dst);
+void gv_ps_f16_decode(const uint16_t *src, size_t n, float *dst);
 /* The index and value segments of an encoded sparse tensor (compress/'s layout) added to m, and
  * its nnz; returns the index encoding as the wire names it. */
 enum gv_proto_enc gv_ps_sparse_segs(struct gv_proto_msg *m, const struct gv_sparse_layout *lay);

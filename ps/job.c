@@ -12,8 +12,8 @@
 static const char *const model_choices[] = {"softmax", "mlp", "cnn", "lstm", "external", NULL};
 static const char *const data_choices[] = {"auto",    "fashion-mnist", "mnist",     "idx",
                                            "cifar10", "text",          "synthetic", NULL};
-static const char *const method_choices[] = {"dense",      "static",    "gravac-exp",
-                                             "gravac-geo", "accordion", NULL};
+static const char *const method_choices[] = {"dense",     "static",     "gravac-exp", "gravac-geo",
+                                             "accordion", "dense-fp16", NULL};
 static const int model_values[] = {GV_NN_SOFTMAX, GV_NN_MLP, GV_NN_CNN, GV_NN_LSTM,
                                    (int)GV_JOB_MODEL_EXTERNAL};
 static const char *const optim_choices[] = {"job", "caller", NULL};
@@ -21,8 +21,12 @@ static const int optim_values[] = {GV_JOB_OPTIM_JOB, GV_JOB_OPTIM_CALLER};
 static const int data_values[] = {GV_JOB_DATA_AUTO,     GV_JOB_DATA_FASHION, GV_JOB_DATA_MNIST,
                                   GV_JOB_DATA_IDX,      GV_JOB_DATA_CIFAR10, GV_JOB_DATA_TEXT,
                                   GV_JOB_DATA_SYNTHETIC};
-static const int method_values[] = {GV_JOB_DENSE, GV_JOB_STATIC, GV_JOB_GRAVAC_EXP,
-                                    GV_JOB_GRAVAC_GEO, GV_JOB_ACCORDION};
+static const int method_values[] = {GV_JOB_DENSE,      GV_JOB_STATIC,    GV_JOB_GRAVAC_EXP,
+                                    GV_JOB_GRAVAC_GEO, GV_JOB_ACCORDION, GV_JOB_DENSE_FP16};
+static const char *const downlink_choices[] = {"topk", "union", NULL};
+static const int downlink_values[] = {GV_DOWNLINK_TOPK, GV_DOWNLINK_UNION};
+static const char *const scope_choices[] = {"tensor", "model", NULL};
+static const int scope_values[] = {GV_SCOPE_TENSOR, GV_SCOPE_MODEL};
 /* dense is a method, not a compressor */
 static const char *const cmp_choices[] = {"topk", "randomk", "dgc", "redsync", NULL};
 static const int cmp_values[] = {GV_CMP_TOPK, GV_CMP_RANDOMK, GV_CMP_DGC, GV_CMP_REDSYNC};
@@ -331,8 +335,26 @@ const struct gv_opt gv_job_options[] = {
      .type = GV_OPT_BOOL,
      .offset = J(fp16),
      .def = "false",
-     .help = "send sparse values as fp16 (dense pushes and updates stay f32)",
+     .help = "sparse values as fp16 both ways (the residuals keep what rounding drops; dense "
+             "pushes and updates stay f32: see method dense-fp16)",
      .group = "compression"},
+    {.name = "downlink",
+     .type = GV_OPT_ENUM,
+     .offset = J(downlink),
+     .def = "topk",
+     .help = "compressed rounds: the update cut to the k of the CF in force with the server's "
+             "residual (topk), or every entry some worker pushed (union)",
+     .group = "compression",
+     .choices = downlink_choices,
+     .values = downlink_values},
+    {.name = "topk-scope",
+     .type = GV_OPT_ENUM,
+     .offset = J(topk_scope),
+     .def = "tensor",
+     .help = "top-k per tensor, or one k over the whole model (a server: its whole shard)",
+     .group = "compression",
+     .choices = scope_choices,
+     .values = scope_values},
     {.name = "resync-every",
      .type = GV_OPT_UINT64,
      .offset = J(resync_every),
@@ -353,6 +375,21 @@ const char *gv_job_method_str(enum gv_job_method method)
 enum gv_cmp_kind gv_job_cmp_kind(const struct gv_job *job)
 {
     return job->compressor;
+}
+
+bool gv_job_dense(const struct gv_job *job)
+{
+    return job->method == GV_JOB_DENSE || job->method == GV_JOB_DENSE_FP16;
+}
+
+enum gv_val_type gv_job_sparse_vt(const struct gv_job *job)
+{
+    return job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
+}
+
+enum gv_val_type gv_job_dense_vt(const struct gv_job *job)
+{
+    return job->method == GV_JOB_DENSE_FP16 ? GV_VAL_F16 : GV_VAL_F32;
 }
 
 /* "a,b,c" of ints in [1, hi] into out[max]; count or -1. */
@@ -469,6 +506,10 @@ gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
             return GV_ERR_INVAL;
         }
     }
+    if (job->method == GV_JOB_ACCORDION && job->topk_scope == GV_SCOPE_MODEL) {
+        gv_log(GV_LOG_ERROR, "--method accordion decides per layer: it needs --topk-scope tensor");
+        return GV_ERR_INVAL;
+    }
     if ((status = job_model_cfg(job)) != GV_OK || (status = job_optim(job)) != GV_OK)
         return status;
     if ((status = job_data_shape(job)) != GV_OK)
@@ -495,7 +536,8 @@ gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
 void gv_job_adapt_config(const struct gv_job *job, uint32_t num_layers, struct gv_adapt_config *cfg)
 {
     switch (job->method) {
-    case GV_JOB_DENSE: gv_adapt_config_default(cfg, GV_ADAPT_DENSE); break;
+    case GV_JOB_DENSE:
+    case GV_JOB_DENSE_FP16: gv_adapt_config_default(cfg, GV_ADAPT_DENSE); break;
     case GV_JOB_STATIC:
         gv_adapt_config_default(cfg, GV_ADAPT_STATIC);
         cfg->static_cf = job->cf;
@@ -525,7 +567,8 @@ void gv_job_adapt_config(const struct gv_job *job, uint32_t num_layers, struct g
 double gv_job_min_cf(const struct gv_job *job)
 {
     switch (job->method) {
-    case GV_JOB_DENSE: return 0;
+    case GV_JOB_DENSE:
+    case GV_JOB_DENSE_FP16: return 0;
     case GV_JOB_STATIC: return job->cf;
     default: return job->theta_min;
     }
@@ -662,10 +705,11 @@ uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], c
     FP_ADD(" gamma %.9g total %lld min %.9g;", (double)o->gamma, (long long)o->total,
            (double)o->min_lr);
     FP_ADD("method %s cf %.17g theta %.17g-%.17g eps %.17g omega %.17g window %" PRIu64
-           " warm %" PRIu64 " eta %.17g switch %" PRIu64 ";cmp %s fp16 %d",
+           " warm %" PRIu64 " eta %.17g switch %" PRIu64 ";cmp %s fp16 %d down %d scope %d",
            gv_job_method_str(job->method), job->cf, job->theta_min, job->theta_max, job->epsilon,
            job->omega, job->window, job->gravac_warmup, job->eta, job->switch_epochs,
-           gv_cmp_kind_str(gv_job_cmp_kind(job)), (int)job->fp16);
+           gv_cmp_kind_str(gv_job_cmp_kind(job)), (int)job->fp16, (int)job->downlink,
+           (int)job->topk_scope);
     if (job->optimizer == GV_JOB_OPTIM_CALLER)
         FP_ADD(";optimizer caller");
 #undef FP_ADD

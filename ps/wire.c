@@ -141,15 +141,29 @@ static void why_set(char *why, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
-gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len, uint32_t shard,
-                             uint64_t n, const struct gv_ps_decision *d, size_t rcap, bool *dense_p,
-                             char *why, size_t why_len)
+/* A dense segment of n values of type vt. */
+static bool wire_dense_seg(const struct gv_proto_seg *g, uint64_t n, enum gv_val_type vt)
 {
-    bool dense = m->n_segs == 1 && m->segs[0].kind == GV_PROTO_SEG_DENSE &&
-                 m->segs[0].enc == GV_PROTO_ENC_F32 && payload_len == 4 * n && payload_len <= rcap;
+    return g->kind == GV_PROTO_SEG_DENSE && g->enc == gv_ps_val_type_to_proto(vt) &&
+           g->bytes == gv_sparse_val_len(n, vt);
+}
+
+/* A values segment of f32 or f16 values. */
+static bool wire_values_seg(const struct gv_proto_seg *g)
+{
+    return g->kind == GV_PROTO_SEG_VALUES &&
+           (g->enc == GV_PROTO_ENC_F32 || g->enc == GV_PROTO_ENC_F16);
+}
+
+gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len, uint32_t shard,
+                             uint64_t n, const struct gv_ps_decision *d, enum gv_val_type dense_vt,
+                             size_t rcap, bool *dense_p, char *why, size_t why_len)
+{
+    bool dense = m->n_segs == 1 && wire_dense_seg(&m->segs[0], n, dense_vt) &&
+                 payload_len == m->segs[0].bytes && payload_len <= rcap;
     /* the decoder guarantees payload_len == the sum of the segments */
     bool sparse = m->n_segs == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES &&
-                  m->segs[1].kind == GV_PROTO_SEG_VALUES && payload_len <= rcap && n <= UINT32_MAX;
+                  wire_values_seg(&m->segs[1]) && payload_len <= rcap && n <= UINT32_MAX;
     enum gv_proto_level level = gv_ps_level_to_proto(d->level);
     if (m->shard != shard || m->numel != n || m->u.push.level != level || m->cf != d->cf_send ||
         (dense == (d->level != GV_ADAPT_LEVEL_DENSE)) || (!dense && !sparse)) {
@@ -165,8 +179,8 @@ gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len,
 }
 
 gv_status_t gv_ps_update_check(const struct gv_proto_msg *m, uint64_t iter, uint32_t shard,
-                               uint64_t n, size_t ucap, bool accordion, uint32_t n_tensors,
-                               bool *dense_p)
+                               uint64_t n, enum gv_val_type dense_vt, size_t ucap, bool accordion,
+                               uint32_t n_tensors, bool *dense_p)
 {
     if (m->iteration != iter || m->shard != shard || m->numel != n || m->n_segs < 1 ||
         n > UINT32_MAX)
@@ -178,19 +192,29 @@ gv_status_t gv_ps_update_check(const struct gv_proto_msg *m, uint64_t iter, uint
             return GV_ERR_PROTO;
         nseg--;
     }
-    if (nseg == 1 && m->segs[0].kind == GV_PROTO_SEG_DENSE && m->segs[0].enc == GV_PROTO_ENC_F32 &&
-        m->segs[0].bytes == 4 * n) {
+    if (nseg == 1 && wire_dense_seg(&m->segs[0], n, dense_vt) && m->segs[0].bytes <= ucap) {
         *dense_p = true;
         return GV_OK;
     }
-    if (nseg == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES &&
-        m->segs[1].kind == GV_PROTO_SEG_VALUES && m->segs[1].enc == GV_PROTO_ENC_F32 &&
+    if (nseg == 2 && m->segs[0].kind == GV_PROTO_SEG_INDICES && wire_values_seg(&m->segs[1]) &&
         m->segs[0].bytes <= ucap && m->segs[1].bytes <= ucap &&
         m->segs[0].bytes + m->segs[1].bytes <= ucap) {
         *dense_p = false;
         return GV_OK;
     }
     return GV_ERR_PROTO;
+}
+
+void gv_ps_f16_encode(const float *src, size_t n, uint16_t *dst)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = gv_f32_to_f16(gv_f16_round_sat(src[i]));
+}
+
+void gv_ps_f16_decode(const uint16_t *src, size_t n, float *dst)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = gv_f16_to_f32(src[i]);
 }
 
 enum gv_proto_enc gv_ps_sparse_segs(struct gv_proto_msg *m, const struct gv_sparse_layout *lay)

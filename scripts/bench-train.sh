@@ -9,6 +9,10 @@
 #   scripts/bench-train.sh claim         # every method, 100 Mbit/s, 2 servers, 4 workers
 #   scripts/bench-train.sh epsilon       # GraVAC with epsilon 0.7, 0.3, 0.1, 0.02 (same link)
 #   scripts/bench-train.sh scaling       # the batch-size study, B = 16 .. 8192
+#   scripts/bench-train.sh downlink      # dense, dense-fp16, static CFs, GraVAC: bounded and
+#                                        # union downlinks side by side, 100 Mbit/s
+#   scripts/bench-train.sh downlink-scaling  # bytes per worker and iteration and iteration
+#                                        # time for W = 2, 4, 8, 16, both downlinks
 #   options: --out DIR (default build/bench-results/<name>), --bin DIR (default build/bin);
 #   after "--", more gravac-bench options (they override the ones below)
 # Network namespaces need root; without it `train` runs on loopback and says so.
@@ -16,7 +20,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/bin
 name=${1:-}
-[ -n "$name" ] || { sed -n '2,14p' "$0" >&2; exit 2; }
+[ -n "$name" ] || { sed -n '2,18p' "$0" >&2; exit 2; }
 shift
 out=
 while [ $# -gt 0 ]; do
@@ -52,6 +56,23 @@ epsilon)
     ;;
 scaling)
     args=(scaling --trials 12 --refine 6 --max-epochs 30) ;;
+downlink)
+    args=(train --rates 100mbit --servers 2 --workers 4 --repeats 1 --steps 1000
+          --eval-every 20 --methods "dense,dense-fp16,static-10,static-10-union,static-100,\
+static-100-union,static-1000,static-1000-union,gravac-exp,gravac-exp-union") ;;
+downlink-scaling)
+    # one invocation per W (each makes its own namespaces), then one table
+    mkdir -p "$out"
+    for w in 2 4 8 16; do
+        a=(train --rates 100mbit --servers 2 --workers "$w" --repeats 1 --steps 60
+           --eval-every 60 --iperf 0 --no-plots
+           --methods static-10,static-10-union,static-100,static-100-union)
+        printf '+ %q' "$bin/gravac-bench" "${a[@]}" --out "$out/w$w" "$@"
+        echo
+        "$bin/gravac-bench" "${a[@]}" --out "$out/w$w" "$@" || exit 1
+    done
+    exec /usr/bin/python3 "$root/scripts/downlink-scaling.py" "$out"/w2 "$out"/w4 "$out"/w8 \
+        "$out"/w16 ;;
 *) echo "bench-train: unknown configuration '$name'" >&2; exit 2 ;;
 esac
 mkdir -p "$out"

@@ -67,6 +67,8 @@ static gv_status_t ck_load(struct gv_server *srv, struct gv_ckpt *ck)
                gv_ckpt_path(ck), sec_it, it);
         status = GV_ERR_PROTO;
     }
+    if (status == GV_OK && srv->down != NULL)
+        status = gv_ckpt_read_section(ck, "residual", srv->down->resid, sh->n * sizeof(float));
     if (status == GV_OK && srv->rank == 0)
         status = ck_load_controller(srv, ck, it);
     if (status != GV_OK)
@@ -189,7 +191,8 @@ static void ck_done(struct gv_server *srv)
  * not open before the write is done). */
 static gv_status_t ck_prepare(struct gv_server *srv)
 {
-    gv_status_t status = gv_server_state_sections(srv, srv->ckpt.sec, 4, &srv->ckpt.n_sec);
+    gv_status_t status =
+        gv_server_state_sections(srv, srv->ckpt.sec, GV_SERVER_STATE_SECTIONS, &srv->ckpt.n_sec);
     if (status != GV_OK) {
         gv_log(GV_LOG_ERROR, "server %u: cannot serialise the state for a checkpoint: %s",
                srv->rank, gv_status_str(status));
@@ -272,10 +275,16 @@ gv_status_t gv_server_state_sections(struct gv_server *srv, struct gv_ckpt_secti
     sec[1] = (struct gv_ckpt_section){names[1], sh->momentum, sh->n * sizeof(float)};
     ck->state_iter = srv->round.iter; /* a copy: the sections stay valid while rounds go on */
     sec[2] = (struct gv_ckpt_section){names[2], &ck->state_iter, sizeof(ck->state_iter)};
-    *n_p = 3;
+    size_t n = 3;
+    if (srv->down != NULL) {
+        if (cap < n + 1)
+            return GV_ERR_INVAL;
+        sec[n++] = (struct gv_ckpt_section){"residual", srv->down->resid, sh->n * sizeof(float)};
+    }
+    *n_p = n;
     if (srv->round.ctl == NULL)
         return GV_OK;
-    if (cap < 4)
+    if (cap < n + 1)
         return GV_ERR_INVAL;
     size_t need = gv_adapt_state_size(srv->round.ctl);
     if (need > ck->ctl_blob_len) {
@@ -289,7 +298,7 @@ gv_status_t gv_server_state_sections(struct gv_server *srv, struct gv_ckpt_secti
     gv_status_t status = gv_adapt_save(srv->round.ctl, ck->ctl_blob, ck->ctl_blob_len, &len);
     if (status != GV_OK)
         return status;
-    sec[3] = (struct gv_ckpt_section){"controller", ck->ctl_blob, len};
-    *n_p = 4;
+    sec[n++] = (struct gv_ckpt_section){"controller", ck->ctl_blob, len};
+    *n_p = n;
     return GV_OK;
 }

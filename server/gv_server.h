@@ -80,8 +80,10 @@ struct gv_server_summary {
 void gv_server_get_summary(const struct gv_server *srv, struct gv_server_summary *sum);
 
 /* Server state for a checkpoint, as named sections valid until the next round: "params" and
- * "momentum" (float[shard]), "iteration" (u64), "controller" (server 0: gv_adapt_save blob).
- * n_p receives the count (at most 4). The one function that serialises server state. */
+ * "momentum" (float[shard]), "iteration" (u64), "residual" (float[shard], the bounded
+ * downlink's), "controller" (server 0: gv_adapt_save blob). n_p receives the count (at most
+ * GV_SERVER_STATE_SECTIONS). The one function that serialises server state. */
+#define GV_SERVER_STATE_SECTIONS 5
 gv_status_t gv_server_state_sections(struct gv_server *srv, struct gv_ckpt_section *sec, size_t cap,
                                      size_t *n_p);
 

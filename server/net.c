@@ -28,13 +28,16 @@ gv_status_t srv_net_listen(struct gv_server *srv, const struct gv_tp_handler *h)
     const char *host = NULL;
     uint16_t port = 0;
     const char *adv = cl->advertise[0] ? cl->advertise : NULL;
+    /* with --conns-per-server, lane l of a process listens at the process's port + l */
+    uint32_t lanes = cl->lanes > 0 ? cl->lanes : 1, proc = srv->rank / lanes,
+             lane = srv->rank % lanes;
     if (cl->bind.host[0] != '\0' || cl->bind.port != 0) {
         host = cl->bind.host[0] ? cl->bind.host : NULL;
-        port = cl->bind.port;
+        port = cl->bind.port != 0 ? (uint16_t)(cl->bind.port + lane) : 0;
     } else if (cl->servers.n > 0) {
-        port = cl->servers.v[srv->rank].port;
+        port = (uint16_t)(cl->servers.v[proc].port + lane);
         if (adv == NULL)
-            adv = cl->servers.v[srv->rank].host;
+            adv = cl->servers.v[proc].host;
     }
     gv_status_t status = gv_tp_create(cl->transport, &srv->tp_cfg, h, srv, &net->tp);
     if (status != GV_OK) {

@@ -410,8 +410,8 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
     p->deferred = false;
     bool dense;
     char why[300];
-    if (gv_ps_push_check(m, payload_len, srv->rank, srv->shard.n, &r->cur.d, r->rcap, &dense, why,
-                         sizeof(why)) != GV_OK) {
+    if (gv_ps_push_check(m, payload_len, srv->rank, srv->shard.n, &r->cur.d,
+                         gv_job_dense_vt(srv->job), r->rcap, &dense, why, sizeof(why)) != GV_OK) {
         gv_log(GV_LOG_WARN, "server %u: %s pushed a malformed gradient: %s", srv->rank, p->name,
                why);
         return GV_ERR_PROTO;
@@ -431,9 +431,15 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
 static gv_status_t round_add(struct gv_server *srv, const struct gv_proto_msg *m)
 {
     struct srv_round *r = &srv->round;
+    float *acc = r->acc;
+    if (m->n_segs == 1 && m->segs[0].enc == GV_PROTO_ENC_F16) { /* dense-fp16 */
+        const uint16_t *x = (const uint16_t *)(void *)r->rbuf;
+        for (uint64_t i = 0; i < srv->shard.n; i++)
+            acc[i] += gv_f16_to_f32(x[i]);
+        return GV_OK;
+    }
     if (m->n_segs == 1) {
         const float *x = (const float *)(void *)r->rbuf;
-        float *acc = r->acc;
         for (uint64_t i = 0; i < srv->shard.n; i++)
             acc[i] += x[i];
         return GV_OK;
@@ -453,8 +459,8 @@ static bool round_empty_ok(struct gv_server *srv, const struct srv_peer *p,
                srv->rank, p->name, m->iteration, r->iter);
         return false;
     }
-    if (gv_ps_push_check(m, 0, srv->rank, srv->shard.n, &r->cur.d, r->rcap, &dense, why,
-                         sizeof(why)) != GV_OK) {
+    if (gv_ps_push_check(m, 0, srv->rank, srv->shard.n, &r->cur.d, gv_job_dense_vt(srv->job),
+                         r->rcap, &dense, why, sizeof(why)) != GV_OK) {
         gv_log(GV_LOG_WARN, "server %u: %s pushed a malformed gradient: %s", srv->rank, p->name,
                why);
         return false;

@@ -49,6 +49,8 @@ gv_status_t gv_server_create(const struct gv_server_config *cfg, struct gv_serve
         status = srv_net_init(srv);
     if (status == GV_OK && srv->shard.ready)
         status = srv_round_init(srv); /* server 0: the controller (external: at the layout) */
+    if (status == GV_OK && srv->shard.ready)
+        status = srv_down_create(srv->job, &srv->shard.map, srv->rank, &srv->down);
     if (status == GV_OK)
         status = srv_ops_init(srv);
     if (status == GV_OK)
@@ -89,6 +91,7 @@ void gv_server_destroy(struct gv_server *srv)
     srv_metrics_cleanup(srv); /* stops the endpoint before the registry goes */
     srv_net_cleanup(srv);     /* closes every conn: on_close marks the peers */
     srv_round_cleanup(srv);
+    srv_down_destroy(srv->down);
     srv_ops_cleanup(srv);
     srv_shard_cleanup(srv);
     gv_free(srv);

@@ -1,5 +1,6 @@
-/* server_main.c: the gravac-server program: one shard of the parameter server. Options come
- * from flags, GV_* environment variables and the config file ([server] and common sections);
+/* server_main.c: the gravac-server program: one server process of the parameter server (one
+ * shard, or --conns-per-server shards on as many threads). Options come from flags, GV_*
+ * environment variables and the config file ([server] and common sections);
  * the cluster from --servers/--rank, a rendezvous directory, or MPI/Slurm variables. Exit
  * status: 0 when the job finished, 1 when it failed or was aborted, 2 for bad options or a
  * refused checkpoint (retrying cannot help), 3 when it was stopped on request (SIGTERM or
@@ -8,6 +9,7 @@
 #include "gv_server.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,23 @@ static volatile int stop_flag;
 static void on_signal(int sig)
 {
     stop_flag = sig;
+}
+
+/* One shard of this process (--conns-per-server: one per connection to each worker). */
+struct lane {
+    struct gv_cluster cl; /* the process's, with this lane's rank */
+    struct gv_server_config sc;
+    struct gv_server *srv;
+    gv_status_t status;
+    pthread_t th;
+    bool threaded;
+};
+
+static void *lane_run(void *arg)
+{
+    struct lane *l = arg;
+    l->status = gv_server_run(l->srv, &stop_flag);
+    return NULL;
 }
 
 static void print_line(const char *line, void *arg)
@@ -76,12 +95,11 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     rc = 2;
-    struct gv_server *srv = NULL;
     struct gv_auth_secret *secret = gv_calloc(1, sizeof(*secret));
     if (secret == NULL || gv_cluster_resolve(&o.cl, GV_ROLE_SERVER, environ) != GV_OK)
         goto out;
     char tag[32];
-    snprintf(tag, sizeof(tag), "server%u", o.cl.my_rank);
+    snprintf(tag, sizeof(tag), "server%u", o.cl.proc_rank);
     gv_log_set_tag(tag);
     gv_status_t status = gv_job_resolve(&o.job, o.cl.n_workers);
     if (status != GV_OK) {
@@ -91,8 +109,8 @@ int main(int argc, char **argv)
     if (gv_auth_secret_load(o.oc.secret_file, getenv("GV_SECRET"), o.oc.insecure, secret) != GV_OK)
         goto out;
     rc = 1;
-    gv_log(GV_LOG_INFO, "gravac-server %u of %u (rank from %s), %u workers", o.cl.my_rank,
-           o.cl.n_servers, o.cl.rank_source, o.cl.n_workers);
+    gv_log(GV_LOG_INFO, "gravac-server %u of %u (rank from %s), %u workers", o.cl.proc_rank,
+           o.cl.n_procs, o.cl.rank_source, o.cl.n_workers);
     struct gv_server_config sc = {.job = &o.job,
                                   .cluster = &o.cl,
                                   .secret = secret,
@@ -113,11 +131,28 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    status = gv_server_create(&sc, &srv);
+    if (o.cl.lanes > 1)
+        gv_log(GV_LOG_INFO,
+               "server process %u holds shards %u..%u, one per connection to each worker "
+               "(--conns-per-server %u), each on a thread of its own",
+               o.cl.proc_rank, o.cl.my_rank, o.cl.my_rank + o.cl.lanes - 1, o.cl.lanes);
+    struct lane *ln = gv_calloc(o.cl.lanes, sizeof(*ln));
+    if (ln == NULL)
+        goto out;
+    status = GV_OK;
+    for (uint32_t l = 0; l < o.cl.lanes && status == GV_OK; l++) {
+        ln[l].cl = o.cl;
+        ln[l].cl.my_rank = o.cl.my_rank + l;
+        ln[l].sc = sc;
+        ln[l].sc.cluster = &ln[l].cl;
+        if (l > 0) /* one endpoint per process */
+            memset(&ln[l].sc.metrics_addr, 0, sizeof(ln[l].sc.metrics_addr));
+        status = gv_server_create(&ln[l].sc, &ln[l].srv);
+    }
     if (status != GV_OK) {
         /* a refused checkpoint or a job the options describe wrongly: retrying cannot help */
         rc = status == GV_ERR_PROTO || status == GV_ERR_VERSION || status == GV_ERR_INVAL ? 2 : 1;
-        goto out;
+        goto out_lanes;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -125,29 +160,48 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    status = gv_server_run(srv, &stop_flag);
-    struct gv_server_summary sum;
-    gv_server_get_summary(srv, &sum);
-    print_summary(srv, rss0);
-    if (o.cl.dump_params[0] != '\0') {
-        char path[1024];
-        struct gv_ckpt_section sec[4];
-        size_t n;
-        gv_cluster_expand(o.cl.dump_params, GV_ROLE_SERVER, o.cl.my_rank, path, sizeof(path));
-        if (gv_server_state_sections(srv, sec, 4, &n) == GV_OK &&
-            gv_ps_dump_floats(path, sec[0].data, sec[0].len / sizeof(float)) != GV_OK)
-            status = GV_ERR_IO;
+    for (uint32_t l = 1; l < o.cl.lanes; l++)
+        ln[l].threaded = pthread_create(&ln[l].th, NULL, lane_run, &ln[l]) == 0;
+    lane_run(&ln[0]);
+    for (uint32_t l = 1; l < o.cl.lanes; l++) {
+        if (ln[l].threaded)
+            pthread_join(ln[l].th, NULL);
+        else
+            lane_run(&ln[l]); /* no thread: after the others (the job then waits for it) */
     }
-    rc = sum.refused ? 2 : sum.stopped ? 3 : status == GV_OK ? 0 : 1;
+    bool refused = false, failed = false, stopped = false, ckpt = false;
+    for (uint32_t l = 0; l < o.cl.lanes; l++) {
+        struct gv_server_summary sum;
+        gv_server_get_summary(ln[l].srv, &sum);
+        print_summary(ln[l].srv, rss0);
+        if (o.cl.dump_params[0] != '\0') {
+            char path[1024];
+            struct gv_ckpt_section sec[GV_SERVER_STATE_SECTIONS];
+            size_t n;
+            gv_cluster_expand(o.cl.dump_params, GV_ROLE_SERVER, ln[l].cl.my_rank, path,
+                              sizeof(path));
+            if (gv_server_state_sections(ln[l].srv, sec, GV_SERVER_STATE_SECTIONS, &n) == GV_OK &&
+                gv_ps_dump_floats(path, sec[0].data, sec[0].len / sizeof(float)) != GV_OK)
+                ln[l].status = GV_ERR_IO;
+        }
+        refused |= sum.refused;
+        stopped |= sum.stopped;
+        failed |= !sum.refused && !sum.stopped && ln[l].status != GV_OK;
+        ckpt |= sum.ckpt_written > 0;
+    }
+    rc = refused ? 2 : failed ? 1 : stopped ? 3 : 0;
     if (rc != 0)
         gv_log(rc == 3 ? GV_LOG_WARN : GV_LOG_ERROR, "gravac-server %u: exit status %d (%s)%s",
-               o.cl.my_rank, rc,
+               o.cl.proc_rank, rc,
                rc == 2   ? "refused: fix the configuration or the checkpoints"
                : rc == 3 ? "stopped on request"
                          : "the job failed",
-               sum.ckpt_written > 0 ? "; a restart resumes from the last checkpoint" : "");
+               ckpt ? "; a restart resumes from the last checkpoint" : "");
+out_lanes:
+    for (uint32_t l = 0; l < o.cl.lanes; l++)
+        gv_server_destroy(ln[l].srv);
+    gv_free(ln);
 out:
-    gv_server_destroy(srv);
     if (secret != NULL)
         gv_auth_secret_clear(secret);
     gv_free(secret);

@@ -1,7 +1,7 @@
 /* shard.c: the shard a server holds: the model's layout (nn/'s, computed from the job at create;
- * or with --model external the first worker's, adopted when its LAYOUT arrives), the shard map,
- * the fingerprint, and the shard's parameters and momentum. Adopting a layout also builds the
- * round's buffers, which are sized by it. */
+ * or with --model external worker 0's, adopted when its LAYOUT arrives), the shard map, the
+ * fingerprint, and the shard's parameters and momentum. Adopting a layout also builds what is
+ * sized by it: the round's buffers and the downlink's residual. */
 #include "srv.h"
 
 #include <inttypes.h>
@@ -87,6 +87,8 @@ gv_status_t srv_shard_adopt(struct gv_server *srv, struct gv_layout *l, const ch
     gv_status_t status = shard_build(srv);
     if (status == GV_OK)
         status = srv_round_init(srv); /* sized by the shard; server 0: the controller */
+    if (status == GV_OK)
+        status = srv_down_create(srv->job, &sh->map, srv->rank, &srv->down);
     if (status != GV_OK) {
         sh->ready = false; /* nothing may use a half-built shard */
         return status;

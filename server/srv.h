@@ -7,7 +7,9 @@
  *   live    ops.c      heartbeats and the peers' liveness
  *   start   start.c    joining: the seed model, the agreed starting iteration, the first sync
  *   round   round.c    the round: aggregation, membership, on server 0 the controller's
- *                      decision; update.c: the optimizer step and the update to the workers
+ *                      decision
+ *   down    update.c   the bounded downlink's residual; update.c also makes the optimizer
+ *                      step and sends the update to the workers
  *   ckpt    ckpt.c     checkpoints and resuming
  *   replica replica.c  --optimizer caller: the workers' parameter checksums compared
  *   mx      metrics.c  the Prometheus registry and endpoint
@@ -226,6 +228,23 @@ struct srv_round {
     double *layer_cf; /* [n_tensors] scratch for Accordion decisions */
 };
 
+/* ================================================================ the downlink (update.c) */
+
+/* The bounded downlink (--downlink topk): server-side error feedback. The averaged aggregate
+ * plus this residual is cut to the k of the CF in force per unit (a piece of a tensor in the
+ * shard, or the whole shard with --topk-scope model); what is not sent stays in the residual,
+ * so every worker applies the same sparse update and nothing is lost, only delayed. */
+struct srv_down {
+    struct gv_cmp *cmp; /* top-k, the job's fp16 mode */
+    uint32_t n_units;
+    uint64_t *unit_off;    /* [n_units + 1] within the shard */
+    uint32_t *unit_tensor; /* [n_units] the tensor of each unit (Accordion's per-layer CF) */
+    struct gv_ef **ef;     /* [n_units], residuals are views into resid */
+    float *resid;          /* float[n]: the server's residual (part of its checkpoints) */
+    struct gv_sparse out;  /* one unit's selection */
+    uint64_t n;
+};
+
 /* ================================================================ checkpoints (ckpt.c) */
 
 struct srv_ckpt {
@@ -240,7 +259,7 @@ struct srv_ckpt {
     gv_status_t status;
     uint64_t iter, t0;
     uint64_t state_iter; /* gv_server_state_sections' "iteration" */
-    struct gv_ckpt_section sec[4];
+    struct gv_ckpt_section sec[GV_SERVER_STATE_SECTIONS];
     size_t n_sec;
     void *ctl_blob; /* the controller's saved state */
     size_t ctl_blob_len;
@@ -274,6 +293,7 @@ struct gv_server {
     struct srv_live live;
     struct srv_start start;
     struct srv_round round;
+    struct srv_down *down; /* NULL: dense methods, or --downlink union */
     struct srv_ckpt ckpt;
     struct srv_replica replica;
     struct gv_metrics *reg;
@@ -428,8 +448,22 @@ void srv_replica_check(struct gv_server *srv, const struct srv_peer *p,
 
 /* ================================================================ update.c: the downlink */
 
-/* The optimizer step on the shard with round.acc (averaged) and the update to every worker in
- * the job; the round is then complete (SRV_ROUND_DONE) unless the job had to abort. */
+/* The downlink's state for shard `shard` of map under job (pure: the tests' reference uses it
+ * too); *d_p NULL when the job's rounds send no compressed update (dense methods, --downlink
+ * union). GV_ERR_NOMEM, the compressor's errors. */
+gv_status_t srv_down_create(const struct gv_job *job, const struct gv_shard_map *map,
+                            uint32_t shard, struct srv_down **d_p);
+void srv_down_destroy(struct srv_down *d);
+/* acc (float[n], the round's averaged aggregate) becomes what is sent and applied: plus the
+ * residual, cut per unit to the k of its CF (d's cf_send; Accordion: the tensor's level from
+ * heavy[]); the residual keeps the rest, bit for bit (sent + residual == acc + old residual).
+ * A dense decision sends acc plus the whole residual and empties it. iter seeds nothing (top-k)
+ * but is passed on. */
+gv_status_t srv_down_apply(struct srv_down *d, float *acc, const struct gv_ps_decision *dec,
+                           const uint8_t *heavy, bool accordion, uint64_t iter);
+/* The optimizer step on the shard with round.acc (averaged, then cut by the downlink) and the
+ * update to every worker in the job; the round is then complete (SRV_ROUND_DONE) unless the
+ * job had to abort. */
 enum srv_round_event srv_update_apply(struct gv_server *srv);
 
 /* ================================================================ ops.c: liveness */

@@ -20,16 +20,17 @@ struct step_ctx {
     uint32_t next_push; /* shards >= next_push have been pushed */
 };
 
-/* Splits the sent entries of tensor t over the shards it spans, into each shard's staging
- * (filled back to front, so that the shard's entries end up in ascending order). */
-static void step_stage(struct gv_worker *w, uint32_t t, const struct gv_sparse *sent)
+/* Splits the sent entries of unit u (a tensor, or the model) over the shards it spans, into
+ * each shard's staging (filled back to front, so that the shard's entries end up in ascending
+ * order). */
+static void step_stage(struct gv_worker *w, uint32_t u, const struct gv_sparse *sent)
 {
-    uint64_t base = w->off[t];
+    uint64_t base = w->unit_off[u];
     uint32_t end = sent->count;
-    uint32_t s = gv_shard_of(&w->map, base + w->m.tensor_numel[t] - 1);
+    uint32_t s = gv_shard_of(&w->map, w->unit_off[u + 1] - 1);
     for (;; s--) {
         struct wk_server *ws = &w->srv[s];
-        /* entries of this tensor at or above the shard's start */
+        /* entries of this unit at or above the shard's start */
         uint64_t from = ws->lo > base ? ws->lo - base : 0;
         uint32_t a = end;
         while (a > 0 && sent->idx[a - 1] >= from)
@@ -87,9 +88,16 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
                 return status;
             src = w->hg;
         }
-        gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, GV_PROTO_ENC_F32, ws->n, 4 * ws->n);
+        enum gv_val_type vt = gv_job_dense_vt(w->job);
+        size_t len = gv_sparse_val_len(ws->n, vt);
+        gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, gv_ps_val_type_to_proto(vt), ws->n, len);
         m.nnz = ws->n;
-        pl[0] = (struct gv_iov){(void *)(uintptr_t)(src + ws->lo), 4 * ws->n};
+        if (vt == GV_VAL_F16) { /* dense-fp16: halves, from the push buffer */
+            gv_ps_f16_encode(src + ws->lo, ws->n, (uint16_t *)(void *)ws->ubuf);
+            pl[0] = (struct gv_iov){ws->ubuf, len};
+        } else {
+            pl[0] = (struct gv_iov){(void *)(uintptr_t)(src + ws->lo), len};
+        }
         npl = 1;
     } else {
         struct gv_sparse sp = {.idx = ws->sidx + ws->tail,
@@ -98,7 +106,7 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
                                .count = ws->cap - ws->tail,
                                .n = (uint32_t)ws->n};
         struct gv_sparse_layout info;
-        enum gv_val_type vt = w->job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
+        enum gv_val_type vt = gv_job_sparse_vt(w->job);
         size_t ib = gv_sparse_idx_bound(ws->n, sp.count);
         gv_status_t status = gv_sparse_encode(&sp, vt, GV_IDX_AUTO, ws->ubuf, ib, ws->ubuf + ib,
                                               ws->ucap - ib, &info);
@@ -141,45 +149,46 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
 {
     const struct gv_ps_decision *d = &w->dec;
     bool accordion = w->job->method == GV_JOB_ACCORDION;
-    for (uint32_t t = w->m.n_tensors; t-- > 0;) {
+    for (uint32_t u = w->n_units; u-- > 0;) {
         if (x->levels > 0) {
-            double cf = accordion && w->heavy[t] ? d->cf_candidate : d->theta_min;
+            /* Accordion's levels are per tensor, and so are its units */
+            double cf = accordion && w->heavy[u] ? d->cf_candidate : d->theta_min;
             struct gv_cmp_req req = {.iter = w->iter,
-                                     .tensor_id = t,
+                                     .tensor_id = u,
                                      .cf_min = cf,
                                      .cf_cand = x->levels == 2 ? d->cf_candidate : 0};
             /* the capacity is the bound of this call's CF, not of the buffer: a threshold
              * compressor (DGC, Redsync) falls back to exact top-k above the capacity, so the
              * fallback happens at the documented min(n, 2k) whatever the buffer's size */
-            uint32_t n = (uint32_t)w->m.tensor_numel[t];
-            w->lmin[t].cap = gv_cmp_bound(w->cmp, n, req.cf_min);
+            uint32_t n = (uint32_t)(w->unit_off[u + 1] - w->unit_off[u]);
+            const char *name = w->n_units == 1 ? "model" : w->tnames[u];
+            w->lmin[u].cap = gv_cmp_bound(w->cmp, n, req.cf_min);
             if (x->levels == 2)
-                w->lcand[t].cap = gv_cmp_bound(w->cmp, n, req.cf_cand);
+                w->lcand[u].cap = gv_cmp_bound(w->cmp, n, req.cf_cand);
             struct gv_norms nm;
             gv_status_t status =
-                gv_cmp_compress(w->cmp, w->ef[t], w->m.grads + w->off[t], &req, &w->lmin[t],
-                                x->levels == 2 ? &w->lcand[t] : NULL, &nm);
+                gv_cmp_compress(w->cmp, w->ef[u], w->m.grads + w->unit_off[u], &req, &w->lmin[u],
+                                x->levels == 2 ? &w->lcand[u] : NULL, &nm);
             if (status != GV_OK) {
-                wk_fail(w, status, "compression of tensor %s failed", w->tnames[t]);
+                wk_fail(w, status, "compression of %s failed", name);
                 return status;
             }
             gv_norms_add(&x->norms, &nm);
             if (!x->dense) {
                 const struct gv_sparse *sent =
-                    d->level == GV_ADAPT_LEVEL_CANDIDATE ? &w->lcand[t] : &w->lmin[t];
+                    d->level == GV_ADAPT_LEVEL_CANDIDATE ? &w->lcand[u] : &w->lmin[u];
                 if (w->mirrored) { /* the entries sent, to the host for staging and encoding */
                     if ((status = gv_cmp_sparse_to_host(w->cmp, sent, &w->hsent)) != GV_OK) {
-                        wk_fail(w, status, "cannot copy tensor %s's entries from the GPU",
-                                w->tnames[t]);
+                        wk_fail(w, status, "cannot copy %s's entries from the GPU", name);
                         return status;
                     }
                 }
-                step_stage(w, t, w->mirrored ? &w->hsent : sent);
-                if ((status = gv_cmp_apply(w->cmp, w->ef[t], GV_SENT_SPARSE, sent)) != GV_OK)
+                step_stage(w, u, w->mirrored ? &w->hsent : sent);
+                if ((status = gv_cmp_apply(w->cmp, w->ef[u], GV_SENT_SPARSE, sent)) != GV_OK)
                     return status;
             }
         }
-        gv_status_t status = step_push_ready(w, x, w->off[t]);
+        gv_status_t status = step_push_ready(w, x, w->unit_off[u]);
         if (status != GV_OK)
             return status;
         if (gv_tp_progress(w->tp, 0) < 0)
@@ -207,10 +216,11 @@ static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
                                     const struct gv_proto_msg *m, struct gv_iov *dst, int *cnt)
 {
     bool accordion = w->job->method == GV_JOB_ACCORDION;
+    enum gv_val_type dense_vt = gv_job_dense_vt(w->job);
     bool dense;
     if (!ws->synced || !w->in_step ||
-        gv_ps_update_check(m, w->iter, ws->s, ws->n, ws->ucap, accordion, w->m.n_tensors, &dense) !=
-            GV_OK) {
+        gv_ps_update_check(m, w->iter, ws->s, ws->n, dense_vt, ws->ucap, accordion, w->m.n_tensors,
+                           &dense) != GV_OK) {
         gv_log(GV_LOG_ERROR,
                "worker %u: %s sent a malformed update (iteration %" PRIu64
                ", shard %u, numel %" PRIu64 ", %u segments) during iteration %" PRIu64 "%s",
@@ -224,8 +234,10 @@ static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
     }
     ws->deferred = false;
     int k = 0;
-    if (dense) {
+    if (dense && dense_vt == GV_VAL_F32) {
         dst[k++] = (struct gv_iov){w->hg + ws->lo, 4 * ws->n};
+    } else if (dense) { /* halves: decoded into the replica's host view when applied */
+        dst[k++] = (struct gv_iov){ws->ubuf, (size_t)m->segs[0].bytes};
     } else {
         dst[k++] = (struct gv_iov){ws->ubuf, (size_t)m->segs[0].bytes};
         dst[k++] = (struct gv_iov){ws->ubuf + m->segs[0].bytes, (size_t)m->segs[1].bytes};
@@ -285,6 +297,8 @@ static void step_apply_update(struct gv_worker *w, struct wk_server *ws,
             wk_fail(w, GV_ERR_PROTO, "%s sent an update that does not decode", ws->name);
             return;
         }
+    } else if (m->segs[0].enc == GV_PROTO_ENC_F16) {
+        gv_ps_f16_decode((const uint16_t *)(const void *)ws->ubuf, ws->n, g);
     }
     gv_ps_decision_from_proto(&m->u.update.decision, &ws->dec);
     ws->dec_iter = m->iteration + 1;
@@ -528,8 +542,8 @@ static gv_status_t step_run(struct gv_worker *w, const struct gv_worker_step_in 
         return GV_OK;
     }
     if (x.dense && w->cmp != NULL) /* g_ef has left (the updates came back): r = 0 */
-        for (uint32_t t = 0; t < w->m.n_tensors; t++)
-            if ((status = gv_cmp_apply(w->cmp, w->ef[t], GV_SENT_DENSE, NULL)) != GV_OK)
+        for (uint32_t u = 0; u < w->n_units; u++)
+            if ((status = gv_cmp_apply(w->cmp, w->ef[u], GV_SENT_DENSE, NULL)) != GV_OK)
                 return status;
     out->lr = (float)w->srv[0].dec.lr;
     for (uint32_t s = 0; s < w->S; s++)

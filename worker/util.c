@@ -43,7 +43,8 @@ gv_status_t wk_server_status(struct gv_worker *w, struct wk_server *ws)
 uint32_t wk_levels(const struct gv_worker *w, const struct gv_ps_decision *d)
 {
     switch (w->job->method) {
-    case GV_JOB_DENSE: return 0;
+    case GV_JOB_DENSE:
+    case GV_JOB_DENSE_FP16: return 0;
     case GV_JOB_STATIC:
     case GV_JOB_ACCORDION: return 1;
     default: return d->cf_candidate > d->theta_min ? 2 : 1;

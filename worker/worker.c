@@ -83,23 +83,23 @@ static gv_status_t wk_host_views(struct gv_worker *w)
 static gv_status_t wk_compressor(struct gv_worker *w)
 {
     const struct gv_job *job = w->job;
-    uint32_t T = w->m.n_tensors;
-    w->ef = wk_alloc(w, T, sizeof(*w->ef));
-    w->lmin = wk_alloc(w, T, sizeof(*w->lmin));
-    w->lcand = wk_alloc(w, T, sizeof(*w->lcand));
+    uint32_t U = w->n_units;
+    w->ef = wk_alloc(w, U, sizeof(*w->ef));
+    w->lmin = wk_alloc(w, U, sizeof(*w->lmin));
+    w->lcand = wk_alloc(w, U, sizeof(*w->lcand));
     if (w->ef == NULL || w->lmin == NULL || w->lcand == NULL)
         return GV_ERR_NOMEM;
-    if (job->method == GV_JOB_DENSE)
+    if (gv_job_dense(job))
         return GV_OK;
     size_t maxn = 0;
-    for (uint32_t t = 0; t < T; t++)
-        maxn = GV_MAX(maxn, w->m.tensor_numel[t]);
+    for (uint32_t u = 0; u < U; u++)
+        maxn = GV_MAX(maxn, w->unit_off[u + 1] - w->unit_off[u]);
     struct gv_cmp_config cc;
     gv_cmp_config_init(&cc);
     cc.kind = gv_job_cmp_kind(job);
     /* a GPU replica compresses on the GPU */
     cc.mem = w->m.be != NULL ? gv_nn_backend_mem(w->m.be) : GV_MEM_HOST;
-    cc.val_type = job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
+    cc.val_type = gv_job_sparse_vt(job);
     cc.max_numel = maxn;
     cc.min_cf = gv_job_min_cf(job);
     cc.nthreads = w->cfg.cmp_threads > 0 ? w->cfg.cmp_threads : 1;
@@ -112,21 +112,21 @@ static gv_status_t wk_compressor(struct gv_worker *w)
         return GV_ERR_NOMEM;
     double cand_cf = gv_job_min_cand_cf(job);
     uint32_t most = 0;
-    for (uint32_t t = 0; t < T; t++) {
-        uint32_t n = (uint32_t)w->m.tensor_numel[t];
-        if ((status = gv_ef_create(w->cmp, n, w->resid + w->off[t], &w->ef[t])) != GV_OK)
+    for (uint32_t u = 0; u < U; u++) {
+        uint32_t n = (uint32_t)(w->unit_off[u + 1] - w->unit_off[u]);
+        if ((status = gv_ef_create(w->cmp, n, w->resid + w->unit_off[u], &w->ef[u])) != GV_OK)
             return status;
         uint32_t b = gv_cmp_bound(w->cmp, n, cc.min_cf);
         most = GV_MAX(most, b);
-        w->lmin[t] = (struct gv_sparse){
+        w->lmin[u] = (struct gv_sparse){
             .idx = wk_cmp_alloc(w, b, 4), .val = wk_cmp_alloc(w, b, 4), .cap = b};
-        if (w->lmin[t].idx == NULL || w->lmin[t].val == NULL)
+        if (w->lmin[u].idx == NULL || w->lmin[u].val == NULL)
             return GV_ERR_NOMEM;
         if (cand_cf > 0) {
             uint32_t bc = gv_cmp_bound(w->cmp, n, cand_cf);
-            w->lcand[t] = (struct gv_sparse){
+            w->lcand[u] = (struct gv_sparse){
                 .idx = wk_cmp_alloc(w, bc, 4), .val = wk_cmp_alloc(w, bc, 4), .cap = bc};
-            if (w->lcand[t].idx == NULL || w->lcand[t].val == NULL)
+            if (w->lcand[u].idx == NULL || w->lcand[u].val == NULL)
                 return GV_ERR_NOMEM;
         }
     }
@@ -137,8 +137,10 @@ static gv_status_t wk_compressor(struct gv_worker *w)
         w->hsent = (struct gv_sparse){
             .idx = w->hsent_buf.ptr, .val = (float *)w->hsent_buf.ptr + most, .cap = most};
     }
-    gv_log(GV_LOG_INFO, "worker %u: compressor %s (%s), floor CF %g, %d thread(s)", w->rank,
-           gv_cmp_kind_str(cc.kind), gv_cmp_backend(w->cmp), cc.min_cf, gv_cmp_nthreads(w->cmp));
+    gv_log(GV_LOG_INFO, "worker %u: compressor %s (%s) per %s, floor CF %g, %d thread(s)", w->rank,
+           gv_cmp_kind_str(cc.kind), gv_cmp_backend(w->cmp),
+           job->topk_scope == GV_SCOPE_MODEL ? "model" : "tensor", cc.min_cf,
+           gv_cmp_nthreads(w->cmp));
     return GV_OK;
 }
 
@@ -148,14 +150,20 @@ static gv_status_t wk_shard_buffers(struct gv_worker *w, struct wk_server *ws)
     const struct gv_shard_map *map = &w->map;
     uint64_t cap = 0;
     double mcf = gv_job_min_cf(w->job);
-    for (uint32_t p = map->piece_first[ws->s]; p < map->piece_first[ws->s + 1]; p++) {
+    bool per_tensor = w->job->topk_scope == GV_SCOPE_TENSOR;
+    if (w->cmp != NULL && !per_tensor) /* every entry of the model's k may fall here */
+        cap = gv_cmp_bound(w->cmp, w->m.numel, mcf);
+    for (uint32_t p = map->piece_first[ws->s];
+         w->cmp != NULL && per_tensor && p < map->piece_first[ws->s + 1]; p++) {
         const struct gv_shard_piece *pc = &map->pieces[p];
-        uint32_t b = w->cmp ? gv_cmp_bound(w->cmp, w->m.tensor_numel[pc->tensor], mcf) : 0;
+        uint32_t b = gv_cmp_bound(w->cmp, w->m.tensor_numel[pc->tensor], mcf);
         cap += GV_MIN(pc->len, (uint64_t)b);
     }
     ws->cap = (uint32_t)GV_MIN(cap, ws->n);
+    /* the encoded push; then (the push has left) the update: a dense f32 one lands in the
+     * replica's host view, a dense f16 one here; a sparse one holds at most n/2 entries */
     size_t push = gv_sparse_idx_bound(ws->n, ws->cap) + gv_sparse_val_len(ws->cap, GV_VAL_F32);
-    size_t upd = 4 * ws->n + 64; /* a sparse update holds <= n/2 entries */
+    size_t upd = 4 * ws->n + 64;
     ws->ucap = GV_MAX(push, upd);
     ws->sidx = wk_alloc(w, ws->cap, 4);
     ws->sval = wk_alloc(w, ws->cap, 4);
@@ -233,6 +241,17 @@ static gv_status_t wk_layout(struct gv_worker *w)
         gv_log(GV_LOG_ERROR, "worker: tensors add up to %zu elements, the model has %zu",
                w->off[m->n_tensors], m->numel);
         return GV_ERR_INVAL;
+    }
+    /* compression units: the tensors, or the whole model */
+    if (w->job->topk_scope == GV_SCOPE_MODEL) {
+        w->n_units = 1;
+        w->unit_off = wk_alloc(w, 2, sizeof(size_t));
+        if (w->unit_off == NULL)
+            return GV_ERR_NOMEM;
+        w->unit_off[1] = m->numel;
+    } else {
+        w->n_units = m->n_tensors;
+        w->unit_off = w->off;
     }
     gv_status_t status = gv_shard_map_init(&w->map, m->tensor_numel, m->n_tensors, w->S);
     if (status != GV_OK)
@@ -472,16 +491,16 @@ void gv_worker_destroy(struct gv_worker *w)
         gv_free(ws->ubuf);
         gv_free(ws->heavy);
     }
-    for (uint32_t t = 0; t < w->m.n_tensors; t++) {
+    for (uint32_t u = 0; u < w->n_units; u++) {
         if (w->ef != NULL)
-            gv_ef_destroy(w->ef[t]);
+            gv_ef_destroy(w->ef[u]);
         if (w->lmin != NULL) {
-            wk_cmp_free(w, w->lmin[t].idx);
-            wk_cmp_free(w, w->lmin[t].val);
+            wk_cmp_free(w, w->lmin[u].idx);
+            wk_cmp_free(w, w->lmin[u].val);
         }
         if (w->lcand != NULL) {
-            wk_cmp_free(w, w->lcand[t].idx);
-            wk_cmp_free(w, w->lcand[t].val);
+            wk_cmp_free(w, w->lcand[u].idx);
+            wk_cmp_free(w, w->lcand[u].val);
         }
     }
     if (w->resid != NULL)
@@ -495,6 +514,8 @@ void gv_worker_destroy(struct gv_worker *w)
     gv_free(w->epoch_acc);
     gv_free(w->layer_norms);
     gv_shard_map_cleanup(&w->map);
+    if (w->unit_off != w->off)
+        gv_free(w->unit_off);
     gv_free(w->off);
     gv_free(w->tnames);
     gv_free(w->layout_wire);

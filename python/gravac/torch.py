@@ -30,7 +30,7 @@ import gravac
 
 __all__ = ["init", "shutdown", "rank", "size", "local_rank", "num_servers",
            "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
-           "last_step", "report", "GravacError", "JobEnded"]
+           "last_step", "report", "binding_stats", "GravacError", "JobEnded"]
 
 GravacError = gravac.GravacError
 JobEnded = gravac.JobEnded
@@ -43,6 +43,7 @@ class _State:
     failed = False
     hooks = False
     last = None
+    binding = {"steps": 0, "sync_s": 0.0, "lib_s": 0.0}
 
 
 _S = _State()
@@ -95,6 +96,13 @@ def last_step():
     theta_min, bytes_sent, bytes_recv (this worker's, headers included), nnz_sent, compress_s,
     comm_s, step_s (the whole gravac call); None before the first step."""
     return _S.last
+
+
+def binding_stats():
+    """Where the steps' time went: steps, sync_s (in synchronize(): gathering the gradients,
+    the libgravac call, its results) and lib_s (inside libgravac's step): sync_s - lib_s is
+    what the Python binding adds."""
+    return dict(_S.binding)
 
 
 def report(accuracy=float("nan"), loss=float("nan")):
@@ -230,9 +238,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         step() does not push again."""
         if self._gv_synced:
             return
-        self._gv_gather()
         t = time.perf_counter()
+        self._gv_gather()
         info = _worker().step(self._gv_loss, t - self._gv_t_last, self._gv_batch)
+        _S.binding["steps"] += 1
+        _S.binding["sync_s"] += time.perf_counter() - t
+        _S.binding["lib_s"] += info.step_s
         _S.last = {"iteration": info.iteration, "level": gravac._lib.LEVELS.get(info.level, "?"),
                    "cf": info.cf, "cf_candidate": info.cf_candidate, "theta_min": info.theta_min,
                    "bytes_sent": info.bytes_sent, "bytes_recv": info.bytes_recv,

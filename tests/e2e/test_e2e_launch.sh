@@ -1,6 +1,7 @@
 #!/bin/sh
 # test_e2e_launch.sh BIN_DIR: gravac-launch end to end. A short job completes with prefixed
-# output, worker 0's progress and a summary (authenticated by a generated secret); options are
+# output, worker 0's progress and a summary (authenticated by a generated secret), also with two
+# connections per worker and server process; options are
 # routed (worker-only and server-only ones do not upset the other programs); a bad option exits
 # 2 naming it; a worker killed mid-run makes launch stop the others and exit 1 naming it; SIGINT
 # stops everything with 130; GV_SERVERS is launch's (a count), not its children's; a job the
@@ -59,6 +60,19 @@ grep -q 'target 90.00% reached after' "$out" || fail "target accuracy: not reach
 for w in 1 2; do
     grep -q "server 0: worker $w .* ends after" "$out" || fail "server 0 did not read worker $w's BYE"
 done
+
+# 1c. --conns-per-server 2: each server process holds two shards, one per connection to each
+# worker, on two threads; the replicas stay equal (every worker checks all four shards every
+# iteration)
+out=$tmp/lanes.txt
+"$bin/gravac-launch" --servers 2 --workers 2 $job --steps 30 --method static --cf 10 \
+    --conns-per-server 2 --insecure >"$out" 2>&1
+rc=$?
+[ $rc -eq 0 ] || fail "conns-per-server: rc $rc"
+grep -q 'server process 1 holds shards 2..3' "$out" || fail "conns-per-server: no lanes"
+[ "$(grep -c 'checksums verified 120 times, 0 mismatches' "$out")" -eq 2 ] ||
+    fail "conns-per-server: the workers did not check 4 shards x 30 iterations"
+[ $fails -eq 0 ] || cat "$out" >&2
 
 # 2. a bad option: rc 2, named
 "$bin/gravac-launch" --lrr 3 >"$tmp/bad.txt" 2>&1

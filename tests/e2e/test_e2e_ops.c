@@ -629,12 +629,17 @@ static int run_one(const char *prog, const char *args, const char *log, double t
     return e2e_exit_code(&j.p[0]);
 }
 
+/* Flips a bit of the byte at off (negative: from the end, inside the sections' data). */
 static void flip_byte(const char *path, long off)
 {
     FILE *f = fopen(path, "r+b");
     GV_CHECK(f != NULL);
     if (f == NULL)
         return;
+    if (off < 0) {
+        fseek(f, 0, SEEK_END);
+        off += ftell(f);
+    }
     fseek(f, off, SEEK_SET);
     int c = fgetc(f);
     fseek(f, off, SEEK_SET);
@@ -663,7 +668,7 @@ static void scenario_ckpt_refused(void)
 
     /* 1. a corrupt newest checkpoint: refused before anything else, never loaded */
     char *orig = e2e_slurp(f1, NULL);
-    flip_byte(f1, 300);
+    flip_byte(f1, -300); /* a byte of the shard's data, not of the file's header */
     snprintf(args, sizeof(args), "%s --widths 32 --rank 1 --bind 127.0.0.1:0", base);
     snprintf(log, sizeof(log), "%s/corrupt.log", dir);
     GV_CHECK_EQ(run_one("gravac-server", args, log, 10), 2);

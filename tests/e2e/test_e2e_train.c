@@ -10,6 +10,7 @@
  * the server logs and drops while training goes on. */
 #include "e2e.h"
 #include "gv_ps.h"
+#include "srv.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -103,14 +104,19 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
     uint32_t *sidx = malloc(P * 4);
     float *sval = malloc(P * 4);
     GV_CHECK_OK(gv_nn_model_get_params(r->model, p));
-    bool dense_method = job->method == GV_JOB_DENSE;
+    bool dense_method = gv_job_dense(job), fp16_dense = job->method == GV_JOB_DENSE_FP16;
     enum gv_val_type vt = job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
+    /* compression units: the tensors, or the whole model (--topk-scope model) */
+    uint32_t U = job->topk_scope == GV_SCOPE_MODEL ? 1 : r->T;
+    size_t uoff[MAXT + 1] = {0, P};
+    for (uint32_t t = 0; U > 1 && t <= r->T; t++)
+        uoff[t] = r->off[t];
     struct gv_cmp *cmp[W] = {0};
     struct gv_ef *ef[W][MAXT] = {{0}};
     float *resid[W] = {0};
     struct gv_sparse lmin[MAXT], lcand[MAXT];
-    for (uint32_t t = 0; t < r->T; t++) {
-        uint32_t b = (uint32_t)r->numel[t];
+    for (uint32_t t = 0; t < U; t++) {
+        uint32_t b = (uint32_t)(uoff[t + 1] - uoff[t]);
         lmin[t] = (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4), .cap = b};
         lcand[t] = (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4), .cap = b};
     }
@@ -131,10 +137,14 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
         cc.seed = job->seed;
         GV_CHECK_OK(gv_cmp_create(&cc, &cmp[w]));
         resid[w] = calloc(P, 4);
-        for (uint32_t t = 0; t < r->T; t++)
-            GV_CHECK_OK(
-                gv_ef_create(cmp[w], (uint32_t)r->numel[t], resid[w] + r->off[t], &ef[w][t]));
+        for (uint32_t t = 0; t < U; t++)
+            GV_CHECK_OK(gv_ef_create(cmp[w], (uint32_t)(uoff[t + 1] - uoff[t]), resid[w] + uoff[t],
+                                     &ef[w][t]));
     }
+    /* the servers' bounded downlink: its own residual per shard (srv_down, as the servers run) */
+    struct srv_down *down[S] = {0};
+    for (uint32_t s = 0; s < S; s++)
+        GV_CHECK_OK(srv_down_create(job, &map, s, &down[s]));
     int bad = 0;
     for (int i = 0; i < n_iters; i++) {
         const cJSON *rec = cJSON_GetArrayItem(iters[0], i);
@@ -156,24 +166,25 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
             GV_CHECK_OK(gv_nn_model_train_step(r->model, &b, NULL));
             GV_CHECK_OK(gv_nn_model_get_grads(r->model, g));
             size_t nsel = 0;
-            for (uint32_t t = 0; t < r->T && levels > 0; t++) {
+            for (uint32_t t = 0; t < U && levels > 0; t++) {
+                uint32_t nu = (uint32_t)(uoff[t + 1] - uoff[t]);
                 struct gv_cmp_req req = {.iter = (uint64_t)i,
                                          .tensor_id = t,
                                          .cf_min = theta,
                                          .cf_cand = levels == 2 ? cand : 0};
-                lmin[t].cap = gv_cmp_bound(cmp[w], (uint32_t)r->numel[t], theta);
+                lmin[t].cap = gv_cmp_bound(cmp[w], nu, theta);
                 if (levels == 2)
-                    lcand[t].cap = gv_cmp_bound(cmp[w], (uint32_t)r->numel[t], cand);
+                    lcand[t].cap = gv_cmp_bound(cmp[w], nu, cand);
                 struct gv_norms nm;
-                GV_CHECK_OK(gv_cmp_compress(cmp[w], ef[w][t], g + r->off[t], &req, &lmin[t],
+                GV_CHECK_OK(gv_cmp_compress(cmp[w], ef[w][t], g + uoff[t], &req, &lmin[t],
                                             levels == 2 ? &lcand[t] : NULL, &nm));
                 if (dense)
                     continue;
                 const struct gv_sparse *sent =
                     level == GV_ADAPT_LEVEL_CANDIDATE ? &lcand[t] : &lmin[t];
                 for (uint32_t k = 0; k < sent->count; k++) {
-                    acc[r->off[t] + sent->idx[k]] += sent->val[k];
-                    sidx[nsel] = (uint32_t)(r->off[t] + sent->idx[k]);
+                    acc[uoff[t] + sent->idx[k]] += sent->val[k];
+                    sidx[nsel] = (uint32_t)(uoff[t] + sent->idx[k]);
                     sval[nsel++] = sent->val[k];
                 }
                 GV_CHECK_OK(gv_cmp_apply(cmp[w], ef[w][t], GV_SENT_SPARSE, sent));
@@ -181,10 +192,10 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
             uint64_t want = 0;
             if (dense) {
                 const float *src = dense_method ? g : resid[w];
-                for (size_t j = 0; j < P; j++)
-                    acc[j] += src[j];
-                want = 4 * P;
-                for (uint32_t t = 0; t < r->T && !dense_method; t++)
+                for (size_t j = 0; j < P; j++) /* dense-fp16 pushes halves */
+                    acc[j] += fp16_dense ? gv_f16_round_sat(src[j]) : src[j];
+                want = (fp16_dense ? 2 : 4) * P;
+                for (uint32_t t = 0; t < U && !dense_method; t++)
                     GV_CHECK_OK(gv_cmp_apply(cmp[w], ef[w][t], GV_SENT_DENSE, NULL));
             } else {
                 size_t a = 0;
@@ -208,6 +219,18 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
                         i, w, ps, (unsigned long long)want);
         }
         gv_ps_average(acc, P, W);
+        struct gv_ps_decision dec = {.level = level,
+                                     .theta_min = theta,
+                                     .cf_candidate = cand,
+                                     .cf_send = e2e_num(rec, "cf")};
+        for (uint32_t s = 0; s < S; s++)
+            if (down[s] != NULL)
+                GV_CHECK_OK(
+                    srv_down_apply(down[s], acc + map.lo[s], &dec, NULL, false, (uint64_t)i));
+        for (size_t j = 0; j < P && fp16_dense; j++) /* what is sent, and applied */
+            acc[j] = gv_f16_round_sat(acc[j]);
+        /* values as halves where the downlink cut them in fp16 mode */
+        enum gv_val_type uvt = down[0] != NULL && !dense ? vt : GV_VAL_F32;
         uint64_t upd = 0;
         for (uint32_t s = 0; s < S; s++) {
             uint32_t n = (uint32_t)gv_shard_numel(&map, s), c = 0;
@@ -219,7 +242,9 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
                     sval[c++] = acc[map.lo[s] + j];
                 }
             }
-            upd += 2ull * c > n ? 4ull * n : plan_bytes(sidx, sval, c, n, GV_VAL_F32);
+            upd += fp16_dense     ? 2ull * n
+                   : 2ull * c > n ? 4ull * n
+                                  : plan_bytes(sidx, sval, c, n, uvt);
         }
         for (int w = 0; w < W; w++) {
             const cJSON *rw = cJSON_GetArrayItem(iters[w], i);
@@ -229,6 +254,8 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
         float lr = gv_optim_lr(&job->optim, i);
         gv_optim_apply_host(&job->optim, lr, p, v, acc, P);
     }
+    for (uint32_t s = 0; s < S; s++)
+        srv_down_destroy(down[s]);
     GV_CHECK_EQ(bad, 0);
     /* the programs' final parameters */
     for (int w = 0; w < W; w++) {
@@ -251,13 +278,13 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
         free(d);
     }
     for (int w = 0; w < W; w++) {
-        for (uint32_t t = 0; t < r->T && cmp[w]; t++)
+        for (uint32_t t = 0; t < U && cmp[w]; t++)
             gv_ef_destroy(ef[w][t]);
         gv_cmp_destroy(cmp[w]);
         free(resid[w]);
         gv_nn_sampler_cleanup(&smp[w]);
     }
-    for (uint32_t t = 0; t < r->T; t++) {
+    for (uint32_t t = 0; t < U; t++) {
         free(lmin[t].idx), free(lmin[t].val);
         free(lcand[t].idx), free(lcand[t].val);
     }
@@ -475,8 +502,14 @@ int main(int argc, char **argv)
     char a[512];
     snprintf(a, sizeof(a), "%s --method dense --lr 0.05", base);
     run_case("dense", a, 20, false, false);
+    snprintf(a, sizeof(a), "%s --method dense-fp16 --lr 0.05", base);
+    run_case("dense-fp16", a, 20, false, false);
     snprintf(a, sizeof(a), "%s --method static --cf 10 --lr 0.05", base);
     run_case("static top-k CF 10, with a garbage connection", a, 25, true, false);
+    snprintf(a, sizeof(a), "%s --method static --cf 10 --lr 0.05 --downlink union", base);
+    run_case("static top-k CF 10, the union downlink", a, 25, false, false);
+    snprintf(a, sizeof(a), "%s --method static --cf 20 --lr 0.05 --fp16 --topk-scope model", base);
+    run_case("static top-k CF 20 over the whole model, fp16 both ways", a, 25, false, false);
     snprintf(a, sizeof(a),
              "%s --method gravac-exp --window 4 --epsilon 0.3 --theta-min 5 "
              "--lr-schedule cosine",

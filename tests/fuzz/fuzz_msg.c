@@ -56,8 +56,11 @@ static void on_push(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t pl
     /* round.c's receive buffer: the largest sparse push (bitmap) or a dense one */
     size_t rcap = (n + 7) / 8 + 4 * n + 64;
     struct gv_ps_decision d = {.level = gv_ps_level_from_proto(m->u.push.level), .cf_send = m->cf};
+    /* the job's dense value type: the one the frame claims (dense-fp16 sends halves) */
+    enum gv_val_type dvt =
+        m->n_segs == 1 && m->segs[0].enc == GV_PROTO_ENC_F16 ? GV_VAL_F16 : GV_VAL_F32;
     bool dense;
-    gv_status_t st = gv_ps_push_check(m, pl_len, m->shard, n, &d, rcap, &dense, NULL, 0);
+    gv_status_t st = gv_ps_push_check(m, pl_len, m->shard, n, &d, dvt, rcap, &dense, NULL, 0);
     must_proto(st);
     if (st != GV_OK)
         return;
@@ -66,11 +69,15 @@ static void on_push(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t pl
     if (rbuf == NULL || acc == NULL)
         abort();
     if (dense) {
-        if (!scatter(rbuf, rcap, 0, pl, pl_len))
+        if (!scatter(rbuf, rcap, 0, pl, pl_len) || pl_len != gv_sparse_val_len(n, dvt))
             abort(); /* the check promised it fits */
-        const float *x = (const float *)(void *)rbuf;
-        for (uint64_t i = 0; i < n; i++)
-            acc[i] += x[i];
+        if (dvt == GV_VAL_F16) {
+            gv_ps_f16_decode((const uint16_t *)(const void *)rbuf, n, acc);
+        } else {
+            const float *x = (const float *)(void *)rbuf;
+            for (uint64_t i = 0; i < n; i++)
+                acc[i] += x[i];
+        }
     } else {
         if (!scatter(rbuf, rcap, 0, pl, pl_len))
             abort();
@@ -90,8 +97,11 @@ static void on_update(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t 
     const uint32_t T = 4;
     /* worker.c's per-shard buffer: the update side (a sparse update holds <= n/2 entries) */
     size_t ucap = 4 * n + 64;
+    enum gv_val_type dvt =
+        m->n_segs >= 1 && m->segs[0].enc == GV_PROTO_ENC_F16 ? GV_VAL_F16 : GV_VAL_F32;
     bool dense;
-    gv_status_t st = gv_ps_update_check(m, m->iteration, m->shard, n, ucap, accordion, T, &dense);
+    gv_status_t st =
+        gv_ps_update_check(m, m->iteration, m->shard, n, dvt, ucap, accordion, T, &dense);
     must_proto(st);
     if (st != GV_OK)
         return;
@@ -101,9 +111,14 @@ static void on_update(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t 
         abort();
     uint64_t body = pl_len - (accordion ? T : 0);
     if (dense) {
-        if (body != 4 * n)
+        if (body != gv_sparse_val_len(n, dvt))
             abort();
-        memcpy(g, pl, (size_t)body);
+        if (dvt == GV_VAL_F16) { /* from an aligned buffer, as the worker's */
+            memcpy(ubuf, pl, (size_t)body);
+            gv_ps_f16_decode((const uint16_t *)(const void *)ubuf, n, g);
+        } else {
+            memcpy(g, pl, (size_t)body);
+        }
     } else {
         if (!scatter(ubuf, ucap, 0, pl, body))
             abort();

@@ -345,9 +345,9 @@ static void test_partial_push(void)
     GV_CHECK(seen1 > 0);
     /* the replica equals the servers' shards */
     for (int s = 0; s < S; s++) {
-        struct gv_ckpt_section sec[4];
+        struct gv_ckpt_section sec[GV_SERVER_STATE_SECTIONS];
         size_t n;
-        GV_CHECK_OK(gv_server_state_sections(x.srv[s], sec, 4, &n));
+        GV_CHECK_OK(gv_server_state_sections(x.srv[s], sec, GV_SERVER_STATE_SECTIONS, &n));
         size_t off = s == 0 ? 0 : lo1;
         GV_CHECK(memcmp(sec[0].data, x.params + off, sec[0].len) == 0);
         struct gv_server_summary sum;

@@ -124,8 +124,6 @@ def case_mismatch(build, tmp):
     check("model layout mismatch: tensor 0 is 'fc1.weight' [33, 20] on worker 1" in text
           and "'fc1.weight' [32, 20] on server 0 (from worker 0" in text,
           "mismatch: worker 1 is refused, the first differing tensor named with both shapes")
-    check("[worker1] gravac.GravacError: gravac: start-up: protocol error" in text,
-          "mismatch: worker 1's DistributedOptimizer raises GravacError")
     check(secs < 60, "mismatch: every process stopped within a minute (%.1f s)" % secs)
     if FAILS:
         show(text)

@@ -21,6 +21,7 @@
  * file's residual equals the reference's error-feedback residual of that iteration, bit for bit
  * (for a GPU replica the residual is device memory, copied to the host for the file). */
 #include "ps_test.h"
+#include "srv.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -337,6 +338,10 @@ static void reference(struct harness *h)
                 (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4), .cap = b};
         }
     }
+    /* the servers' bounded downlink: its own residual per shard (srv_down, as the servers run) */
+    struct srv_down *down[S] = {0};
+    for (uint32_t s = 0; s < S; s++)
+        GV_CHECK_OK(srv_down_create(job, &map, s, &down[s]));
     int bad_bytes = 0, bad_dec = 0;
     for (int i = 0; i < h->steps[0]; i++) {
         const struct gv_worker_step_out *o0 = &h->out[0][i];
@@ -415,6 +420,16 @@ static void reference(struct harness *h)
                         w, (unsigned long long)ow->payload_sent, (unsigned long long)push_payload);
         }
         gv_ps_average(acc, P, W);
+        struct gv_ps_decision dec = {.level = o0->level,
+                                     .theta_min = o0->theta_min,
+                                     .cf_candidate = o0->cf_candidate,
+                                     .cf_send = o0->cf};
+        for (uint32_t s = 0; s < S; s++)
+            if (down[s] != NULL)
+                GV_CHECK_OK(
+                    srv_down_apply(down[s], acc + map.lo[s], &dec, NULL, false, (uint64_t)i));
+        /* values as halves where the downlink cut them in fp16 mode */
+        enum gv_val_type uvt = down[0] != NULL && !dense ? vt : GV_VAL_F32;
         /* the update each server sends: the entries whose bits are not +0.0 */
         uint64_t upd = 0;
         for (uint32_t s = 0; s < S; s++) {
@@ -428,7 +443,7 @@ static void reference(struct harness *h)
                     sval[c++] = x[j];
                 }
             }
-            upd += 2 * (uint64_t)c > n ? 4ull * n : plan_bytes(sidx, sval, c, n, GV_VAL_F32);
+            upd += 2 * (uint64_t)c > n ? 4ull * n : plan_bytes(sidx, sval, c, n, uvt);
         }
         bool resync = false;
         for (int w = 0; w < W; w++)
@@ -447,6 +462,8 @@ static void reference(struct harness *h)
             for (int w = 0; w < W; w++)
                 check_resid_ckpt(h, w, (uint64_t)i + 1, resid[w]);
     }
+    for (uint32_t s = 0; s < S; s++)
+        srv_down_destroy(down[s]);
     GV_CHECK_EQ(bad_bytes, 0);
     GV_CHECK_EQ(bad_dec, 0);
     for (int w = 0; w < W; w++) {
@@ -457,9 +474,9 @@ static void reference(struct harness *h)
         GV_CHECK_MSG(memcmp(h->mom[w], v, P * 4) == 0, "worker %d's momentum differs", w);
     }
     for (int s = 0; s < S; s++) {
-        struct gv_ckpt_section sec[4];
+        struct gv_ckpt_section sec[GV_SERVER_STATE_SECTIONS];
         size_t n;
-        GV_CHECK_OK(gv_server_state_sections(h->srv[s], sec, 4, &n));
+        GV_CHECK_OK(gv_server_state_sections(h->srv[s], sec, GV_SERVER_STATE_SECTIONS, &n));
         GV_CHECK(sec[0].len == gv_shard_numel(&map, (uint32_t)s) * 4);
         GV_CHECK_MSG(memcmp(sec[0].data, p + map.lo[s], sec[0].len) == 0,
                      "server %d's shard differs from the reference", s);
