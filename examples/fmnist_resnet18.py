@@ -21,9 +21,15 @@ import datasets
 import gravac.torch as gv  # gravac
 
 
-def resnet18_28x28():
+def resnet18_28x28(stem="small"):
+    """stem small: a 3x3 stride-1 first convolution (the stages at 14, 7, 4, 2 pixels);
+    torchvision: its own 7x7 stride-2 one with one input channel (7, 4, 2, 1 pixels: a quarter
+    of the computation, for the shaped-network benchmark on two cores)."""
     model = torchvision.models.resnet18(num_classes=10)
-    model.conv1 = nn.Conv2d(1, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    if stem == "small":
+        model.conv1 = nn.Conv2d(1, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    else:
+        model.conv1 = nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3, bias=False)
     return model
 
 
@@ -39,6 +45,7 @@ def main():
     ap.add_argument("--eval-limit", type=int, default=2000, help="test images per evaluation")
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: epochs)")
     ap.add_argument("--target", type=float, default=0, help="stop at this test accuracy (0..1)")
+    ap.add_argument("--stem", default="small", choices=["small", "torchvision"])
     args = ap.parse_args()
 
     gv.init()  # gravac
@@ -50,7 +57,7 @@ def main():
     x, xt = (x - 0.286) / 0.353, (xt - 0.286) / 0.353  # the training set's mean and deviation
     mine = datasets.shard(len(x), rank, world, args.seed)
 
-    model = resnet18_28x28()
+    model = resnet18_28x28(args.stem)
     if args.optimizer == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
     elif args.optimizer == "adam":
