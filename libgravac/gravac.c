@@ -107,6 +107,13 @@ static gv_status_t gravac_options(struct gravac *g, int argc, const char *const 
                              "(nn/'s models train with gravac-worker)");
         return GV_ERR_INVAL;
     }
+    if (g->o.job.method == GV_JOB_ACCORDION) {
+        /* its per-layer decisions come from epoch boundaries, which gravac_step does not take */
+        gv_log(GV_LOG_ERROR, "libgravac: --method accordion is not offered to training programs "
+                             "yet (it needs their epoch boundaries); use gravac-exp, "
+                             "gravac-geo, static or dense");
+        return GV_ERR_INVAL;
+    }
     return GV_OK;
 }
 

@@ -380,6 +380,10 @@ static void test_misuse(void)
                                "--servers=127.0.0.1:1"};
     GV_CHECK_STATUS(gravac_create(5, bad_model, &g), GRAVAC_ERR_INVAL);
     GV_CHECK(strstr(gravac_last_error(), "--model must be external") != NULL);
+    const char *accordion[] = {"t", "--method=accordion", "--rank=0", "--num-workers=1",
+                               "--servers=127.0.0.1:1"};
+    GV_CHECK_STATUS(gravac_create(5, accordion, &g), GRAVAC_ERR_INVAL);
+    GV_CHECK(strstr(gravac_last_error(), "accordion is not offered") != NULL);
     const char *unknown[] = {"t", "--no-such-option=1"};
     GV_CHECK_STATUS(gravac_create(2, unknown, &g), GRAVAC_ERR_INVAL);
     const char *ok[] = {"t", "--rank=0", "--num-workers=1", "--servers=127.0.0.1:1", "--insecure"};
