@@ -12,6 +12,7 @@ torch_job.py on loopback, and the case checks what came out.
   error      worker 1's script raises: the job stops, its traceback in the output, every
              process naming the error
   diverge    worker 1 changes a parameter behind the optimizer: the servers stop the job
+  mpirun     an MPMD mpirun job: gravac-server and two Python workers, ranks from Open MPI
   examples   each example runs a few steps (the MLP, ResNet-18, the LSTM)
 
 Exit 77 (SKIP) where torch is not installed or the build is sanitized (an ASan libgravac cannot
@@ -149,6 +150,35 @@ def case_diverge(build, tmp):
     check(rc != 0, "diverge: the job fails (status %d, %.1f s)" % (rc, secs))
     check("replicas diverged before iteration 3" in text and "on worker 1" in text,
           "diverge: the servers name the iteration and worker 1")
+    if FAILS:
+        show(text)
+
+
+def case_mpirun(build, tmp):
+    """MPMD mpirun: the server takes global rank 0, the Python workers 1 and 2 (libgravac reads
+    OMPI_COMM_WORLD_RANK and the world size as gravac-worker does)."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        print("SKIP: no mpirun (Debian: openmpi-bin)")
+        sys.exit(77)
+    rdv = os.path.join(tmp, "rdv")
+    os.makedirs(rdv)
+    env = dict(os.environ, GV_NUM_SERVERS="1", GV_RENDEZVOUS_DIR=rdv, GV_INSECURE="true",
+               GV_MODEL="external", GV_OPTIMIZER="caller", GV_METHOD="static", GV_CF="4",
+               PYTHONPATH=os.path.join(build, "python"), OMP_NUM_THREADS="1")
+    cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "1",
+           os.path.join(build, "bin", "gravac-server"), ":", "-np", "2", "/usr/bin/python3",
+           os.path.join(HERE, "torch_job.py"), "--out", tmp, "--steps", "10"]
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                       timeout=120)
+    text = p.stdout.decode("utf-8", "replace")
+    check(p.returncode == 0, "mpirun: the job succeeds (%.1f s)" % (time.time() - t0))
+    check("rank from OMPI_COMM_WORLD_RANK=0" in text and "worker 1 of 2" in text,
+          "mpirun: the server took global rank 0, the workers the others")
+    if p.returncode == 0:
+        a, b = params(tmp, "params-0"), params(tmp, "params-1")
+        check(a.tobytes() == b.tobytes(), "mpirun: the replicas are bitwise equal")
     if FAILS:
         show(text)
 
