@@ -57,7 +57,15 @@ def init(options=None, config=None, **kw):
     if _S.worker is not None:
         return rank(), size()
     _S.argv = gravac.options_argv(options, config, **kw)
-    _S.worker = gravac.Worker(_S.argv)
+    try:
+        _S.worker = gravac.Worker(_S.argv)
+    except GravacError as e:
+        if "no servers given" in str(e) or "--rank" in str(e):
+            e.args = (str(e) + "\n(a gravac job's workers are started by gravac-launch, e.g. "
+                      "gravac-launch --servers 2 --workers 2 -- python3 %s; or set GV_SERVERS, "
+                      "GV_RANK and GV_NUM_WORKERS: docs/torch.md)"
+                      % os.path.basename(sys.argv[0] or "train.py"),)
+        raise
     _install_hooks()
     return rank(), size()
 
