@@ -274,7 +274,16 @@ void srv_start_layout(struct gv_server *srv, struct srv_peer *p, const struct gv
 {
     char why[400];
     struct gv_layout l;
-    bool have = p->awaiting_layout && p->layout_buf != NULL && m->n_segs == 1 && !p->held;
+    if (!p->awaiting_layout || p->held) {
+        /* not a joined worker whose layout is due (an unauthenticated peer, a second LAYOUT):
+         * that connection goes, the job does not */
+        gv_log(GV_LOG_WARN, "server %u: %s sent a LAYOUT out of turn; closed", srv->rank, p->name);
+        gv_free(p->layout_buf);
+        p->layout_buf = NULL;
+        srv_peer_close(p);
+        return;
+    }
+    bool have = p->layout_buf != NULL && m->n_segs == 1;
     gv_status_t status =
         have ? gv_layout_decode(p->layout_buf, (size_t)p->layout_len, &l, why, sizeof(why))
              : GV_ERR_PROTO;

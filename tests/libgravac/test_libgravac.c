@@ -16,8 +16,11 @@
 #include "gravac.h"
 #include "gv_server.h"
 
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +49,9 @@ struct job {
     char err[W][1024];
     float params[W][NUMEL + 1], grads[W][NUMEL + 1]; /* + 1: the other layout's extra element */
     bool dense;
-    bool long_names; /* names long enough that the abort's text exceeds the wire's cap */
-    float avg_ok[W]; /* 1: every step's average was bit-exact */
+    bool stray_layout; /* a connection that never authenticated sends LAYOUTs first */
+    bool long_names;   /* names long enough that the abort's text exceeds the wire's cap */
+    float avg_ok[W];   /* 1: every step's average was bit-exact */
     float init_ok[W];
     gv_status_t srv_st[4];
     double t_finish[W], t_srv_end[4]; /* when each worker finished, each server returned */
@@ -213,6 +217,27 @@ static void run_job(struct job *jb)
         sa[s] = (struct srv_arg){jb, srv[s], s};
         pthread_create(&st[s], NULL, srv_thread, &sa[s]);
     }
+    if (jb->stray_layout) { /* before any worker: a stranger's LAYOUTs, empty and not */
+        for (int k = 0; k < 2; k++) {
+            uint8_t frame[512];
+            size_t len = 0;
+            struct gv_proto_msg m;
+            gv_proto_msg_init(&m, GV_PROTO_MSG_LAYOUT);
+            m.role = GV_PROTO_ROLE_WORKER;
+            if (k == 1)
+                gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, 16, 16);
+            GV_CHECK_OK(gv_proto_encode(&m, NULL, frame, sizeof(frame) - 16, &len));
+            memset(frame + len, 0x41, 16);
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            struct sockaddr_in sa_in = {.sin_family = AF_INET,
+                                        .sin_port = htons(gv_server_port(srv[0])),
+                                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+            GV_CHECK(connect(fd, (struct sockaddr *)&sa_in, sizeof(sa_in)) == 0);
+            GV_CHECK(write(fd, frame, len + (k == 1 ? 16 : 0)) > 0);
+            usleep(100000);
+            close(fd);
+        }
+    }
     struct wk_arg wa[W];
     for (int w = 0; w < W; w++) {
         wa[w] = (struct wk_arg){jb, w};
@@ -263,6 +288,7 @@ static void test_caller_dense(void)
 {
     struct job *jb = job_new(2);
     jb->dense = true;
+    jb->stray_layout = true; /* closed, and the job goes on (an empty one aborted it) */
     jb->method_args[jb->n_method++] = "--method=dense";
     run_job(jb);
     check_clean(jb, "dense, the caller's optimizer");
