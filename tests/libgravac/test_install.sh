@@ -41,8 +41,10 @@ int main(void)
 }
 C
 export PKG_CONFIG_PATH=$libdir/pkgconfig
-check "cc -Wall -Werror \$(pkg-config --cflags gravac) '$tmp/prog.c' -o '$tmp/prog' \
-       \$(pkg-config --libs gravac) 2> '$tmp/cc.log'" "a C program builds with pkg-config gravac"
+# a sanitized library needs a program built with the same runtime (GV_TEST_CFLAGS)
+check "cc -Wall -Werror ${GV_TEST_CFLAGS:-} \$(pkg-config --cflags gravac) '$tmp/prog.c' \
+       -o '$tmp/prog' \$(pkg-config --libs gravac) 2> '$tmp/cc.log'" \
+      "a C program builds with pkg-config gravac"
 check "LD_LIBRARY_PATH='$libdir' '$tmp/prog' > '$tmp/prog.log' 2>&1 && \
        grep -q 'unknown option' '$tmp/prog.log'" "it runs against the installed library"
 
