@@ -202,14 +202,14 @@ def main():
         print(__doc__)
         return 2
     case, build = sys.argv[1], sys.argv[2]
+    if os.environ.get("GV_TEST_SANITIZED") == "1":
+        print("SKIP: a sanitized libgravac cannot be loaded into an uninstrumented Python "
+              "(test_libgravac runs the library under the sanitizers)")
+        return 77
     try:
         import torch  # noqa: F401
     except ImportError:
         print("SKIP: PyTorch is not installed for /usr/bin/python3 (Debian: python3-torch)")
-        return 77
-    if os.environ.get("GV_TEST_SANITIZED") == "1":
-        print("SKIP: a sanitized libgravac cannot be loaded into an uninstrumented Python "
-              "(test_libgravac runs the library under the sanitizers)")
         return 77
     tmp = tempfile.mkdtemp(prefix="gv_test_torch_")
     try:
