@@ -197,6 +197,7 @@ size_t proto_arena_round(size_t size)
 /* The C enums mirror the generated ones value for value. */
 _Static_assert(GV_PROTO_MSG_ERROR == (int)GRAVAC__MSG_TYPE__MSG_ERROR, "msg type values");
 _Static_assert(GV_PROTO_MSG_HEARTBEAT == (int)GRAVAC__MSG_TYPE__MSG_HEARTBEAT, "msg values");
+_Static_assert(GV_PROTO_MSG_LAYOUT == (int)GRAVAC__MSG_TYPE__MSG_LAYOUT, "msg values");
 _Static_assert(GV_PROTO_ROLE_CLIENT == (int)GRAVAC__ROLE__ROLE_CLIENT, "role values");
 _Static_assert(GV_PROTO_DTYPE_BF16 == (int)GRAVAC__DTYPE__DTYPE_BF16, "dtype values");
 _Static_assert(GV_PROTO_LEVEL_DENSE == (int)GRAVAC__LEVEL__LEVEL_DENSE, "level values");
@@ -222,6 +223,7 @@ static const Gravac__Header__BodyCase type_body[GV_PROTO_MSG_COUNT] = {
     [GV_PROTO_MSG_HEARTBEAT] = GRAVAC__HEADER__BODY__NOT_SET,
     [GV_PROTO_MSG_BYE] = GRAVAC__HEADER__BODY__NOT_SET,
     [GV_PROTO_MSG_ERROR] = GRAVAC__HEADER__BODY_ERROR,
+    [GV_PROTO_MSG_LAYOUT] = GRAVAC__HEADER__BODY__NOT_SET,
 };
 
 /* ---------------------------------------------------------------- C struct -> protobuf */
@@ -357,6 +359,7 @@ static void pb_body(struct pb_out *o, const struct gv_proto_msg *m)
         o->push.level = (Gravac__Level)m->u.push.level;
         o->push.index_encoding = (Gravac__SegEncoding)m->u.push.index_enc;
         o->push.stats = pb_iter(o, &m->u.push.stats);
+        o->push.replica_checksum = m->u.push.replica_checksum;
         h->push = &o->push;
         break;
     case GV_PROTO_MSG_UPDATE:
@@ -529,6 +532,7 @@ static void body_from_pb(struct gv_proto_msg *m, const Gravac__Header *h)
         m->u.push.level = (enum gv_proto_level)h->push->level;
         m->u.push.index_enc = (enum gv_proto_enc)h->push->index_encoding;
         iter_from_pb(&m->u.push.stats, h->push->stats);
+        m->u.push.replica_checksum = h->push->replica_checksum;
         break;
     case GRAVAC__HEADER__BODY_UPDATE:
         decision_from_pb(&m->u.update.decision, h->update->decision);

@@ -119,8 +119,9 @@ enum gv_proto_msg_type {
     GV_PROTO_MSG_HEARTBEAT = 11,
     GV_PROTO_MSG_BYE = 12,
     GV_PROTO_MSG_ERROR = 13,
+    GV_PROTO_MSG_LAYOUT = 14, /* one RAW segment: the model's layout (ps/'s gv_layout) */
 };
-#define GV_PROTO_MSG_COUNT 14
+#define GV_PROTO_MSG_COUNT 15
 
 enum gv_proto_role {
     GV_PROTO_ROLE_NONE = 0,
@@ -254,6 +255,8 @@ struct gv_proto_push {
     enum gv_proto_level level;   /* what was sent */
     enum gv_proto_enc index_enc; /* encoding of the INDICES segment, NONE when dense */
     struct gv_proto_iter_stats stats;
+    uint64_t replica_checksum; /* --optimizer caller: the worker's parameters of this shard
+                                  before the push (0: not computed) */
 };
 struct gv_proto_update {
     struct gv_proto_decision decision;
@@ -296,7 +299,7 @@ struct gv_proto_msg {
         struct gv_proto_decision decision;   /* DECISION */
         struct gv_proto_stats stats;         /* STATS */
         struct gv_proto_error error;         /* ERROR */
-    } u;                                     /* HEARTBEAT, BYE: none */
+    } u;                                     /* HEARTBEAT, BYE, LAYOUT: none */
 };
 
 /* Zeroes *m and sets its type. */

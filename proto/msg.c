@@ -65,7 +65,7 @@ const char *gv_proto_msg_type_str(enum gv_proto_msg_type type)
 {
     static const char *const names[] = {"none",   "hello",     "challenge", "auth",   "welcome",
                                         "refuse", "model",     "push",      "update", "decision",
-                                        "stats",  "heartbeat", "bye",       "error"};
+                                        "stats",  "heartbeat", "bye",       "error",  "layout"};
     return name_of(names, GV_ARRAY_LEN(names), (int)type);
 }
 
@@ -166,7 +166,8 @@ static bool body_eq(const struct gv_proto_msg *a, const struct gv_proto_msg *b)
         return a->u.model.offset == b->u.model.offset && a->u.model.checksum == b->u.model.checksum;
     case GV_PROTO_MSG_PUSH:
         return a->u.push.level == b->u.push.level && a->u.push.index_enc == b->u.push.index_enc &&
-               stats_eq(&a->u.push.stats, &b->u.push.stats);
+               stats_eq(&a->u.push.stats, &b->u.push.stats) &&
+               a->u.push.replica_checksum == b->u.push.replica_checksum;
     case GV_PROTO_MSG_UPDATE:
         return decision_eq(&a->u.update.decision, &b->u.update.decision) &&
                a->u.update.model_checksum == b->u.update.model_checksum;

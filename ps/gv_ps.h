@@ -90,6 +90,17 @@ enum gv_job_data {
     GV_JOB_DATA_SYNTHETIC,
 };
 
+/* --model external: the model is not one of nn/'s; its layout comes from the workers
+ * (struct gv_layout). A value of struct gv_job's model beyond nn/'s kinds. */
+#define GV_JOB_MODEL_EXTERNAL ((enum gv_nn_model_kind)16)
+
+/* Who steps the model (--optimizer). */
+enum gv_job_optimizer {
+    GV_JOB_OPTIM_JOB = 0, /* servers and workers step the job's SGD (--lr, --momentum, ...) */
+    GV_JOB_OPTIM_CALLER,  /* servers only average; the caller's optimizer (PyTorch) steps each
+                             replica with the averaged gradient */
+};
+
 enum gv_job_method {
     GV_JOB_DENSE = 0,
     GV_JOB_STATIC,
@@ -143,6 +154,7 @@ struct gv_job {
     enum gv_job_downlink downlink;
     enum gv_job_scope topk_scope;
     uint64_t resync_every; /* full model resync every N iterations (0: on join and mismatch) */
+    enum gv_job_optimizer optimizer; /* --optimizer */
 
     /* ---- resolved by gv_job_resolve ---- */
     struct gv_nn_model_cfg model_cfg; /* shape from the data headers; max_batch from batch */
@@ -156,6 +168,12 @@ struct gv_job {
 
 extern const struct gv_opt gv_job_options[];
 extern const size_t gv_job_options_n;
+
+/* --model external: the layout comes from the workers (gv_layout). */
+static inline bool gv_job_external(const struct gv_job *job)
+{
+    return job->model == GV_JOB_MODEL_EXTERNAL;
+}
 
 /* Resolves the options for num_workers workers: parses widths and schedule, reads the data
  * headers (image shape, classes, training-set size; the text corpus for its vocabulary), and
@@ -196,6 +214,67 @@ uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], c
  * with more --steps resumes from it; a cosine schedule's length is in its optimizer). */
 uint64_t gv_job_state_fingerprint(const struct gv_job *job, const char (*names)[24],
                                   const size_t *numel, uint32_t n_tensors);
+
+/* ================================================================ model layouts (layout.c)
+ *
+ * The layout of a model that is not one of nn/'s (--model external: libgravac, PyTorch): tensor
+ * names and shapes, back to back in the flat vector, as the workers declare them. A worker sends
+ * it to every server in a LAYOUT message right after its AUTH; a server adopts the first one it
+ * receives (shard map, buffers, fingerprint) and refuses a worker whose layout differs, naming
+ * the first differing tensor. The encoding (docs/wire-format.md): u32 count, then per tensor
+ * u16 name length, the name, u8 ndim, ndim x u64 dimensions, little-endian. */
+
+#define GV_LAYOUT_MAX_TENSORS 16384
+#define GV_LAYOUT_NAME_MAX 200 /* bytes of a name, printable (no control characters) */
+#define GV_LAYOUT_MAX_DIMS 8
+#define GV_LAYOUT_MAX_NUMEL (1ull << 40) /* elements of a tensor, and of the whole model */
+/* The largest encoded layout: what a server accepts before it allocates anything. */
+#define GV_LAYOUT_MAX_BYTES                                                                        \
+    (4u + GV_LAYOUT_MAX_TENSORS * (3u + GV_LAYOUT_NAME_MAX + 8u * GV_LAYOUT_MAX_DIMS))
+/* Tensors of an nn/ model (gv_layout_from_job). */
+#define GV_LAYOUT_JOB_MAX 64
+
+struct gv_layout_tensor {
+    char *name; /* owned, NUL-terminated */
+    uint32_t ndim;
+    uint64_t shape[GV_LAYOUT_MAX_DIMS];
+    uint64_t numel; /* product of the shape (1 for a scalar) */
+};
+
+struct gv_layout {
+    uint32_t n, cap;
+    struct gv_layout_tensor *t; /* [n] */
+    size_t *numel;              /* [n]: the tensors' sizes (for gv_shard_map_init) */
+    uint64_t total;             /* elements in all */
+};
+
+void gv_layout_init(struct gv_layout *l);
+void gv_layout_cleanup(struct gv_layout *l);
+/* Appends a tensor (name borrowed, copied). GV_ERR_INVAL with why (may be NULL) for a name that
+ * is empty, longer than GV_LAYOUT_NAME_MAX or has a control character, more than
+ * GV_LAYOUT_MAX_DIMS dimensions, a dimension of 0, or beyond the caps; GV_ERR_NOMEM. */
+gv_status_t gv_layout_add(struct gv_layout *l, const char *name, uint32_t ndim,
+                          const uint64_t *shape, char *why, size_t why_len);
+/* The layout of the job's nn/ model (gv_job_layout; shapes as one dimension). */
+gv_status_t gv_layout_from_job(struct gv_layout *l, const struct gv_job *job);
+size_t gv_layout_encoded_len(const struct gv_layout *l);
+/* out: gv_layout_encoded_len(l) bytes. */
+void gv_layout_encode(const struct gv_layout *l, uint8_t *out);
+/* Decodes a received layout (buf: len bytes, borrowed) into l (initialised here; the caller
+ * cleans it up on success). Nothing is allocated before the count is checked against len and
+ * the caps. GV_ERR_PROTO with why (may be NULL) for anything malformed; GV_ERR_NOMEM. */
+gv_status_t gv_layout_decode(const uint8_t *buf, size_t len, struct gv_layout *l, char *why,
+                             size_t why_len);
+/* "[10, 128]" */
+void gv_layout_shape_str(const struct gv_layout *l, uint32_t t, char *out, size_t len);
+/* Whether a and b differ; why names the first differing tensor ("tensor 3 is 'fc.weight'
+ * [10, 64] on worker 1 but 'fc.weight' [10, 128] on server 0"), a_who and b_who their holders. */
+bool gv_layout_diff(const struct gv_layout *a, const struct gv_layout *b, const char *a_who,
+                    const char *b_who, char *why, size_t why_len);
+/* The fingerprint of a job whose layout comes from the workers: the job's options
+ * (gv_job_fingerprint without tensors) and every name and shape. desc as gv_job_fingerprint. */
+uint64_t gv_layout_fingerprint(const struct gv_job *job, const struct gv_layout *l, char *desc,
+                               size_t desc_len);
 
 /* ================================================================ the cluster
  *

@@ -9,12 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const model_choices[] = {"softmax", "mlp", "cnn", "lstm", NULL};
+static const char *const model_choices[] = {"softmax", "mlp", "cnn", "lstm", "external", NULL};
 static const char *const data_choices[] = {"auto",    "fashion-mnist", "mnist",     "idx",
                                            "cifar10", "text",          "synthetic", NULL};
 static const char *const method_choices[] = {"dense",     "static",     "gravac-exp", "gravac-geo",
                                              "accordion", "dense-fp16", NULL};
-static const int model_values[] = {GV_NN_SOFTMAX, GV_NN_MLP, GV_NN_CNN, GV_NN_LSTM};
+static const int model_values[] = {GV_NN_SOFTMAX, GV_NN_MLP, GV_NN_CNN, GV_NN_LSTM,
+                                   (int)GV_JOB_MODEL_EXTERNAL};
+static const char *const optim_choices[] = {"job", "caller", NULL};
+static const int optim_values[] = {GV_JOB_OPTIM_JOB, GV_JOB_OPTIM_CALLER};
 static const int data_values[] = {GV_JOB_DATA_AUTO,     GV_JOB_DATA_FASHION, GV_JOB_DATA_MNIST,
                                   GV_JOB_DATA_IDX,      GV_JOB_DATA_CIFAR10, GV_JOB_DATA_TEXT,
                                   GV_JOB_DATA_SYNTHETIC};
@@ -35,7 +38,8 @@ const struct gv_opt gv_job_options[] = {
      .type = GV_OPT_ENUM,
      .offset = J(model),
      .def = "mlp",
-     .help = "model to train",
+     .help = "model to train (external: the workers' own, e.g. PyTorch through libgravac; its "
+             "layout comes from them)",
      .group = "model",
      .choices = model_choices,
      .values = model_values},
@@ -218,6 +222,15 @@ const struct gv_opt gv_job_options[] = {
      .def = "constant",
      .help = "constant | step:IT[,IT...][@GAMMA] | cosine[:TOTAL[:MIN_LR]]",
      .group = "optimizer"},
+    {.name = "optimizer",
+     .type = GV_OPT_ENUM,
+     .offset = J(optimizer),
+     .def = "job",
+     .help = "job: servers and workers step SGD with the options below; caller: servers only "
+             "average, the caller's optimizer (PyTorch's) steps each replica",
+     .group = "optimizer",
+     .choices = optim_choices,
+     .values = optim_values},
     {.name = "warmup",
      .type = GV_OPT_UINT64,
      .offset = J(warmup),
@@ -450,6 +463,24 @@ static gv_status_t job_optim_total(struct gv_job *job)
     return gv_optim_cfg_check(o);
 }
 
+/* --model external: no data and no nn/ model here; the caller's loop decides the steps (the
+ * optimizer's schedule, when the servers step, runs over --steps). */
+static gv_status_t job_resolve_external(struct gv_job *job, uint32_t num_workers)
+{
+    gv_status_t status = job_optim(job);
+    if (status != GV_OK)
+        return status;
+    memset(&job->model_cfg, 0, sizeof(job->model_cfg));
+    job->model_cfg.kind = GV_JOB_MODEL_EXTERNAL;
+    job->num_workers = num_workers;
+    job->n_train = 0;
+    job->steps_per_epoch = 0;
+    /* without --steps the training script sets the length: no bound here (its first BYE at
+     * a round's boundary ends the job) */
+    job->total_steps = job->steps > 0 ? (int64_t)job->steps : INT64_MAX;
+    return job_optim_total(job);
+}
+
 gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
 {
     gv_status_t status;
@@ -457,10 +488,9 @@ gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
         gv_log(GV_LOG_ERROR, "the job needs at least one worker");
         return GV_ERR_INVAL;
     }
-    if (job->data == GV_JOB_DATA_AUTO)
-        job->data = job->model == GV_NN_LSTM ? GV_JOB_DATA_TEXT : GV_JOB_DATA_FASHION;
-    if ((job->model == GV_NN_LSTM) != (job->data == GV_JOB_DATA_TEXT)) {
-        gv_log(GV_LOG_ERROR, "--model lstm trains on --dataset text, and only it");
+    if (job->optimizer == GV_JOB_OPTIM_CALLER && job->resync_every > 0) {
+        gv_log(GV_LOG_ERROR,
+               "--resync-every needs the servers to step the model (--optimizer job)");
         return GV_ERR_INVAL;
     }
     if (job->method == GV_JOB_GRAVAC_EXP || job->method == GV_JOB_GRAVAC_GEO ||
@@ -471,12 +501,21 @@ gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
             return GV_ERR_INVAL;
         }
     }
-    /* auto: one k over the model (per tensor, small tensors get k = 1 at high CFs and, with
-     * the bounded downlink, lose most of their gradient: docs/results.md section 10) */
+    /* auto (for nn/'s models and --model external alike): one k over the model (per tensor, small
+     * tensors get k = 1 at high CFs and, with the bounded downlink, lose most of their gradient:
+     * docs/results.md section 10) */
     if (job->topk_scope == GV_SCOPE_AUTO)
         job->topk_scope = job->method == GV_JOB_ACCORDION ? GV_SCOPE_TENSOR : GV_SCOPE_MODEL;
     if (job->method == GV_JOB_ACCORDION && job->topk_scope == GV_SCOPE_MODEL) {
         gv_log(GV_LOG_ERROR, "--method accordion decides per layer: it needs --topk-scope tensor");
+        return GV_ERR_INVAL;
+    }
+    if (gv_job_external(job))
+        return job_resolve_external(job, num_workers);
+    if (job->data == GV_JOB_DATA_AUTO)
+        job->data = job->model == GV_NN_LSTM ? GV_JOB_DATA_TEXT : GV_JOB_DATA_FASHION;
+    if ((job->model == GV_NN_LSTM) != (job->data == GV_JOB_DATA_TEXT)) {
+        gv_log(GV_LOG_ERROR, "--model lstm trains on --dataset text, and only it");
         return GV_ERR_INVAL;
     }
     if ((status = job_model_cfg(job)) != GV_OK || (status = job_optim(job)) != GV_OK)
@@ -578,6 +617,10 @@ gv_status_t gv_job_layout(const struct gv_job *job, char (*names)[24], size_t *n
     const struct gv_nn_model_cfg *c = &job->model_cfg;
     uint32_t n = 0;
     gv_status_t st = GV_OK;
+    if (gv_job_external(job)) {
+        gv_log(GV_LOG_ERROR, "model layout: --model external: the layout comes from the workers");
+        return GV_ERR_INVAL;
+    }
     char a[24], b[24];
 #define JT(name, d0, d1)                                                                           \
     do {                                                                                           \
@@ -656,8 +699,11 @@ static uint64_t job_fingerprint(const struct gv_job *job, const char (*names)[24
     } while (0)
     const struct gv_nn_model_cfg *mc = &job->model_cfg;
     const struct gv_optim_cfg *o = &job->optim;
-    FP_ADD("model %s in %dx%dx%d classes %d;", gv_nn_model_kind_str(mc->kind), mc->in_h, mc->in_w,
-           mc->in_c, mc->n_classes);
+    if (gv_job_external(job))
+        FP_ADD("model external;");
+    else
+        FP_ADD("model %s in %dx%dx%d classes %d;", gv_nn_model_kind_str(mc->kind), mc->in_h,
+               mc->in_w, mc->in_c, mc->n_classes);
     for (uint32_t t = 0; t < n_tensors; t++)
         FP_ADD("%s:%zu,", names[t], numel[t]);
     /* the length of the job: every worker must run the same iterations (a worker with fewer
@@ -677,6 +723,8 @@ static uint64_t job_fingerprint(const struct gv_job *job, const char (*names)[24
            job->omega, job->window, job->gravac_warmup, job->eta, job->switch_epochs,
            gv_cmp_kind_str(gv_job_cmp_kind(job)), (int)job->fp16, (int)job->downlink,
            (int)job->topk_scope);
+    if (job->optimizer == GV_JOB_OPTIM_CALLER)
+        FP_ADD(";optimizer caller");
 #undef FP_ADD
     if (desc != NULL && desc_len > 0)
         snprintf(desc, desc_len, "%s", buf);

@@ -33,6 +33,8 @@ static void conn_round(struct gv_server *srv, enum srv_round_event ev)
 
 void srv_conn_poll_round(struct gv_server *srv)
 {
+    if (!srv->shard.ready)
+        return; /* --model external: no round before the first layout */
     conn_round(srv, srv_round_try_open(srv, srv_ckpt_busy(srv)));
 }
 
@@ -114,7 +116,10 @@ static void conn_hs_on_msg(struct gv_server *srv, struct srv_peer *p, const stru
 
 void srv_conn_coord(struct gv_server *srv)
 {
-    if (srv->rank == 0 || srv->net.coord != NULL || srv->end.state != SRV_STARTING)
+    /* --model external: not before this server has the layout (server 0 compares
+     * fingerprints at the handshake); the start-up deadline says when none came */
+    if (srv->rank == 0 || srv->net.coord != NULL || srv->end.state != SRV_STARTING ||
+        !srv->shard.ready)
         return;
     struct gv_hostport hp;
     gv_status_t status = gv_cluster_server_addr_try(srv->cl, 0, &hp);
@@ -224,6 +229,7 @@ static gv_status_t conn_on_header(struct gv_conn *c, const void *msg, size_t msg
             break;
         return srv_round_push_header(srv, p, m, payload_len, dst, dst_cnt);
     case GV_PROTO_MSG_MODEL: return srv_start_seed_header(srv, p, m, payload_len, dst, dst_cnt);
+    case GV_PROTO_MSG_LAYOUT: return srv_start_layout_header(srv, p, m, payload_len, dst, dst_cnt);
     case GV_PROTO_MSG_DECISION:
         if (p->kind != SRV_PEER_COORD || srv_round_decision_header(srv, m, dst, dst_cnt) != GV_OK)
             break;
@@ -294,6 +300,7 @@ static void conn_worker_msg(struct gv_server *srv, struct srv_peer *p, const str
             snprintf(why, sizeof(why), "%s", t);
             srv_stop(srv, why);
         } else if (srv->cfg.dead_policy != GV_DEAD_CONTINUE) {
+            p->reported = true;
             srv_abort(srv, GV_ERR_CLOSED, "%s reported: %s", p->name, t);
         } else {
             snprintf(why, sizeof(why), "it stopped: %s", t);
@@ -341,7 +348,12 @@ static void conn_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void
     if (p->kind != SRV_PEER_NEW)
         srv_ops_seen(srv, p);
     switch (p->kind) {
-    case SRV_PEER_NEW: conn_hs_on_msg(srv, p, m); return;
+    case SRV_PEER_NEW:
+        if (m->type == GV_PROTO_MSG_LAYOUT)
+            srv_start_layout(srv, p, m);
+        else
+            conn_hs_on_msg(srv, p, m);
+        return;
     case SRV_PEER_COORD: conn_coord_msg(srv, p, m); return;
     case SRV_PEER_SERVER: conn_server_msg(srv, p, m); return;
     case SRV_PEER_WORKER: conn_worker_msg(srv, p, m, bytes); return;

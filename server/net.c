@@ -115,6 +115,8 @@ static void net_peer_free(struct gv_server *srv, struct srv_peer *p)
     net_list_del(p);
     gv_ps_link_cleanup(&p->link);
     gv_ps_rx_cleanup(&p->rx);
+    gv_free(p->layout_buf);
+    gv_layout_cleanup(&p->held_layout);
     gv_free(p);
 }
 
@@ -291,7 +293,7 @@ gv_status_t srv_send_model(struct gv_server *srv, struct srv_peer *p, uint64_t i
     const struct srv_shard *sh = &srv->shard;
     uint64_t bytes = 0, ck = gv_ps_checksum(sh->params, sh->n);
     gv_status_t status = net_send_chunks(srv, p, iter, sh->params, 0, ck, &bytes);
-    if (status == GV_OK)
+    if (status == GV_OK && srv->job->optimizer != GV_JOB_OPTIM_CALLER) /* else no momentum here */
         status = net_send_chunks(srv, p, iter, sh->momentum, 1, 0, &bytes);
     if (status != GV_OK)
         gv_log(GV_LOG_ERROR, "server %u: cannot send the model to %s: %s", srv->rank, p->name,
@@ -319,13 +321,16 @@ void srv_send_bye_all(struct gv_server *srv, uint64_t iteration)
 
 void srv_send_error_all(struct gv_server *srv, uint64_t iter, gv_status_t code, const char *text)
 {
+    /* cut to the wire's cap: a longer text could not be encoded and nobody would be told */
+    char cut[SRV_ERROR_TEXT_MAX + 1];
+    snprintf(cut, sizeof(cut), "%s", text);
     for (struct srv_peer *p = srv->net.joined.head; p != NULL; p = p->next) {
         if (p->closed)
             continue;
         struct gv_proto_msg m;
         gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_ERROR, iter);
         m.u.error.code = code;
-        m.u.error.text = text;
+        m.u.error.text = cut;
         (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
     }
 }

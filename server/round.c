@@ -574,7 +574,10 @@ enum srv_round_event srv_round_push_done(struct gv_server *srv, struct srv_peer 
     struct srv_round *r = &srv->round;
     char why[300];
     if (srv->end.state != SRV_RUNNING)
-        return SRV_ROUND_BUSY; /* dropped unread: the job is ending */
+        return SRV_ROUND_BUSY;    /* dropped unread: the job is ending */
+    srv_replica_check(srv, p, m); /* --optimizer caller */
+    if (srv->end.state != SRV_RUNNING)
+        return SRV_ROUND_BUSY;
     if (r->phase != SRV_ROUND_OPEN || p->rank != r->next_rank)
         return round_hold(srv, p, m, msg_bytes); /* on_header deferred every push with a payload */
     if (m->payload_len == 0 && !round_empty_ok(srv, p, m)) {
@@ -909,6 +912,12 @@ void srv_round_on_bye(struct gv_server *srv, struct srv_peer *p, uint64_t iterat
            iteration);
     if (srv_live(srv) && r->iter >= total) {
         srv_end_done(srv, "every iteration is done");
+    } else if (srv_live(srv) && gv_job_external(srv->job) && srv->job->steps == 0 &&
+               iteration == r->iter && !r->dead[p->rank]) {
+        /* --model external without --steps: the training scripts set the length, and the first
+         * to finish at a round's boundary ends the job (--steps makes an early one a leaver) */
+        if (srv->rank == 0)
+            srv_end_done(srv, "a worker finished its training script");
     } else if (srv_live(srv) && p->rank == 0 && iteration == r->iter && !r->dead[0]) {
         /* worker 0 stops the job early (--target-accuracy): server 0 ends it, the others
          * follow its BYE (so that an abort racing with it ends the job once, the same way

@@ -8,58 +8,21 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
-static void srv_log_line(const char *line, void *arg)
+/* What the job's model and optimizer rule out: checkpoints need the servers to hold the model
+ * (SGD on the servers) and its layout at start (nn/'s). */
+static gv_status_t srv_server_check(const struct gv_server *srv)
 {
-    (void)arg;
-    gv_log(GV_LOG_INFO, "%s", line);
-}
-
-/* The model's layout (nn/'s tensors), the shard map, the fingerprint, and the shard's
- * parameters and momentum (zeroed: untouched pages cost no memory until written). */
-static gv_status_t srv_shard_init(struct gv_server *srv)
-{
-    struct srv_shard *sh = &srv->shard;
-    sh->names = gv_calloc(SRV_MAX_TENSORS, sizeof(*sh->names));
-    sh->numel = gv_calloc(SRV_MAX_TENSORS, sizeof(*sh->numel));
-    if (sh->names == NULL || sh->numel == NULL)
-        return GV_ERR_NOMEM;
-    gv_status_t status =
-        gv_job_layout(srv->job, sh->names, sh->numel, SRV_MAX_TENSORS, &sh->n_tensors);
-    if (status != GV_OK)
-        return status;
-    status = gv_shard_map_init(&sh->map, sh->numel, sh->n_tensors, srv->S);
-    if (status != GV_OK)
-        return status;
-    sh->lo = sh->map.lo[srv->rank];
-    sh->n = gv_shard_numel(&sh->map, srv->rank);
-    const char *names[SRV_MAX_TENSORS];
-    for (uint32_t t = 0; t < sh->n_tensors; t++)
-        names[t] = sh->names[t];
-    gv_shard_map_describe(&sh->map, names, srv_log_line, NULL);
-    char desc[4096];
-    sh->fingerprint = gv_job_fingerprint(srv->job, (const char(*)[24])sh->names, sh->numel,
-                                         sh->n_tensors, desc, sizeof(desc));
-    gv_log(GV_LOG_DEBUG, "model fingerprint %016" PRIx64 " of: %s", sh->fingerprint, desc);
-    sh->ckpt_fingerprint =
-        gv_job_state_fingerprint(srv->job, (const char(*)[24])sh->names, sh->numel, sh->n_tensors);
-    sh->params = gv_calloc(sh->n, sizeof(float));
-    sh->momentum = gv_calloc(sh->n, sizeof(float));
-    if (sh->params == NULL || sh->momentum == NULL) {
-        gv_log(GV_LOG_ERROR, "server: cannot allocate a %" PRIu64 "-parameter shard", sh->n);
-        return GV_ERR_NOMEM;
+    bool ckpt = srv->cfg.checkpoint_dir != NULL && srv->cfg.checkpoint_dir[0] != '\0';
+    if (ckpt && (gv_job_external(srv->job) || srv->job->optimizer == GV_JOB_OPTIM_CALLER)) {
+        gv_log(GV_LOG_ERROR, "--checkpoint-dir needs one of nn/'s models and --optimizer job: "
+                             "with the workers' optimizer the servers do not hold the model "
+                             "(checkpoint it from the training script, e.g. torch.save on "
+                             "worker 0)");
+        return GV_ERR_INVAL;
     }
     return GV_OK;
-}
-
-static void srv_shard_cleanup(struct gv_server *srv)
-{
-    struct srv_shard *sh = &srv->shard;
-    gv_shard_map_cleanup(&sh->map);
-    gv_free(sh->names);
-    gv_free(sh->numel);
-    gv_free(sh->params);
-    gv_free(sh->momentum);
 }
 
 gv_status_t gv_server_create(const struct gv_server_config *cfg, struct gv_server **srv_p)
@@ -79,12 +42,14 @@ gv_status_t gv_server_create(const struct gv_server_config *cfg, struct gv_serve
         srv->cfg.min_workers = 1;
     if (srv->cfg.checkpoint_keep <= 0)
         srv->cfg.checkpoint_keep = 3;
-    gv_status_t status = srv_shard_init(srv);
+    gv_status_t status = srv_server_check(srv);
+    if (status == GV_OK)
+        status = srv_shard_init(srv);
     if (status == GV_OK)
         status = srv_net_init(srv);
-    if (status == GV_OK)
-        status = srv_round_init(srv); /* server 0: the controller */
-    if (status == GV_OK)
+    if (status == GV_OK && srv->shard.ready)
+        status = srv_round_init(srv); /* server 0: the controller (external: at the layout) */
+    if (status == GV_OK && srv->shard.ready)
         status = srv_down_create(srv->job, &srv->shard.map, srv->rank, &srv->down);
     if (status == GV_OK)
         status = srv_ops_init(srv);
@@ -102,11 +67,18 @@ gv_status_t gv_server_create(const struct gv_server_config *cfg, struct gv_serve
     }
     char b[32];
     gv_ps_fmt_bytes((double)srv->shard.n * 4.0, b, sizeof(b));
-    gv_log(GV_LOG_INFO,
-           "server %u: shard [%" PRIu64 ", %" PRIu64 ") of %" PRIu64
-           " parameters (%s), %u workers, method %s, dead-worker policy %s",
-           srv->rank, srv->shard.lo, srv->shard.lo + srv->shard.n, srv->shard.map.total, b, srv->W,
-           gv_job_method_str(srv->job->method), gv_dead_policy_str(srv->cfg.dead_policy));
+    if (srv->shard.ready)
+        gv_log(GV_LOG_INFO,
+               "server %u: shard [%" PRIu64 ", %" PRIu64 ") of %" PRIu64
+               " parameters (%s), %u workers, method %s, dead-worker policy %s",
+               srv->rank, srv->shard.lo, srv->shard.lo + srv->shard.n, srv->shard.map.total, b,
+               srv->W, gv_job_method_str(srv->job->method),
+               gv_dead_policy_str(srv->cfg.dead_policy));
+    else
+        gv_log(GV_LOG_INFO, "server %u: %u workers, method %s, optimizer %s, dead-worker policy %s",
+               srv->rank, srv->W, gv_job_method_str(srv->job->method),
+               srv->job->optimizer == GV_JOB_OPTIM_CALLER ? "the workers'" : "SGD on the servers",
+               gv_dead_policy_str(srv->cfg.dead_policy));
     *srv_p = srv;
     return GV_OK;
 }
@@ -235,6 +207,16 @@ static int srv_tick(struct gv_server *srv, volatile int *stop, bool *signalled,
     return timeout_ms;
 }
 
+static bool srv_reporter_alive(const struct gv_server *srv)
+{
+    for (uint32_t w = 0; w < srv->W; w++) {
+        const struct srv_peer *p = srv->net.workers[w];
+        if (p != NULL && p->reported && !p->closed)
+            return true;
+    }
+    return false;
+}
+
 gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
 {
     srv->start.t_start_ns = gv_now_ns();
@@ -259,11 +241,15 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
     while (!srv_ckpt_final_tick(srv))
         if (gv_tp_progress(srv->net.tp, 5) < 0)
             break;
-    /* let the last messages (BYE, ERROR) leave before the connections close */
+    /* let the last messages (BYE, ERROR) leave before the connections close, and a worker
+     * that reported its own failure go first (so that a launcher sees the cause exit first) */
     uint64_t flush_end = gv_now_ns() + 1000000000ull;
-    while (!srv_net_idle(srv) && gv_now_ns() < flush_end)
+    bool reporter = srv_reporter_alive(srv);
+    while ((!srv_net_idle(srv) || srv_reporter_alive(srv)) && gv_now_ns() < flush_end)
         if (gv_tp_progress(srv->net.tp, 20) < 0)
             break;
+    if (reporter) /* its exit reaches a launcher's wait before ours */
+        usleep(250000);
     if (srv->end.state == SRV_DONE) {
         gv_log(GV_LOG_INFO,
                "server %u: job finished after %" PRIu64 " iterations (at iteration %" PRIu64 ")",

@@ -1,6 +1,7 @@
 /* srv.h: what server/'s files share privately. The server object is a set of parts,
  * each owned by one file, which alone writes it (the others may read it):
- *   shard   server.c   the model's layout, the shard map, the shard's parameters and momentum
+ *   shard   shard.c    the model's layout (nn/'s, or the workers' with --model external), the
+ *                      shard map, the shard's parameters and momentum
  *   net     net.c      the transport, the peers and their links, every message sent
  *   end     end.c      how the job ends: aborts, stops, the result
  *   live    ops.c      heartbeats and the peers' liveness
@@ -10,11 +11,12 @@
  *   down    update.c   the bounded downlink's residual; update.c also makes the optimizer
  *                      step and sends the update to the workers
  *   ckpt    ckpt.c     checkpoints and resuming
+ *   replica replica.c  --optimizer caller: the workers' parameter checksums compared
  *   mx      metrics.c  the Prometheus registry and endpoint
  * Calls go one way, down these layers (docs/architecture.md draws them):
  *   server.c (create, the run loop) -> conn.c (the connection dispatch: the only entry into
- *   the round) -> start.c -> ckpt.c -> round.c -> update.c -> ops.c -> end.c -> net.c ->
- *   metrics.c.
+ *   the round) -> start.c -> shard.c -> ckpt.c -> round.c -> replica.c -> update.c -> ops.c ->
+ *   end.c -> net.c -> metrics.c.
  * What comes back up does so through callback tables: the transport's handler and the links'
  * on_idle (conn.c installs both). Tests may include this header. */
 #ifndef GV_SRV_H
@@ -30,6 +32,8 @@
 #define SRV_HDR_BYTES 1024
 /* MODEL chunks: at most this many elements per message (1 GiB of floats). */
 #define SRV_MODEL_CHUNK (256ull << 20)
+/* The longest text an ERROR carries (the default caps' max_text_len). */
+#define SRV_ERROR_TEXT_MAX 256
 
 /* ================================================================ peers (net.c) */
 
@@ -51,19 +55,26 @@ struct srv_peer {
     struct gv_ps_client_hs hs;  /* COORD: our client side */
     struct gv_ps_rx rx;         /* the header of the message being received (decoded once) */
     uint64_t t_accept_ns;
-    uint64_t hello_iter;        /* SERVER peers: the newest checkpoint iteration its HELLO named */
-    bool synced;                /* worker: initial model and decision sent (start.c) */
-    bool bye;                   /* said BYE */
-    bool bye_sent;              /* we said BYE to it */
-    bool welcome_due;           /* WORKER on servers 1..S-1: joined before server 0 welcomed
-                                   this server (the starting iteration unknown): WELCOME then */
-    bool close_after_send;      /* a REFUSE or an eviction is in flight: close when it has left */
-    bool closed;                /* on_close ran */
-    bool deferred;              /* WORKER: its push waits for its turn, unread; its heartbeats wait
-                                   behind it, so its silence is not held against it meanwhile */
-    uint64_t seen_bytes;        /* conn bytes_recv at the last liveness tick (ops.c) */
-    uint64_t t_seen_ns;         /* when it was last heard from (a message or bytes) */
-    struct srv_peer_list *list; /* net.pending (NEW) or net.joined (the others) */
+    uint64_t hello_iter;   /* SERVER peers: the newest checkpoint iteration its HELLO named */
+    bool synced;           /* worker: initial model and decision sent (start.c) */
+    bool bye;              /* said BYE */
+    bool bye_sent;         /* we said BYE to it */
+    bool welcome_due;      /* WORKER on servers 1..S-1: joined before server 0 welcomed
+                              this server (the starting iteration unknown): WELCOME then */
+    bool close_after_send; /* a REFUSE or an eviction is in flight: close when it has left */
+    bool closed;           /* on_close ran */
+    bool deferred;         /* WORKER: its push waits for its turn, unread; its heartbeats wait
+                              behind it, so its silence is not held against it meanwhile */
+    bool awaiting_layout;  /* --model external: an authenticated worker whose LAYOUT is due */
+    bool layout_ok;        /* its layout equals the shard's (it may take its slot) */
+    uint8_t *layout_buf;   /* the LAYOUT's payload while it arrives */
+    uint64_t layout_len;
+    struct gv_layout held_layout; /* a worker > 0's layout, until worker 0's is the model's */
+    bool held;
+    bool reported;                /* WORKER: it told us it failed (ERROR): the job's root cause */
+    uint64_t seen_bytes;          /* conn bytes_recv at the last liveness tick (ops.c) */
+    uint64_t t_seen_ns;           /* when it was last heard from (a message or bytes) */
+    struct srv_peer_list *list;   /* net.pending (NEW) or net.joined (the others) */
     struct srv_peer *prev, *next; /* in that list */
 };
 
@@ -94,10 +105,12 @@ struct srv_net {
     uint32_t n_workers_in, n_servers_in;
 };
 
-/* The shard this server holds (server.c builds it; round.c steps it; ckpt.c saves and loads). */
+/* The shard this server holds (shard.c builds it; round.c steps it; ckpt.c saves and loads).
+ * With --model external it is built when the first worker's layout arrives (ready). */
 struct srv_shard {
-    char (*names)[24];
-    size_t *numel;
+    bool ready;
+    struct gv_layout layout;
+    char layout_from[96]; /* who the layout came from ("nn/'s mlp", "worker 1 (...)") */
     uint32_t n_tensors;
     struct gv_shard_map map;
     uint64_t lo, n;            /* shard [lo, lo + n) of the flat vector */
@@ -301,6 +314,18 @@ struct srv_ckpt {
     size_t ctl_blob_len;
 };
 
+/* ================================================================ replicas (replica.c) */
+
+/* --optimizer caller: every push carries the checksum of its worker's parameters of this
+ * shard; within a round every worker's must be the same. */
+struct srv_replica {
+    uint64_t iter;     /* the round of ck */
+    uint64_t ck;       /* the first checksum reported in that round */
+    uint32_t from;     /* by this worker */
+    bool have;         /* ck is set for iter */
+    uint64_t compared; /* checksums compared */
+};
+
 /* ================================================================ the server */
 
 struct gv_server {
@@ -319,6 +344,7 @@ struct gv_server {
     struct srv_round round;
     struct srv_down *down; /* NULL: dense methods, or --downlink union */
     struct srv_ckpt ckpt;
+    struct srv_replica replica;
     struct gv_metrics *reg;
     struct gv_metrics_http *http;
     struct srv_metrics *mx;
@@ -360,6 +386,24 @@ void srv_start_seed_done(struct gv_server *srv, const struct gv_proto_msg *m);
 void srv_start_sync_workers(struct gv_server *srv);
 /* The start-up deadline: names whoever is missing. */
 void srv_start_check_deadline(struct gv_server *srv, uint64_t now);
+
+/* The layout (--model external): where a worker's LAYOUT payload goes (on_header), and the
+ * layout itself (on_msg): adopted when it is the first, else compared; then the worker joins. */
+gv_status_t srv_start_layout_header(struct gv_server *srv, struct srv_peer *p,
+                                    const struct gv_proto_msg *m, uint64_t payload_len,
+                                    struct gv_iov *dst, int *cnt);
+void srv_start_layout(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m);
+
+/* ================================================================ shard.c: the shard */
+
+/* At create: nn/'s layout of the job's model and the shard built from it; with --model
+ * external nothing yet (the first worker's layout comes through srv_shard_adopt). */
+gv_status_t srv_shard_init(struct gv_server *srv);
+/* --model external: builds the shard from a worker's layout (taken over: l is left empty),
+ * then the round's buffers (and server 0's controller). from: who sent it. GV_ERR_INVAL (a
+ * layout the servers cannot shard, logged), GV_ERR_NOMEM. */
+gv_status_t srv_shard_adopt(struct gv_server *srv, struct gv_layout *l, const char *from);
+void srv_shard_cleanup(struct gv_server *srv);
 
 /* ================================================================ ckpt.c: checkpoints */
 
@@ -445,6 +489,13 @@ void srv_memb_decide(enum gv_dead_policy policy, uint32_t min_workers, uint64_t 
 /* round.c, server 0: the controller's decision in force into round.cur (at create, after
  * loading a checkpoint). */
 gv_status_t srv_decide_load(struct gv_server *srv);
+
+/* ================================================================ replica.c */
+
+/* --optimizer caller: a push's replica checksum (0: not computed) against the round's first;
+ * a difference aborts the job naming both workers (their optimizers diverged). */
+void srv_replica_check(struct gv_server *srv, const struct srv_peer *p,
+                       const struct gv_proto_msg *m);
 
 /* ================================================================ update.c: the downlink */
 

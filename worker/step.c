@@ -79,6 +79,10 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
     m.u.push.level = gv_ps_level_to_proto(w->dec.level);
     if (s == 0)
         step_stats(w, x, &m.u.push.stats);
+    /* --optimizer caller: the servers compare every worker's parameters (as the caller's
+     * optimizer left them) by their checksum */
+    if (w->caller_optim && w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0)
+        m.u.push.replica_checksum = gv_ps_checksum(w->hp + ws->lo, ws->n);
     struct gv_iov pl[2];
     int npl;
     if (x->dense) {
@@ -164,7 +168,7 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
              * compressor (DGC, Redsync) falls back to exact top-k above the capacity, so the
              * fallback happens at the documented min(n, 2k) whatever the buffer's size */
             uint32_t n = (uint32_t)(w->unit_off[u + 1] - w->unit_off[u]);
-            const char *name = w->n_units == 1 ? "model" : w->m.names[u];
+            const char *name = w->n_units == 1 ? "model" : w->tnames[u];
             w->lmin[u].cap = gv_cmp_bound(w->cmp, n, req.cf_min);
             if (x->levels == 2)
                 w->lcand[u].cap = gv_cmp_bound(w->cmp, n, req.cf_cand);
@@ -311,6 +315,21 @@ static void step_apply_update(struct gv_worker *w, struct wk_server *ws,
     ws->dec_iter = m->iteration + 1;
     ws->resync = ws->dec.resync;
     ws->got_update = true;
+    if (w->caller_optim) {
+        /* the caller's optimizer steps with g; the checksum is of g itself */
+        if (w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0) {
+            w->checks++;
+            uint64_t ck = gv_ps_checksum(g, ws->n);
+            if (ck != m->u.update.model_checksum) {
+                w->mismatches++;
+                wk_fail(w, GV_ERR_PROTO,
+                        "the averaged gradient from %s at iteration %" PRIu64 " does not match "
+                        "its checksum (%016" PRIx64 ", server %016" PRIx64 ")",
+                        ws->name, w->iter, ck, m->u.update.model_checksum);
+            }
+        }
+        return;
+    }
     float lr = (float)ws->dec.lr;
     if (step_optim(w, ws, lr, g) != GV_OK)
         return;

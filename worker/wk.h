@@ -38,6 +38,7 @@ struct wk_server {
     uint64_t model_checksum;
     bool got_update;
     bool resync; /* this update is followed by a full model */
+    bool layout_sent;
     bool got_bye;
     bool got_error;
     int32_t error_code;  /* the ERROR's status: GV_OK means the job was stopped on request */
@@ -74,7 +75,11 @@ struct gv_worker {
     struct gv_buf mirror;   /* mirrored: hp, hg, hv */
     struct gv_sparse hsent; /* mirrored: host copy of one tensor's level sent (pinned) */
     struct gv_buf hsent_buf;
-    size_t *off; /* [n_tensors + 1] */
+    size_t *off;          /* [n_tensors + 1] */
+    const char **tnames;  /* [n_tensors]: the tensors' names (nn/'s, or the layout's) */
+    bool caller_optim;    /* --optimizer caller: no optimizer step here, no momentum */
+    uint8_t *layout_wire; /* --model external: the encoded layout, sent after every AUTH */
+    size_t layout_len;
     struct gv_shard_map map;
     uint64_t fingerprint;      /* the job's: every server must have it */
     uint64_t ckpt_fingerprint; /* its state's: the residual checkpoints' identity */
@@ -120,6 +125,7 @@ struct gv_worker {
     gv_status_t fail_status;
     char fail[400];
     bool stopped; /* a server stopped the job on request */
+    bool told;    /* the servers were told of the failure */
 
     /* operations (worker_ops.c) */
     pthread_mutex_t mu; /* held by the caller's calls and by the helper between naps */

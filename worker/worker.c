@@ -182,12 +182,59 @@ static void wk_log_line(const char *line, void *arg)
     gv_log(GV_LOG_INFO, "%s", line);
 }
 
+/* --model external: the tensors come from the caller's layout, which is encoded once (it
+ * follows the AUTH to every server). Then the replica's constraints of the optimizer mode. */
+static gv_status_t wk_model_check(struct gv_worker *w)
+{
+    struct gv_worker_model *m = &w->m;
+    w->caller_optim = w->job->optimizer == GV_JOB_OPTIM_CALLER;
+    if (gv_job_external(w->job) != (m->layout != NULL)) {
+        gv_log(GV_LOG_ERROR, "worker: %s",
+               m->layout != NULL ? "a layout is given but the job's model is nn/'s "
+                                   "(--model external)"
+                                 : "--model external needs the model's layout");
+        return GV_ERR_INVAL;
+    }
+    if (m->layout != NULL) {
+        m->n_tensors = m->layout->n;
+        m->tensor_numel = m->layout->numel;
+        m->names = NULL;
+        w->layout_len = gv_layout_encoded_len(m->layout);
+        if (w->layout_len > GV_LAYOUT_MAX_BYTES || m->layout->n == 0) {
+            gv_log(GV_LOG_ERROR, "worker: a layout of %u tensors (%zu bytes encoded; at most %u)",
+                   m->layout->n, w->layout_len, (unsigned)GV_LAYOUT_MAX_BYTES);
+            return GV_ERR_INVAL;
+        }
+        if ((w->layout_wire = wk_alloc(w, w->layout_len, 1)) == NULL)
+            return GV_ERR_NOMEM;
+        gv_layout_encode(m->layout, w->layout_wire);
+    }
+    bool device =
+        m->be != NULL && (gv_nn_backend_mem(m->be) == GV_MEM_DEVICE || w->cfg.host_mirrors);
+    if (w->caller_optim && device) {
+        gv_log(GV_LOG_ERROR, "worker: --optimizer caller takes a host replica (no GPU backend)");
+        return GV_ERR_UNSUPPORTED;
+    }
+    if (!w->caller_optim && m->momentum == NULL) {
+        gv_log(GV_LOG_ERROR, "worker: --optimizer job needs the momentum vector");
+        return GV_ERR_INVAL;
+    }
+    if (m->params == NULL || m->grads == NULL || m->numel == 0 || m->n_tensors == 0) {
+        gv_log(GV_LOG_ERROR, "worker: the model needs parameters, gradients and tensors");
+        return GV_ERR_INVAL;
+    }
+    return GV_OK;
+}
+
 static gv_status_t wk_layout(struct gv_worker *w)
 {
     const struct gv_worker_model *m = &w->m;
     w->off = wk_alloc(w, m->n_tensors + 1, sizeof(size_t));
-    if (w->off == NULL)
+    w->tnames = wk_alloc(w, m->n_tensors, sizeof(*w->tnames));
+    if (w->off == NULL || w->tnames == NULL)
         return GV_ERR_NOMEM;
+    for (uint32_t t = 0; t < m->n_tensors; t++)
+        w->tnames[t] = m->layout != NULL ? m->layout->t[t].name : m->names[t];
     for (uint32_t t = 0; t < m->n_tensors; t++)
         w->off[t + 1] = w->off[t] + m->tensor_numel[t];
     if (w->off[m->n_tensors] != m->numel) {
@@ -209,14 +256,16 @@ static gv_status_t wk_layout(struct gv_worker *w)
     gv_status_t status = gv_shard_map_init(&w->map, m->tensor_numel, m->n_tensors, w->S);
     if (status != GV_OK)
         return status;
-    if (w->rank == 0) {
-        const char *names[256];
-        for (uint32_t t = 0; t < m->n_tensors && t < 256; t++)
-            names[t] = m->names[t];
-        gv_shard_map_describe(&w->map, m->n_tensors <= 256 ? names : NULL, wk_log_line, NULL);
-    }
-    w->fingerprint = gv_job_fingerprint(w->job, m->names, m->tensor_numel, m->n_tensors, NULL, 0);
-    w->ckpt_fingerprint = gv_job_state_fingerprint(w->job, m->names, m->tensor_numel, m->n_tensors);
+    if (w->rank == 0)
+        gv_shard_map_describe(&w->map, w->tnames, wk_log_line, NULL);
+    w->fingerprint = m->layout != NULL ? gv_layout_fingerprint(w->job, m->layout, NULL, 0)
+                                       : gv_job_fingerprint(w->job, m->names, m->tensor_numel,
+                                                            m->n_tensors, NULL, 0);
+    /* checkpoints need nn/'s models (--model external is refused with --checkpoint-dir) */
+    w->ckpt_fingerprint =
+        m->layout != NULL
+            ? 0
+            : gv_job_state_fingerprint(w->job, m->names, m->tensor_numel, m->n_tensors);
     return GV_OK;
 }
 
@@ -365,11 +414,17 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
     w->W = w->cl->n_workers;
     uint64_t t0 = gv_now_ns(), deadline = t0 + w->cl->connect_timeout;
     gv_ps_caps(&w->caps, &w->tp_cfg, w->cl->io_timeout, w->cl->connect_timeout);
+    gv_status_t status = wk_model_check(w);
+    if (status != GV_OK) {
+        w->busy = false;
+        gv_worker_destroy(w);
+        return status;
+    }
     size_t ab = gv_proto_arena_bound(&w->caps);
     w->arena_buf = wk_alloc(w, ab, 1);
     w->srv = wk_alloc(w, w->S, sizeof(*w->srv));
     w->heavy = wk_alloc(w, w->m.n_tensors, 1);
-    gv_status_t status = w->arena_buf && w->srv && w->heavy ? GV_OK : GV_ERR_NOMEM;
+    status = w->arena_buf && w->srv && w->heavy ? GV_OK : GV_ERR_NOMEM;
     if (status == GV_OK)
         status = wk_layout(w);
     if (status == GV_OK)
@@ -439,8 +494,9 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
 static void wk_tell_failure(struct gv_worker *w)
 {
     char text[240];
-    if (w->stopped)
-        return; /* the servers stopped the job: nothing to tell */
+    if (w->stopped || w->told)
+        return; /* the servers stopped the job, or were told already: nothing to tell */
+    w->told = true;
     snprintf(text, sizeof(text), "worker %u stops: %.200s", w->rank, w->fail);
     bool sent = false;
     for (uint32_t s = 0; w->srv != NULL && s < w->S; s++) {
@@ -462,6 +518,15 @@ static void wk_tell_failure(struct gv_worker *w)
         if (idle || gv_tp_progress(w->tp, 10) < 0)
             break;
     }
+}
+
+void gv_worker_fail(struct gv_worker *w, const char *why)
+{
+    pthread_mutex_lock(&w->mu);
+    wk_fail(w, GV_ERR_CLOSED, "%s", why);
+    if (w->tp != NULL)
+        wk_tell_failure(w);
+    pthread_mutex_unlock(&w->mu);
 }
 
 void gv_worker_destroy(struct gv_worker *w)
@@ -507,6 +572,8 @@ void gv_worker_destroy(struct gv_worker *w)
     if (w->unit_off != w->off)
         gv_free(w->unit_off);
     gv_free(w->off);
+    gv_free(w->tnames);
+    gv_free(w->layout_wire);
     gv_free(w->srv);
     gv_free(w->heavy);
     gv_free(w->arena_buf);

@@ -157,7 +157,8 @@ static void test_version(void)
     GV_CHECK_STATUS(parse(&p, NULL, NULL, NULL), GV_ERR_VERSION);
     GV_CHECK(logcap_has(&lc, "peer speaks wire version 3, this build speaks 2"));
     logcap_end();
-    /* version 1 (before the checkpoint fields of issue 18) is refused as well */
+    /* version 1 (before the checkpoint fields, LAYOUT and the replica checksums) is refused as well
+     */
     valid_prefix(&p, 10, 0);
     p.version = 1;
     logcap_begin(&lc);

@@ -371,9 +371,9 @@ static void m_type0(Gravac__Header *h)
 {
     h->type = 0;
 }
-static void m_type14(Gravac__Header *h)
+static void m_type15(Gravac__Header *h)
 {
-    h->type = 14;
+    h->type = 15;
 }
 static void m_type_neg(Gravac__Header *h)
 {
@@ -680,7 +680,7 @@ struct mcase {
 #define P GV_ERR_PROTO
 static const struct mcase mcases[] = {
     {GV_PROTO_MSG_PUSH, m_type0, 0, NULL, P, "unknown message type 0"},
-    {GV_PROTO_MSG_PUSH, m_type14, 0, NULL, P, "unknown message type 14"},
+    {GV_PROTO_MSG_PUSH, m_type15, 0, NULL, P, "unknown message type 15"},
     {GV_PROTO_MSG_PUSH, m_type_neg, 0, NULL, P, "unknown message type -1"},
     {GV_PROTO_MSG_BYE, m_type_big, 0, NULL, P, "unknown message type 1000"},
     {GV_PROTO_MSG_PUSH, m_body_hello, 0, NULL, P, "body field 16 does not belong"},
@@ -862,7 +862,7 @@ static void test_encoder_refusals(void)
         GV_CHECK_EQ(len, 12345);                                                                   \
     } while (0)
     REFUSE(m.type = GV_PROTO_MSG_NONE, "unknown message type 0");
-    REFUSE(m.type = (enum gv_proto_msg_type)14, "unknown message type 14");
+    REFUSE(m.type = (enum gv_proto_msg_type)15, "unknown message type 15");
     REFUSE(m.nnz = 1001, "nnz 1001 above numel 1000");
     REFUSE(m.numel = (uint64_t)INT32_MAX + 1, "numel 2147483648 above cap");
     REFUSE(m.cf = 0.5, "compression factor 0.5");

@@ -221,6 +221,22 @@ static void test_job(void)
         }
         gv_cfg_destroy(cfg);
     }
+    /* --model external resolves the scope too (left at auto, the worker's units and its push
+     * buffers disagreed and a compressed libgravac job crashed); without --steps the job has
+     * no bound of its own (the training script ends it) */
+    char *x1[] = {"t", "--model", "external", "--method", "static"};
+    cfg = job_defaults(&job, 5, x1);
+    GV_CHECK(cfg != NULL);
+    GV_CHECK_OK(gv_job_resolve(&job, 2));
+    GV_CHECK_EQ((int)job.topk_scope, (int)GV_SCOPE_MODEL);
+    GV_CHECK(job.total_steps == INT64_MAX);
+    gv_cfg_destroy(cfg);
+    char *x2[] = {"t", "--model", "external", "--method", "static", "--steps", "30"};
+    cfg = job_defaults(&job, 7, x2);
+    GV_CHECK(cfg != NULL);
+    GV_CHECK_OK(gv_job_resolve(&job, 2));
+    GV_CHECK(job.total_steps == 30);
+    gv_cfg_destroy(cfg);
 
     /* errors */
     char *e1[] = {"t", "--dataset", "synthetic", "--widths", "12,x"};
