@@ -17,5 +17,6 @@ int gv_bench_adapt_main(int argc, char **argv);
 int gv_bench_ops_main(int argc, char **argv);
 int gv_bench_nn_main(int argc, char **argv);
 int gv_bench_proto_main(int argc, char **argv);
+int gv_bench_ps_main(int argc, char **argv);
 
 #endif

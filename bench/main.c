@@ -8,6 +8,8 @@
 static const struct gv_bench_cmd cmds[] = {
     {"transport", "transport goodput, message rate and latency (stream, pingpong, pushpull)",
      gv_bench_transport_main},
+    {"ps", "parameter-server push/pull rounds (real servers and workers) vs transport pushpull",
+     gv_bench_ps_main},
     {"adapt", "compression-factor controller cost per iteration", gv_bench_adapt_main},
     {"ops", "cost of checkpoints, metrics and handshakes vs baselines", gv_bench_ops_main},
     {"nn", "model training samples/s per backend (nn/)", gv_bench_nn_main},

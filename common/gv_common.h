@@ -282,6 +282,58 @@ static inline double gv_now_s(void)
     return (double)gv_now_ns() * 1e-9;
 }
 
+/* ---------------------------------------------------------------- timeline (trace.c)
+ * A thread's phases as spans in the Chrome trace event format (the JSON array format, one
+ * "complete" event, ph "X", per span) that Perfetto and chrome://tracing open; gravac-trace
+ * (ops/) merges the files of a job and draws them. One tracer belongs to one thread: it is not
+ * thread-safe. Spans go into events preallocated at open; the span that finds them all used
+ * writes them out first (formatted into a stdio buffer also allocated at open) and records that
+ * write as a "trace-flush" span: nothing is dropped and nothing is allocated after open, and
+ * the cost of a full buffer is visible in the timeline itself. Times are gv_now_ns() values the
+ * caller read (CLOCK_MONOTONIC), written as microseconds since the tracer's anchor, whose
+ * CLOCK_REALTIME value the file's "gravac_clock" metadata event gives (t0_s, t0_ns): the merge
+ * aligns files on it. Tracing off is a NULL tracer, and gv_trace_span is then one branch. A
+ * write error is logged once and ends the file's writing (training goes on); a process that
+ * dies leaves the array unclosed, which the format allows and gravac-trace reads. */
+
+struct gv_trace;
+
+struct gv_trace_config {
+    const char *path;         /* the file (truncated); NULL: no file, only the totals */
+    const char *process;      /* the lane's name in viewers ("worker 2"), copied */
+    int sort_index;           /* the lane's place in viewers (lower first) */
+    const char *category;     /* every span's "cat" ("worker", "server"), static */
+    const char *const *kinds; /* [n_kinds] span names, static; like category and peer_arg,
+                                 written as given (nothing in them may need JSON escaping) */
+    uint32_t n_kinds;
+    const char *peer_arg; /* the name of the peer argument ("server", "worker"), static */
+    uint32_t capacity;    /* events kept between writes (0: 16384) */
+    uint64_t totals_from; /* the totals count spans of iterations >= this */
+};
+
+/* GV_ERR_INVAL (no kinds), GV_ERR_IO (the file, logged), GV_ERR_NOMEM. */
+gv_status_t gv_trace_open(const struct gv_trace_config *cfg, struct gv_trace **tr_p);
+/* Writes the events left, closes the array and the file. Accepts NULL. */
+void gv_trace_close(struct gv_trace *tr);
+/* One span of kind (< n_kinds) from t0 to t1 (gv_now_ns values) in iteration iter, with the
+ * compression factor and bytes of the phase and a peer (its rank; < 0: none) as arguments. */
+void gv_trace_record(struct gv_trace *tr, uint32_t kind, uint64_t t0, uint64_t t1, uint64_t iter,
+                     double cf, uint64_t bytes, int32_t peer);
+static inline void gv_trace_span(struct gv_trace *tr, uint32_t kind, uint64_t t0, uint64_t t1,
+                                 uint64_t iter, double cf, uint64_t bytes, int32_t peer)
+{
+    if (tr != NULL)
+        gv_trace_record(tr, kind, t0, t1, iter, cf, bytes, peer);
+}
+/* The clock, read only when tracing (0 otherwise). */
+static inline uint64_t gv_trace_now(const struct gv_trace *tr)
+{
+    return tr != NULL ? gv_now_ns() : 0;
+}
+/* Spans and nanoseconds per kind since open, of iterations >= totals_from; index n_kinds is
+ * the tracer's own writes. count and ns: [n] (n <= n_kinds + 1). */
+void gv_trace_totals(const struct gv_trace *tr, uint64_t *count, uint64_t *ns, uint32_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -174,6 +174,7 @@ struct gv_ops_common_cfg {
     uint64_t heartbeat_interval; /* ns, --heartbeat-interval */
     uint64_t peer_timeout;       /* ns, --peer-timeout: silent this long = dead */
     uint64_t handshake_timeout;  /* ns, --handshake-timeout */
+    const char *trace;           /* --trace: the timeline (Chrome trace events); "" none */
 };
 extern const struct gv_opt gv_ops_common_options[];
 extern const size_t gv_ops_common_options_n;

@@ -48,6 +48,13 @@ const struct gv_opt gv_ops_common_options[] = {
      .flags = GV_OPT_RANGE,
      .min = 0.01,
      .max = 3600},
+    {.name = "trace",
+     .type = GV_OPT_STRING,
+     .offset = offsetof(struct gv_ops_common_cfg, trace),
+     .def = "",
+     .help = "write this process's timeline (Chrome trace event JSON, for Perfetto) to this "
+             "file; %r is the rank, %n the role and rank; gravac-trace merges and draws them",
+     .group = "metrics"},
 };
 const size_t gv_ops_common_options_n = GV_ARRAY_LEN(gv_ops_common_options);
 

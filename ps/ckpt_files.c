@@ -19,7 +19,7 @@ gv_status_t gv_ps_mkdir(const char *dir)
     char path[PATH_MAX];
     size_t len = strlen(dir);
     if (len == 0 || len >= sizeof(path)) {
-        gv_log(GV_LOG_ERROR, "checkpoint dir '%s': empty or too long", dir);
+        gv_log(GV_LOG_ERROR, "directory '%s': empty or too long", dir);
         return GV_ERR_IO;
     }
     memcpy(path, dir, len + 1);
@@ -31,12 +31,12 @@ gv_status_t gv_ps_mkdir(const char *dir)
         struct stat st;
         if (stat(path, &st) != 0) {
             if (mkdir(path, 0700) != 0 && errno != EEXIST) {
-                gv_log(GV_LOG_ERROR, "checkpoint dir %s: cannot create %s: %s", dir, path,
+                gv_log(GV_LOG_ERROR, "directory %s: cannot create %s: %s", dir, path,
                        strerror(errno));
                 return GV_ERR_IO;
             }
         } else if (!S_ISDIR(st.st_mode)) {
-            gv_log(GV_LOG_ERROR, "checkpoint dir %s: %s is not a directory", dir, path);
+            gv_log(GV_LOG_ERROR, "directory %s: %s is not a directory", dir, path);
             return GV_ERR_IO;
         }
         path[i] = c;

@@ -269,6 +269,33 @@ void gv_cluster_expand(const char *tmpl, enum gv_role role, uint32_t rank, char 
 /* Writes n floats (little-endian float32) to path. GV_ERR_IO (logged). */
 gv_status_t gv_ps_dump_floats(const char *path, const float *v, size_t n);
 
+/* ---------------------------------------------------------------- the timeline (--trace)
+ * The spans servers and workers record (gv_trace, common/): one iteration's phases. Nested
+ * spans lie inside their parent on the same lane (push inside compress, apply inside wait or
+ * compress, add inside aggregate). docs/operations.md shows a timeline. */
+enum gv_ps_span {
+    GV_PS_SPAN_COMPUTE = 0, /* worker: the caller's time between two steps (forward, backward) */
+    GV_PS_SPAN_COMPRESS,    /* worker: compression and error feedback of every tensor, and the
+                               pushes that leave in between */
+    GV_PS_SPAN_PUSH,        /* worker: one server's push encoded and handed to the transport */
+    GV_PS_SPAN_WAIT,        /* worker: from the last push to the last update applied */
+    GV_PS_SPAN_APPLY,       /* worker: one server's update decoded, stepped and checksummed */
+    GV_PS_SPAN_AGGREGATE,   /* server: from the round's first push to its last one added */
+    GV_PS_SPAN_ADD,         /* server: one worker's push added into the sum */
+    GV_PS_SPAN_DECIDE,      /* server 0: the other servers' reports and the controller;
+                               servers 1..S-1: the wait for server 0's decision */
+    GV_PS_SPAN_UPDATE,      /* server: the average, the optimizer step, the checksum, the update
+                               encoded and handed to the transport for every worker */
+    GV_PS_SPAN_N,
+};
+extern const char *const gv_ps_span_names[GV_PS_SPAN_N];
+/* The tracer of server or worker `rank`, writing to tmpl with %r and %n expanded
+ * (gv_cluster_expand; missing directories are made); tmpl "" or NULL: *tr_p = NULL (tracing
+ * off) and GV_OK. Close it with gv_trace_close after the server or worker is destroyed.
+ * gv_trace_open's errors, GV_ERR_IO for a directory that cannot be made (logged). */
+gv_status_t gv_ps_trace_open(const char *tmpl, enum gv_role role, uint32_t rank,
+                             struct gv_trace **tr_p);
+
 /* The first environment variable of (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID) that is set,
  * as a number; the matching world size (OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS) into
  * *size_p (-1 when absent). Returns -1 when none is set or it is not a number. */

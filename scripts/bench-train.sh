@@ -13,6 +13,11 @@
 #                                        # union downlinks side by side, 100 Mbit/s
 #   scripts/bench-train.sh downlink-scaling  # bytes per worker and iteration and iteration
 #                                        # time for W = 2, 4, 8, 16, both downlinks
+#   scripts/bench-train.sh downlink-cnn  # accuracy, bounded vs union downlink: the CNN
+#   scripts/bench-train.sh downlink-lstm #   ... and the char-LSTM (loopback: accuracy only)
+#   scripts/bench-train.sh topk-scope    # per-tensor vs whole-model top-k, 100 Mbit/s
+#   scripts/bench-train.sh topk-scope-cnn  # the same on the CNN (loopback: accuracy only)
+#   scripts/bench-train.sh conns         # --conns-per-server 1, 2, 4 at 1 Gbit/s
 #   scripts/bench-train.sh matrix        # issue 15: 4 jobs (MLP, CNN, char-LSTM, a 1.6 M
 #                                        # parameter MLP) x 100 Mbit/s and 1 Gbit/s x dense,
 #                                        # dense-fp16, static 10/100/1000, gravac-exp,
@@ -25,7 +30,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/bin
 name=${1:-}
-[ -n "$name" ] || { sed -n '2,23p' "$0" >&2; exit 2; }
+[ -n "$name" ] || { sed -n '2,28p' "$0" >&2; exit 2; }
 shift
 out=
 while [ $# -gt 0 ]; do
@@ -37,6 +42,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 out=${out:-$root/build/bench-results/$name}
+job=() # job options (after the bench options' "--")
 if [ ! -x "$bin/gravac-bench" ]; then
     echo "bench-train: no $bin/gravac-bench (build first)" >&2
     exit 2
@@ -70,22 +76,17 @@ matrix_job() { # JOB -> its job options (after "--"; the MLP's: the bench's defa
 case $name in
 matrix)
     # one invocation per job (each has its own job options), into $out/<job>
-    for job in mlp cnn lstm mlp-wide; do
-        "$0" "matrix-$job" --out "$out/$job" --bin "$bin" -- "$@" || exit 1
+    for mjob in mlp cnn lstm mlp-wide; do
+        "$0" "matrix-$mjob" --out "$out/$mjob" --bin "$bin" -- "$@" || exit 1
     done
     exit 0 ;;
 matrix-*)
-    job=${name#matrix-}
-    a=$(matrix_bench "$job") || { echo "bench-train: no job '$job'" >&2; exit 2; }
+    mjob=${name#matrix-}
+    a=$(matrix_bench "$mjob") || { echo "bench-train: no job '$mjob'" >&2; exit 2; }
     # shellcheck disable=SC2206 # plain words
     args=($a)
     # shellcheck disable=SC2206
-    jargs=($(matrix_job "$job"))
-    mkdir -p "$out"
-    rm -rf "$out/runs"
-    printf '+ %q' "$bin/gravac-bench" "${args[@]}" --out "$out" "$@" -- "${jargs[@]}"
-    echo
-    exec "$bin/gravac-bench" "${args[@]}" --out "$out" "$@" -- "${jargs[@]}" ;;
+    job=($(matrix_job "$mjob")) ;;
 short-train)
     args=(train --rates 100mbit --servers 2 --workers 4 --repeats 1 --steps 400
           --eval-every 20 --target 0.85 --also-targets 0.80,0.84,0.86) ;;
@@ -108,6 +109,43 @@ downlink)
     args=(train --rates 100mbit --servers 2 --workers 4 --repeats 1 --steps 1000
           --eval-every 20 --methods "dense,dense-fp16,static-10,static-10-union,static-100,\
 static-100-union,static-1000,static-1000-union,gravac-exp,gravac-exp-union") ;;
+downlink-cnn)
+    args=(train --net loopback --servers 2 --workers 4 --repeats 1 --steps 600 --eval-every 50
+          --target 0.86 --also-targets 0.80,0.84,0.88 --iperf 0
+          --methods dense,static-10,static-10-union,static-100,static-100-union,gravac-exp,\
+gravac-exp-union)
+    job=(--model cnn --dataset fashion-mnist --batch 64 --lr 0.05 --momentum 0.9
+         --lr-schedule step:450) ;;
+downlink-lstm)
+    args=(train --net loopback --servers 2 --workers 4 --repeats 1 --steps 600 --eval-every 50
+          --target 0.40 --also-targets 0.30,0.35,0.42 --iperf 0
+          --methods dense,static-10,static-10-union,static-100,static-100-union,gravac-exp,\
+gravac-exp-union)
+    job=(--model lstm --batch 32 --lr 0.5 --lr-schedule cosine --eval-limit 2000) ;;
+topk-scope)
+    m="--method static --topk-scope model --cf"
+    args=(train --rates 100mbit --servers 2 --workers 4 --repeats 1 --steps 1000
+          --eval-every 20 --methods static-10,static-100,static-1000
+          --add-method "static-10-model=$m 10" --add-method "static-100-model=$m 100"
+          --add-method "static-1000-model=$m 1000") ;;
+topk-scope-cnn)
+    m="--topk-scope model"
+    args=(train --net loopback --servers 2 --workers 4 --repeats 1 --steps 600 --eval-every 50
+          --target 0.86 --also-targets 0.80,0.84,0.88 --iperf 0
+          --methods static-10,static-100,gravac-exp
+          --add-method "static-10-model=--method static --cf 10 $m"
+          --add-method "static-100-model=--method static --cf 100 $m"
+          --add-method "gravac-exp-model=--method gravac-exp --theta-max 1000 --theta-min 10 \
+--epsilon 0.45 --omega 0.01 --window 100 $m")
+    job=(--model cnn --dataset fashion-mnist --batch 64 --lr 0.05 --momentum 0.9
+         --lr-schedule step:450) ;;
+conns)
+    args=(train --rates 1gbit --servers 2 --workers 4 --repeats 1 --steps 300
+          --eval-every 300 --methods dense,static-10
+          --add-method "dense-c2=--method dense --conns-per-server 2"
+          --add-method "dense-c4=--method dense --conns-per-server 4"
+          --add-method "static-10-c2=--method static --cf 10 --conns-per-server 2"
+          --add-method "static-10-c4=--method static --cf 10 --conns-per-server 4") ;;
 downlink-scaling)
     # one invocation per W (each makes its own namespaces), then one table
     mkdir -p "$out"
@@ -126,6 +164,6 @@ esac
 mkdir -p "$out"
 rm -rf "$out/runs"
 printf '+ %q' "$bin/gravac-bench"
-printf ' %q' "${args[@]}" --out "$out" "$@"
+printf ' %q' "${args[@]}" --out "$out" "$@" ${job[@]+-- "${job[@]}"}
 echo
-exec "$bin/gravac-bench" "${args[@]}" --out "$out" "$@"
+exec "$bin/gravac-bench" "${args[@]}" --out "$out" "$@" ${job[@]+-- "${job[@]}"}

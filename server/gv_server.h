@@ -38,6 +38,7 @@ struct gv_server_config {
     int checkpoint_keep;             /* files kept per shard (0 means 3) */
     bool checkpoint_fallback;        /* a corrupt newest checkpoint: fall back to an older one */
     struct gv_hostport metrics_addr; /* host "" and port 0: no HTTP endpoint */
+    struct gv_trace *trace; /* borrowed, NULL: no timeline; used by gv_server_run's thread only */
 };
 
 /* Builds the shard map, allocates every buffer (parameters, momentum, accumulator, one receive

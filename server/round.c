@@ -396,6 +396,7 @@ enum srv_round_event srv_round_try_open(struct gv_server *srv, bool hold)
     memset(r->arrived, 0, srv->W * sizeof(bool));
     r->next_rank = 0;
     r->recv = r->sent = 0;
+    r->t_agg_ns = 0;
     r->phase = SRV_ROUND_OPEN;
     uint64_t now = gv_now_ns();
     if (r->done == 0) {
@@ -436,6 +437,8 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
                why);
         return GV_ERR_PROTO;
     }
+    if (r->t_agg_ns == 0)
+        r->t_agg_ns = gv_trace_now(srv->cfg.trace);
     if (dense) {
         dst[0] = (struct gv_iov){r->rbuf, (size_t)payload_len};
         *cnt = 1;
@@ -531,11 +534,16 @@ enum srv_round_event srv_round_push_done(struct gv_server *srv, struct srv_peer 
                   p->name, r->iter);
         return SRV_ROUND_BUSY;
     }
+    uint64_t t = gv_trace_now(srv->cfg.trace);
     if (round_add(srv, m) != GV_OK) {
         srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed sparse gradient at iteration %" PRIu64,
                   p->name, r->iter);
         return SRV_ROUND_BUSY;
     }
+    gv_trace_span(srv->cfg.trace, GV_PS_SPAN_ADD, t, gv_trace_now(srv->cfg.trace), r->iter,
+                  r->cur.d.cf_send, msg_bytes, (int32_t)p->rank);
+    if (r->t_agg_ns == 0) /* a push without payload: on_header never saw it */
+        r->t_agg_ns = t;
     if (srv->rank == 0)
         round_stats(srv, p->rank, &m->u.push.stats);
     r->arrived[p->rank] = true;
@@ -544,13 +552,22 @@ enum srv_round_event srv_round_push_done(struct gv_server *srv, struct srv_peer 
     return round_next(srv);
 }
 
-/* Averages over the round's members, decides (server 0) and applies. */
+/* Decides (server 0), averages over the round's members and applies. Server 0 decides before
+ * averaging: the decision reads the workers' statistics, not the sum, and the other servers
+ * get it sooner. */
 static enum srv_round_event round_finish(struct gv_server *srv)
 {
-    gv_ps_average(srv->round.acc, srv->shard.n, srv->round.n_avg);
+    struct srv_round *r = &srv->round;
+    struct gv_trace *tr = srv->cfg.trace;
     if (srv->rank == 0 && round_decide(srv) != GV_OK)
         return SRV_ROUND_BUSY;
-    return srv_update_apply(srv);
+    uint64_t t = gv_trace_now(tr), iter = r->iter;
+    double cf = r->cur.d.cf_send;
+    gv_trace_span(tr, GV_PS_SPAN_DECIDE, r->t_dec_ns, t, iter, r->next.d.cf_send, 0, -1);
+    gv_ps_average(r->acc, srv->shard.n, r->n_avg);
+    enum srv_round_event ev = srv_update_apply(srv);
+    gv_trace_span(tr, GV_PS_SPAN_UPDATE, t, gv_trace_now(tr), iter, cf, r->sent, -1);
+    return ev;
 }
 
 /* Server 0, once its own aggregation and every other server's STATS are in: the round's
@@ -620,6 +637,9 @@ static enum srv_round_event round_aggregated(struct gv_server *srv)
 {
     struct srv_round *r = &srv->round;
     r->phase = SRV_ROUND_WAIT_DECISION;
+    r->t_dec_ns = gv_trace_now(srv->cfg.trace);
+    gv_trace_span(srv->cfg.trace, GV_PS_SPAN_AGGREGATE, r->t_agg_ns ? r->t_agg_ns : r->t_dec_ns,
+                  r->t_dec_ns, r->iter, r->cur.d.cf_send, r->recv, -1);
     if (srv->rank == 0)
         return round_maybe_decide(srv);
     uint8_t *rep = r->reports; /* s > 0: the first W bytes are this server's report */

@@ -32,6 +32,7 @@ struct lane {
     gv_status_t status;
     pthread_t th;
     bool threaded;
+    struct gv_trace *trace; /* --trace: this lane's timeline, or NULL */
 };
 
 static void *lane_run(void *arg)
@@ -132,6 +133,15 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    if (o.cl.lanes > 1 && o.oc.trace[0] != '\0' && strstr(o.oc.trace, "%r") == NULL &&
+        strstr(o.oc.trace, "%n") == NULL) {
+        gv_log(GV_LOG_ERROR,
+               "--trace %s: with --conns-per-server every shard writes a file of "
+               "its own: name it with %%r or %%n",
+               o.oc.trace);
+        rc = 2;
+        goto out;
+    }
     if (o.cl.lanes > 1)
         gv_log(GV_LOG_INFO,
                "server process %u holds shards %u..%u, one per connection to each worker "
@@ -148,7 +158,10 @@ int main(int argc, char **argv)
         ln[l].sc.cluster = &ln[l].cl;
         if (l > 0) /* one endpoint per process */
             memset(&ln[l].sc.metrics_addr, 0, sizeof(ln[l].sc.metrics_addr));
-        status = gv_server_create(&ln[l].sc, &ln[l].srv);
+        status = gv_ps_trace_open(o.oc.trace, GV_ROLE_SERVER, ln[l].cl.my_rank, &ln[l].trace);
+        ln[l].sc.trace = ln[l].trace;
+        if (status == GV_OK)
+            status = gv_server_create(&ln[l].sc, &ln[l].srv);
     }
     if (status != GV_OK) {
         /* a refused checkpoint or a job the options describe wrongly: retrying cannot help */
@@ -199,8 +212,10 @@ int main(int argc, char **argv)
                          : "the job failed",
                ckpt ? "; a restart resumes from the last checkpoint" : "");
 out_lanes:
-    for (uint32_t l = 0; l < o.cl.lanes; l++)
+    for (uint32_t l = 0; l < o.cl.lanes; l++) {
         gv_server_destroy(ln[l].srv);
+        gv_trace_close(ln[l].trace);
+    }
     gv_free(ln);
 out:
     if (secret != NULL)

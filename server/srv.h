@@ -193,6 +193,7 @@ struct srv_round {
     struct gv_ps_bytes bytes;
     uint64_t t_first_ns, t_last_ns; /* the first round's start, the last one's end */
     uint64_t t_prev_all_ns;         /* server 0: when the previous round's pushes were all in */
+    uint64_t t_agg_ns, t_dec_ns;    /* timeline: the round's first push, its aggregation done */
 
     /* membership (docs/operations.md "dead workers"): the round alone decides it */
     bool *expected; /* [W] workers expected in this round (agreed: server 0 decides) */

@@ -43,6 +43,8 @@ struct gv_worker_config {
     const char *checkpoint_dir;     /* the residual goes to DIR/worker<RRRR>/ (NULL/"": no) */
     uint64_t checkpoint_every;      /* with the servers' --checkpoint-every (0: never) */
     int checkpoint_keep;            /* files kept (0 means 3) */
+    struct gv_trace *trace;         /* borrowed, NULL: no timeline; used inside the caller's
+                                       gv_worker_step only */
 };
 
 /* The replica the runtime updates: flat vectors, borrowed for the worker's life. Tensor t is

@@ -66,6 +66,7 @@ static void step_stats(struct gv_worker *w, struct step_ctx *x, struct gv_proto_
 static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s)
 {
     struct wk_server *ws = &w->srv[s];
+    uint64_t t = gv_trace_now(w->cfg.trace);
     struct gv_proto_msg m;
     gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_PUSH, w->iter);
     m.dtype = GV_PROTO_DTYPE_F32;
@@ -126,6 +127,8 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
     x->out->payload_sent += pl[0].len + (npl > 1 ? pl[1].len : 0);
     x->out->nnz_sent += m.nnz;
     ws->pushed = true;
+    gv_trace_span(w->cfg.trace, GV_PS_SPAN_PUSH, t, gv_trace_now(w->cfg.trace), w->iter,
+                  w->dec.cf_send, pl[0].len + (npl > 1 ? pl[1].len : 0), (int32_t)s);
     return GV_OK;
 }
 
@@ -347,9 +350,12 @@ static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *
         w->it_recv += bytes;
         w->it_payload_recv += m->payload_len;
     }
-    if (joined && m->type == GV_PROTO_MSG_UPDATE)
+    if (joined && m->type == GV_PROTO_MSG_UPDATE) {
+        uint64_t t = gv_trace_now(w->cfg.trace);
         step_apply_update(w, ws, m);
-    else
+        gv_trace_span(w->cfg.trace, GV_PS_SPAN_APPLY, t, gv_trace_now(w->cfg.trace), w->iter,
+                      w->dec.cf_send, m->payload_len, (int32_t)ws->s);
+    } else
         wk_control_msg(w, ws, m);
 }
 
@@ -478,6 +484,7 @@ gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *
     pthread_mutex_unlock(&w->mu);
     if (ckpt)
         wk_ckpt_write(w);
+    w->t_step_end_ns = gv_trace_now(w->cfg.trace);
     return status;
 }
 
@@ -493,6 +500,8 @@ static gv_status_t step_run(struct gv_worker *w, const struct gv_worker_step_in 
                          .dense = w->dec.level == GV_ADAPT_LEVEL_DENSE,
                          .t0 = gv_now_ns(),
                          .next_push = w->S};
+    if (w->t_step_end_ns != 0) /* the caller's time since the last step */
+        gv_trace_span(w->cfg.trace, GV_PS_SPAN_COMPUTE, w->t_step_end_ns, x.t0, w->iter, 0, 0, -1);
     out->iter = w->iter;
     out->level = w->dec.level;
     out->cf = w->dec.cf_send;
@@ -511,11 +520,16 @@ static gv_status_t step_run(struct gv_worker *w, const struct gv_worker_step_in 
         status = step_push_ready(w, &x, 0);
     uint64_t t1 = gv_now_ns();
     out->compress_s = (double)(t1 - x.t0) * 1e-9;
+    gv_trace_span(w->cfg.trace, GV_PS_SPAN_COMPRESS, x.t0, t1, w->iter, w->dec.cf_send,
+                  out->payload_sent, -1);
     bool stop = false;
     if (status == GV_OK)
         status = step_wait(w, &stop);
     w->in_step = false;
-    out->comm_s = (double)(gv_now_ns() - t1) * 1e-9;
+    uint64_t t2 = gv_now_ns();
+    out->comm_s = (double)(t2 - t1) * 1e-9;
+    gv_trace_span(w->cfg.trace, GV_PS_SPAN_WAIT, t1, t2, w->iter, w->dec.cf_send,
+                  w->it_payload_recv, -1);
     if (status != GV_OK)
         return w->fail_status != GV_OK ? w->fail_status : status;
     if (stop) {

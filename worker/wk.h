@@ -108,6 +108,8 @@ struct gv_worker {
     bool busy; /* the caller's thread is inside create or step: updates and
                   models may arrive (any other time they are a protocol error) */
 
+    uint64_t t_step_end_ns; /* timeline: when the last step returned (0: none yet) */
+
     /* failure */
     gv_status_t fail_status;
     char fail[400];
