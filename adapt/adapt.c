@@ -63,7 +63,7 @@ void gv_adapt_config_default(struct gv_adapt_config *cfg, enum gv_adapt_kind kin
     static const double arms[] = {1, 2, 4, 10, 30, 100, 300, 1000};
     a->n_arms = GV_ARRAY_LEN(arms);
     memcpy(a->cf, arms, sizeof(arms));
-    a->gamma0 = 0.35;
+    a->gamma0 = 0.2;
     a->block_frac = 0.1;
     a->probe_ratio = 0.5;
     a->block_min = 20;
@@ -74,7 +74,7 @@ void gv_adapt_config_default(struct gv_adapt_config *cfg, enum gv_adapt_kind kin
     a->probe_budget = 0.25;
     a->lr_drop = 0.5;
     a->drop_rungs = 1;
-    a->timing_iters = 2;
+    a->timing_iters = 3;
     a->timing_stop = 1.5;
     a->quality_cf = 10.0;
     a->quality_from = 0.2;

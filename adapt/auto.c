@@ -517,8 +517,8 @@ static bool fin(double v)
 static bool block_ok(const struct gv_adapt *ctl, const struct auto_block *b)
 {
     return b->arm < ctl->cfg.autoc.n_arms && b->iters <= ctl->n_obs && fin(b->t) && b->t >= 0 &&
-           fin(b->slope) &&
-           fin(b->var) && b->var >= 0 && fin(b->rate) && fin(b->rate_var) && b->rate_var >= 0;
+           fin(b->slope) && fin(b->var) && b->var >= 0 && fin(b->rate) && fin(b->rate_var) &&
+           b->rate_var >= 0;
 }
 
 const char *auto_state_bad(const struct gv_adapt *ctl)

@@ -203,7 +203,7 @@ struct gv_adapt_auto_cfg {
     double cf[GV_ADAPT_AUTO_MAX_ARMS]; /* strictly ascending: 1 = dense, 2 = dense in halves
                                           (both level DENSE), sparse CFs > 2
                                           (1, 2, 4, 10, 30, 100, 300, 1000) */
-    double gamma0;                     /* >= 0: start prior, iterations grow as CF^gamma0 (0.35) */
+    double gamma0;                     /* >= 0: start prior, iterations grow as CF^gamma0 (0.2) */
     double block_frac;                 /* (0, 1]: incumbent block / phase time so far (0.1) */
     double probe_ratio;                /* (0, 1]: probe block / incumbent block (0.5) */
     uint32_t block_min;                /* >= block_skip + 8: iterations per block at least (20) */
@@ -214,7 +214,7 @@ struct gv_adapt_auto_cfg {
     double probe_budget;               /* (0, 1]: a probe's least time / phase time (0.25) */
     double lr_drop;                    /* (0, 1): lr below this x the phase's: new phase (0.5) */
     uint32_t drop_rungs;               /* rungs down at a new phase (1) */
-    uint32_t timing_iters;             /* >= 2: iterations per arm when timing (2) */
+    uint32_t timing_iters;             /* >= 2: iterations per arm when timing (3) */
     double quality_cf;                 /* >= 1: the largest CF once the guard is on (10) */
     double quality_from;               /* [0, 1]: the guard is on from this fraction of
                                           total_iters (0.2) */

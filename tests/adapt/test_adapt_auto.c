@@ -13,13 +13,13 @@
  * that depends on the arm (rate kappa[arm] per iteration), plus deterministic noise. */
 
 struct aenv {
-    double t_fix, t_dense;        /* time = t_fix + t_dense * payload(cf) */
+    double t_fix, t_dense; /* time = t_fix + t_dense * payload(cf) */
     double kappa[GV_ADAPT_AUTO_MAX_ARMS], level[GV_ADAPT_AUTO_MAX_ARMS];
-    double noise;                 /* amplitude of the loss noise */
-    double x;                     /* the loss */
-    double lr;                    /* reported learning rate */
-    uint64_t drop_at;             /* lr / 10 from this iteration (0: never) */
-    uint64_t change_at;           /* from this iteration t_dense_after (0: never) */
+    double noise;       /* amplitude of the loss noise */
+    double x;           /* the loss */
+    double lr;          /* reported learning rate */
+    uint64_t drop_at;   /* lr / 10 from this iteration (0: never) */
+    uint64_t change_at; /* from this iteration t_dense_after (0: never) */
     double t_dense_after;
     const struct gv_adapt_auto_cfg *cfg;
 };
@@ -468,8 +468,8 @@ static void test_corrupt(void)
         case 8: au->phase_time = -1; break;
         case 9: au->skip[0] = 5; break; /* more than 2^lost - 1 */
         case 10: au->b_tn = au->b_iters + 1; break;
-        case 11: src->cfg.autoc.cf[1] = 0.5; break;                           /* invalid config */
-        case 12: src->level = src->level == F ? D : F; break;                  /* not the arm's */
+        case 11: src->cfg.autoc.cf[1] = 0.5; break;           /* invalid config */
+        case 12: src->level = src->level == F ? D : F; break; /* not the arm's */
         case 13: src->cfg.autoc.block_min = src->cfg.autoc.block_skip + 1; break; /* invalid */
         }
         size_t n = gv_adapt_state_size(src), got;
