@@ -186,9 +186,9 @@ static void test_compute_bound(void)
     areplay(ctl, &e, N, s);
     dump_runs("compute-bound", s, N);
     static const struct run want[] = {
-        {0, F, 1000, 1000, 1000}, {2, F, 300, 300, 300}, {4, F, 100, 100, 100},
-        {6, F, 30, 30, 30},       {8, F, 10, 10, 10},    {10, F, 4, 4, 4},
-        {12, D, 2, 4, 4},         {14, D, 1, 4, 4},      {16, D, 2, 4, 4},
+        {0, F, 1000, 1000, 1000}, {3, F, 300, 300, 300}, {6, F, 100, 100, 100},
+        {9, F, 30, 30, 30},       {12, F, 10, 10, 10},   {15, F, 4, 4, 4},
+        {18, D, 2, 4, 4},         {21, D, 1, 4, 4},      {24, D, 2, 4, 4},
     };
     CHECK_RUNS(s, N, want);
     GV_CHECK_EQ(count_reason(&cap, "start"), 1);
