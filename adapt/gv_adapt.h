@@ -98,35 +98,33 @@
  * the next iteration. The decision's level is FLOOR; cf_send is the smallest CF any layer uses.
  *
  * ---- AUTO: the default controller (docs/adapt.md section 4) --------------------------------
- * Picks, among a ladder of arms (dense, possibly in fp16, and sparse CFs), the one under which
- * the training loss falls fastest per second, with no per-job setting. Three measurements:
+ * Picks, among a ladder of arms (dense, dense in halves, sparse CFs), the one under which the
+ * training loss falls fastest per second, with the same settings on every job. Measurements:
  *  - time: every arm's iteration time (t_compute + t_compress + t_comm), the median of its
- *    last samples (an evaluation pause or a load spike does not move it); an arm not measured
- *    yet is predicted from the nearest measured one by its payload (conservative: as if the
- *    whole iteration were communication);
- *  - progress: the slope of the round's mean training loss (obs.loss) over the iterations of a
- *    block, divided by the arm's time: loss decrease per second;
- *  - the learning rate: a drop starts a new phase.
- * Stages. TIMING: the arms are run `timing_iters` iterations each from the largest CF down
- * (the very first iteration's time, which includes the start, is not used); the first
- * incumbent is the arm minimising time x CF^gamma0 (a prior on how many more iterations a CF
- * needs; dense counts as CF 1), and timing stops below the first arm whose score is
- * timing_stop times the best so far (the arms below are predicted). RUN: blocks of iterations; an
- * incumbent block lasts block_frac of the phase's training time so far (at least block_min
- * iterations), then a probe block (probe_ratio of that) runs a neighbour on the ladder, alternately
- * below and above, then the incumbent again. Each incumbent-probe-incumbent sandwich compares the
- * probe's rate with the mean of the two incumbent rates around it (the trend cancels); the
- * differences accumulate per pair of neighbours, weighted by their inverse variance and
- * discounted by `forget` per new sandwich; when the z-score of a pair favours the neighbour by
- * z_switch, it becomes the incumbent. Time rules without the loss: an arm above is never
- * probed when it is not `tie` faster (compressing more would cost quality for nothing); an
- * arm below that proved at most `tie` slower replaces the incumbent at once; an arm below is
- * not probed while block_min of its iterations would exceed probe_budget of the phase's
- * time. The first block_skip iterations of a block are left out of its slope (momentum and
- * the error-feedback residual settle after a switch). A learning rate below lr_drop times the
- * phase's starts a new phase: evidence cleared, the incumbent moved drop_rungs down the ladder
- * but not onto a dense arm (Accordion's critical period after a decay: lighter compression;
- * dense only where the time rules or the evidence choose it), blocks short again.
+ *    last 9 samples; the first iteration after a change is not a sample (its period carries
+ *    the previous arm's update); an arm not measured yet is predicted from the two nearest
+ *    measured ones by payload, never below the nearest one's time;
+ *  - progress: the OLS slope of the round's mean training loss (obs.loss) over a block's
+ *    iterations (the first block_skip left out: momentum and the residual settle), divided by
+ *    the block's own mean iteration time: loss decrease per second, with its variance;
+ *  - the learning rate (phases) and the budget total_iters (the quality guard).
+ * TIMING: timing_iters iterations per arm from the largest CF down; the first incumbent
+ * minimises time x CF^gamma0 (dense arms count as CF 1); timing stops below the first arm
+ * scoring timing_stop times the best. RUN: an incumbent block of block_frac of the phase's
+ * training time (at least block_min iterations), then a probe block (probe_ratio of that) on a
+ * neighbour, below and above in turn, then the incumbent again. Each incumbent-probe-incumbent
+ * sandwich scores the probe's rate minus the mean of the incumbent's two (a linear trend
+ * cancels), accumulated per pair of neighbours with inverse-variance weights, discounted by
+ * `forget` per new sandwich; a pair's z-score of z_switch for the neighbour makes it the
+ * incumbent. Time rules, no loss needed: an arm above is not probed unless measured `tie`
+ * faster; a probe below no more than `tie` slower replaces the incumbent; between the two
+ * dense arms (the same gradient) only time counts: 5 % (tie / 2) faster replaces, and is
+ * probed. A probe below waits while block_min of its iterations exceed probe_budget of the
+ * phase's time; a side that lost a sandwich (z beyond -z_switch) is probed half as often each
+ * time it loses again (1 in 2, 4, 8). An lr below lr_drop x the phase's starts a new phase:
+ * evidence cleared, short blocks, the incumbent drop_rungs down but not onto a dense arm. The
+ * quality guard: from quality_from of total_iters (unknown: from the first lr drop) no arm
+ * above quality_cf (the accuracy at the budget depends on the CF through most of training).
  *
  * ---- Decision log --------------------------------------------------------------------------
  * With a sink set, one JSON object (one line, no newline) per window and per decision change:
