@@ -108,6 +108,7 @@ enum gv_job_method {
     GV_JOB_GRAVAC_GEO,
     GV_JOB_ACCORDION,
     GV_JOB_DENSE_FP16, /* dense, 16-bit values both ways (no error feedback: DDP's fp16 hook) */
+    GV_JOB_AUTO,       /* adapt/'s AUTO controller over --arms (docs/adapt.md section 4) */
 };
 
 /* What a server sends back in a compressed round. */
@@ -155,6 +156,7 @@ struct gv_job {
     enum gv_job_scope topk_scope;
     uint64_t resync_every; /* full model resync every N iterations (0: on join and mismatch) */
     enum gv_job_optimizer optimizer; /* --optimizer */
+    const char *arms;                /* auto: the ladder, "dense,fp16,4,10,30,100,300,1000" */
 
     /* ---- resolved by gv_job_resolve ---- */
     struct gv_nn_model_cfg model_cfg; /* shape from the data headers; max_batch from batch */
@@ -164,6 +166,8 @@ struct gv_job {
     int64_t steps_per_epoch; /* per worker shard */
     int64_t total_steps;
     enum gv_nn_data_kind data_kind;
+    uint32_t n_arms; /* auto: --arms parsed (1 dense, 2 dense in halves, sparse CFs) */
+    double arm_cf[GV_ADAPT_AUTO_MAX_ARMS];
 };
 
 extern const struct gv_opt gv_job_options[];
@@ -190,8 +194,13 @@ enum gv_cmp_kind gv_job_cmp_kind(const struct gv_job *job);
 bool gv_job_dense(const struct gv_job *job);
 /* The value type of sparse payloads both ways (fp16 with --fp16). */
 enum gv_val_type gv_job_sparse_vt(const struct gv_job *job);
-/* The value type of dense pushes and updates (fp16 for dense-fp16 only). */
+/* The value type of dense pushes and updates of the job's dense methods (fp16 for dense-fp16);
+ * a compressed method's dense rounds: gv_ps_dense_vt. */
 enum gv_val_type gv_job_dense_vt(const struct gv_job *job);
+struct gv_ps_decision;
+/* The value type of a dense push or update under decision d: fp16 for the dense-fp16 method,
+ * and for a dense decision at CF 2 (halves: AUTO's dense-fp16 arm); f32 otherwise. */
+enum gv_val_type gv_ps_dense_vt(const struct gv_job *job, const struct gv_ps_decision *d);
 /* The smallest CF a worker is ever asked for (sizes its buffers); 0 for dense. */
 double gv_job_min_cf(const struct gv_job *job);
 /* The smallest candidate CF (level 2); 0 when there is no second level. */
@@ -406,6 +415,7 @@ extern const size_t gv_train_options_n;
 /* The gravac-server program's own options (every program accepts them too). */
 struct gv_server_opts {
     const char *decision_log; /* --decision-log: server 0's controller log, JSON lines */
+    const char *obs_trace;    /* --obs-trace: server 0's observations, CSV (tests/adapt replays) */
 };
 extern const struct gv_opt gv_server_options[];
 extern const size_t gv_server_options_n;

@@ -13,7 +13,7 @@ static const char *const model_choices[] = {"softmax", "mlp", "cnn", "lstm", "ex
 static const char *const data_choices[] = {"auto",    "fashion-mnist", "mnist",     "idx",
                                            "cifar10", "text",          "synthetic", NULL};
 static const char *const method_choices[] = {"dense",     "static",     "gravac-exp", "gravac-geo",
-                                             "accordion", "dense-fp16", NULL};
+                                             "accordion", "dense-fp16", "auto",       NULL};
 static const int model_values[] = {GV_NN_SOFTMAX, GV_NN_MLP, GV_NN_CNN, GV_NN_LSTM,
                                    (int)GV_JOB_MODEL_EXTERNAL};
 static const char *const optim_choices[] = {"job", "caller", NULL};
@@ -22,7 +22,8 @@ static const int data_values[] = {GV_JOB_DATA_AUTO,     GV_JOB_DATA_FASHION, GV_
                                   GV_JOB_DATA_IDX,      GV_JOB_DATA_CIFAR10, GV_JOB_DATA_TEXT,
                                   GV_JOB_DATA_SYNTHETIC};
 static const int method_values[] = {GV_JOB_DENSE,      GV_JOB_STATIC,    GV_JOB_GRAVAC_EXP,
-                                    GV_JOB_GRAVAC_GEO, GV_JOB_ACCORDION, GV_JOB_DENSE_FP16};
+                                    GV_JOB_GRAVAC_GEO, GV_JOB_ACCORDION, GV_JOB_DENSE_FP16,
+                                    GV_JOB_AUTO};
 static const char *const downlink_choices[] = {"topk", "union", NULL};
 static const int downlink_values[] = {GV_DOWNLINK_TOPK, GV_DOWNLINK_UNION};
 static const char *const scope_choices[] = {"auto", "tensor", "model", NULL};
@@ -356,6 +357,13 @@ const struct gv_opt gv_job_options[] = {
      .group = "compression",
      .choices = scope_choices,
      .values = scope_values},
+    {.name = "arms",
+     .type = GV_OPT_STRING,
+     .offset = J(arms),
+     .def = "dense,fp16,4,10,30,100,300,1000",
+     .help = "auto: the arms it chooses from, ascending: dense (f32) and fp16 (dense in "
+             "halves) first if at all, then sparse CFs above 2",
+     .group = "compression"},
     {.name = "resync-every",
      .type = GV_OPT_UINT64,
      .offset = J(resync_every),
@@ -391,6 +399,48 @@ enum gv_val_type gv_job_sparse_vt(const struct gv_job *job)
 enum gv_val_type gv_job_dense_vt(const struct gv_job *job)
 {
     return job->method == GV_JOB_DENSE_FP16 ? GV_VAL_F16 : GV_VAL_F32;
+}
+
+enum gv_val_type gv_ps_dense_vt(const struct gv_job *job, const struct gv_ps_decision *d)
+{
+    if (job->method == GV_JOB_DENSE_FP16)
+        return GV_VAL_F16;
+    return d->level == GV_ADAPT_LEVEL_DENSE && d->cf_send == 2.0 ? GV_VAL_F16 : GV_VAL_F32;
+}
+
+/* --arms "dense,fp16,4,10,..." into job->arm_cf (dense = CF 1, fp16 = CF 2, dense levels). */
+static gv_status_t job_parse_arms(struct gv_job *job)
+{
+    char buf[512];
+    if (snprintf(buf, sizeof(buf), "%s", job->arms) >= (int)sizeof(buf))
+        goto bad;
+    job->n_arms = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL;
+         t = strtok_r(NULL, ",", &save)) {
+        if (job->n_arms == GV_ADAPT_AUTO_MAX_ARMS)
+            goto bad;
+        double cf;
+        if (strcmp(t, "dense") == 0 || strcmp(t, "fp16") == 0) {
+            cf = t[0] == 'd' ? 1.0 : 2.0;
+        } else {
+            char *end;
+            cf = strtod(t, &end);
+            if (end == t || *end != '\0' || !(cf > 2.0 && cf <= 1e9))
+                goto bad;
+        }
+        if (job->n_arms > 0 && !(cf > job->arm_cf[job->n_arms - 1]))
+            goto bad;
+        job->arm_cf[job->n_arms++] = cf;
+    }
+    if (job->n_arms == 0)
+        goto bad;
+    return GV_OK;
+bad:
+    gv_log(GV_LOG_ERROR,
+           "--arms: '%s' is not a list of up to %d arms: dense and fp16 first if at all, then "
+           "ascending sparse CFs above 2",
+           job->arms, GV_ADAPT_AUTO_MAX_ARMS);
+    return GV_ERR_INVAL;
 }
 
 /* "a,b,c" of ints in [1, hi] into out[max]; count or -1. */
@@ -510,6 +560,8 @@ gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
         gv_log(GV_LOG_ERROR, "--method accordion decides per layer: it needs --topk-scope tensor");
         return GV_ERR_INVAL;
     }
+    if (job->method == GV_JOB_AUTO && (status = job_parse_arms(job)) != GV_OK)
+        return status;
     if (gv_job_external(job))
         return job_resolve_external(job, num_workers);
     if (job->data == GV_JOB_DATA_AUTO)
@@ -550,6 +602,12 @@ void gv_job_adapt_config(const struct gv_job *job, uint32_t num_layers, struct g
         gv_adapt_config_default(cfg, GV_ADAPT_STATIC);
         cfg->static_cf = job->cf;
         break;
+    case GV_JOB_AUTO:
+        gv_adapt_config_default(cfg, GV_ADAPT_AUTO);
+        cfg->autoc.n_arms = job->n_arms;
+        memcpy(cfg->autoc.cf, job->arm_cf, sizeof(cfg->autoc.cf));
+        cfg->autoc.total_iters = job->total_steps > 0 ? (uint64_t)job->total_steps : 0;
+        break;
     case GV_JOB_ACCORDION:
         gv_adapt_config_default(cfg, GV_ADAPT_ACCORDION);
         cfg->accordion.cf_light = job->theta_min;
@@ -578,6 +636,11 @@ double gv_job_min_cf(const struct gv_job *job)
     case GV_JOB_DENSE:
     case GV_JOB_DENSE_FP16: return 0;
     case GV_JOB_STATIC: return job->cf;
+    case GV_JOB_AUTO: /* its lowest sparse CF (a dense arm compresses there too) */
+        for (uint32_t i = 0; i < job->n_arms; i++)
+            if (job->arm_cf[i] > 2.0)
+                return job->arm_cf[i];
+        return 1.0;
     default: return job->theta_min;
     }
 }
@@ -718,11 +781,11 @@ static uint64_t job_fingerprint(const struct gv_job *job, const char (*names)[24
     FP_ADD(" gamma %.9g total %lld min %.9g;", (double)o->gamma, (long long)o->total,
            (double)o->min_lr);
     FP_ADD("method %s cf %.17g theta %.17g-%.17g eps %.17g omega %.17g window %" PRIu64
-           " warm %" PRIu64 " eta %.17g switch %" PRIu64 ";cmp %s fp16 %d down %d scope %d",
+           " warm %" PRIu64 " eta %.17g switch %" PRIu64 ";cmp %s fp16 %d down %d scope %d arms %s",
            gv_job_method_str(job->method), job->cf, job->theta_min, job->theta_max, job->epsilon,
            job->omega, job->window, job->gravac_warmup, job->eta, job->switch_epochs,
            gv_cmp_kind_str(gv_job_cmp_kind(job)), (int)job->fp16, (int)job->downlink,
-           (int)job->topk_scope);
+           (int)job->topk_scope, job->method == GV_JOB_AUTO ? job->arms : "-");
     if (job->optimizer == GV_JOB_OPTIM_CALLER)
         FP_ADD(";optimizer caller");
 #undef FP_ADD

@@ -26,6 +26,7 @@ struct gv_server_config {
     const struct gv_auth_secret *secret; /* borrowed; empty = --insecure */
     uint64_t handshake_timeout_ns;
     const char *decision_log; /* server 0: JSON lines of the controller ("" none) */
+    const char *obs_trace;    /* server 0: CSV of the controller's observations ("" none) */
 
     /* ---- operations (docs/operations.md); zero-initialised fields disable each ---- */
     uint64_t heartbeat_interval_ns;  /* a HEARTBEAT on every idle link this often (0: none) */

@@ -125,6 +125,15 @@ static gv_status_t round_controller(struct gv_server *srv)
         }
         gv_adapt_set_log(r->ctl, decide_log, r);
     }
+    if (srv->cfg.obs_trace != NULL && srv->cfg.obs_trace[0] != '\0') {
+        r->obstrace = fopen(srv->cfg.obs_trace, "w");
+        if (r->obstrace == NULL) {
+            gv_log(GV_LOG_ERROR, "server: cannot open the observation trace %s",
+                   srv->cfg.obs_trace);
+            return GV_ERR_IO;
+        }
+        fprintf(r->obstrace, "%s\n", GV_ADAPT_TRACE_HEADER);
+    }
     if ((status = srv_decide_load(srv)) != GV_OK)
         return status;
     gv_log(GV_LOG_INFO, "controller: %s, first decision %s at CF %g", gv_adapt_kind_str(ac.kind),
@@ -151,6 +160,9 @@ static void round_controller_cleanup(struct gv_server *srv)
     if (r->declog != NULL)
         fclose(r->declog);
     r->declog = NULL;
+    if (r->obstrace != NULL)
+        fclose(r->obstrace);
+    r->obstrace = NULL;
     gv_adapt_destroy(r->ctl);
     r->ctl = NULL;
 }
@@ -238,6 +250,7 @@ static gv_status_t round_decide(struct gv_server *srv)
         .samples = a->samples,
         .num_workers = GV_MAX(1u, r->n_stats),
         .lr = (double)gv_optim_lr(&srv->job->optim, (int64_t)r->iter),
+        .loss = a->loss_sum / GV_MAX(1u, r->n_stats),
         .epoch_end = norms,
         .num_layers = norms ? a->n_layer_norms : 0,
         .layer_norms = norms ? r->layer_norms : NULL,
@@ -250,6 +263,12 @@ static gv_status_t round_decide(struct gv_server *srv)
                   " (||g_ef||^2 %g, loss %g: has training diverged?)",
                   r->iter, a->g_ef, a->loss_sum / GV_MAX(1u, r->n_stats));
         return status;
+    }
+    if (r->obstrace != NULL) {
+        char line[GV_ADAPT_TRACE_LINE];
+        gv_adapt_trace_line(&obs, &d, line, sizeof(line));
+        fprintf(r->obstrace, "%s\n", line);
+        fflush(r->obstrace);
     }
     decide_adopt(srv, &r->next, &d);
     round_ckpt_verdict(srv, &r->next.d);
@@ -475,7 +494,8 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
     bool dense;
     char why[300];
     if (gv_ps_push_check(m, payload_len, srv->rank, srv->shard.n, &r->cur.d,
-                         gv_job_dense_vt(srv->job), r->rcap, &dense, why, sizeof(why)) != GV_OK) {
+                         gv_ps_dense_vt(srv->job, &r->cur.d), r->rcap, &dense, why,
+                         sizeof(why)) != GV_OK) {
         gv_log(GV_LOG_WARN, "server %u: %s pushed a malformed gradient: %s", srv->rank, p->name,
                why);
         return GV_ERR_PROTO;
@@ -525,8 +545,9 @@ static bool round_empty_ok(struct gv_server *srv, const struct srv_peer *p,
                srv->rank, p->name, m->iteration, r->iter);
         return false;
     }
-    if (gv_ps_push_check(m, 0, srv->rank, srv->shard.n, &r->cur.d, gv_job_dense_vt(srv->job),
-                         r->rcap, &dense, why, sizeof(why)) != GV_OK) {
+    if (gv_ps_push_check(m, 0, srv->rank, srv->shard.n, &r->cur.d,
+                         gv_ps_dense_vt(srv->job, &r->cur.d), r->rcap, &dense, why,
+                         sizeof(why)) != GV_OK) {
         gv_log(GV_LOG_WARN, "server %u: %s pushed a malformed gradient: %s", srv->rank, p->name,
                why);
         return false;

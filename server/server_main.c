@@ -119,6 +119,7 @@ int main(int argc, char **argv)
                                   .secret = secret,
                                   .handshake_timeout_ns = o.oc.handshake_timeout,
                                   .decision_log = o.so.decision_log,
+                                  .obs_trace = o.so.obs_trace,
                                   .heartbeat_interval_ns = o.oc.heartbeat_interval,
                                   .peer_timeout_ns = o.oc.peer_timeout,
                                   .dead_policy = o.os.dead_worker_policy,

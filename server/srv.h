@@ -252,6 +252,7 @@ struct srv_round {
     /* server 0: the controller */
     struct gv_adapt *ctl;
     FILE *declog;
+    FILE *obstrace;   /* --obs-trace */
     double *layer_cf; /* [n_tensors] scratch for Accordion decisions */
 };
 

@@ -93,11 +93,11 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
                 return status;
             src = w->hg;
         }
-        enum gv_val_type vt = gv_job_dense_vt(w->job);
+        enum gv_val_type vt = gv_ps_dense_vt(w->job, &w->dec);
         size_t len = gv_sparse_val_len(ws->n, vt);
         gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, gv_ps_val_type_to_proto(vt), ws->n, len);
         m.nnz = ws->n;
-        if (vt == GV_VAL_F16) { /* dense-fp16: halves, from the push buffer */
+        if (vt == GV_VAL_F16) { /* dense-fp16 (or auto's fp16 arm): halves, from the push buffer */
             gv_ps_f16_encode(src + ws->lo, ws->n, (uint16_t *)(void *)ws->ubuf);
             pl[0] = (struct gv_iov){ws->ubuf, len};
         } else {
@@ -227,7 +227,7 @@ static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
                                     const struct gv_proto_msg *m, struct gv_iov *dst, int *cnt)
 {
     bool accordion = w->job->method == GV_JOB_ACCORDION;
-    enum gv_val_type dense_vt = gv_job_dense_vt(w->job);
+    enum gv_val_type dense_vt = gv_ps_dense_vt(w->job, &w->dec); /* this iteration's decision */
     bool dense;
     if (!ws->synced || !w->in_step ||
         gv_ps_update_check(m, w->iter, ws->s, ws->n, dense_vt, ws->ucap, accordion, w->m.n_tensors,

@@ -318,21 +318,20 @@ static bool decision_eq(const struct decision *a, const struct decision *b)
            a->cf_candidate == b->cf_candidate;
 }
 
-/* Restart under GraVAC: server 0's checkpoint carries the controller. A job whose server 1 is
- * killed, restarted: the first decision after the resume (level, CF, floor, candidate) is the
- * one the killed run had at that iteration, which is not what a fresh controller decides
- * first; the job then finishes with every replica equal to the servers. (GraVAC's choices at
- * window ends also weigh measured throughput, so the whole trajectory is not compared here;
- * the static restart scenario compares it bit for bit.) */
-static void scenario_restart_gravac(void)
+/* Restart under an adaptive controller (GraVAC, AUTO): server 0's checkpoint carries the
+ * controller. A job whose server 1 is killed, restarted: the first decision after the resume
+ * (level, CF, floor, candidate) is the one the killed run had at that iteration, which is not
+ * what a fresh controller decides first; the job then finishes with every replica equal to the
+ * servers. (Both controllers weigh measured times, so the whole trajectory is not compared
+ * here; the static restart scenario compares it bit for bit.) */
+static void scenario_restart_ctl(const char *method, const char *tag)
 {
     const uint64_t steps = 1500, every = 300;
-    char *dir = mkdir_tmp("restartg");
+    char *dir = mkdir_tmp(tag);
     GV_CHECK(dir != NULL);
     char extra[900];
     snprintf(extra, sizeof(extra), "--checkpoint-dir %s/ck --checkpoint-every %llu", dir,
              (unsigned long long)every);
-    const char *method = "--method gravac-exp --window 25 --epsilon 0.3";
     struct run b = {
         .dir = dir, .tag = "b", .S = 2, .W = 2, .steps = steps, .extra = extra, .method = method};
     run_start(&b);
@@ -900,7 +899,9 @@ int main(int argc, char **argv)
     else if (strcmp(s, "restart") == 0)
         scenario_restart();
     else if (strcmp(s, "restart_gravac") == 0)
-        scenario_restart_gravac();
+        scenario_restart_ctl("--method gravac-exp --window 25 --epsilon 0.3", "restartg");
+    else if (strcmp(s, "restart_auto") == 0)
+        scenario_restart_ctl("--method auto", "restarta");
     else if (strcmp(s, "sigterm") == 0)
         scenario_sigterm();
     else if (strcmp(s, "ckpt_refused") == 0)

@@ -337,6 +337,34 @@ static void test_job(void)
     GV_CHECK(gv_job_min_cf(&job) == 5 && gv_job_min_cand_cf(&job) == 10);
     GV_CHECK_OK(gv_adapt_config_validate(&ac));
     gv_cfg_destroy(cfg);
+
+    /* auto: the defaults of --help are adapt's defaults (the budget added), and bad ladders */
+    char *u1[] = {"t", "--dataset", "synthetic", "--method", "auto", "--steps", "300"};
+    cfg = job_defaults(&job, 7, u1);
+    GV_CHECK_OK(gv_job_resolve(&job, 4));
+    gv_job_adapt_config(&job, 6, &ac);
+    struct gv_adapt_config def;
+    gv_adapt_config_default(&def, GV_ADAPT_AUTO);
+    def.autoc.total_iters = 300;
+    GV_CHECK_EQ(ac.kind, GV_ADAPT_AUTO);
+    GV_CHECK(memcmp(&ac.autoc, &def.autoc, sizeof(ac.autoc)) == 0);
+    GV_CHECK(gv_job_min_cf(&job) == 4 && gv_job_min_cand_cf(&job) == 0);
+    GV_CHECK_OK(gv_adapt_config_validate(&ac));
+    gv_cfg_destroy(cfg);
+    char *u2[] = {"t", "--dataset", "synthetic", "--method", "auto", "--arms", "fp16,20,1000"};
+    cfg = job_defaults(&job, 7, u2);
+    GV_CHECK_OK(gv_job_resolve(&job, 4));
+    gv_job_adapt_config(&job, 6, &ac);
+    GV_CHECK(ac.autoc.n_arms == 3 && ac.autoc.cf[0] == 2 && ac.autoc.cf[1] == 20 &&
+             ac.autoc.cf[2] == 1000 && gv_job_min_cf(&job) == 20);
+    gv_cfg_destroy(cfg);
+    static const char *const bad[] = {"10,4", "dense,2", "fp16,dense,10", "1.5", "10,x", ""};
+    for (size_t i = 0; i < GV_ARRAY_LEN(bad); i++) {
+        char *u3[] = {"t", "--dataset", "synthetic", "--method", "auto", "--arms", (char *)bad[i]};
+        cfg = job_defaults(&job, 7, u3);
+        GV_CHECK_MSG(cfg != NULL && gv_job_resolve(&job, 4) == GV_ERR_INVAL, "--arms %s", bad[i]);
+        gv_cfg_destroy(cfg);
+    }
 }
 
 static void test_cluster(void)
