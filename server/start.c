@@ -266,8 +266,10 @@ gv_status_t srv_start_layout_header(struct gv_server *srv, struct srv_peer *p,
  * cannot start without that worker, so it is aborted with the same text. */
 static void start_layout_refuse(struct gv_server *srv, struct srv_peer *p, const char *text)
 {
-    srv_peer_refuse(p, GV_PROTO_REFUSE_MODEL, "%s", text); /* logged there */
-    srv_abort(srv, GV_ERR_PROTO, "%s was refused: %s", p->name, text);
+    char name[sizeof(p->name)];
+    snprintf(name, sizeof(name), "%s", p->name);
+    srv_peer_refuse(p, GV_PROTO_REFUSE_MODEL, "%s", text); /* logged there; may free p */
+    srv_abort(srv, GV_ERR_PROTO, "%s was refused: %s", name, text);
 }
 
 /* Worker 0's layout becomes the model's; any other is compared with it. l is consumed. */
