@@ -376,10 +376,28 @@ gv_status_t gv_ps_idx_enc_from_proto(enum gv_proto_enc enc, enum gv_idx_enc *out
 enum gv_proto_enc gv_ps_val_type_to_proto(enum gv_val_type vt);
 gv_status_t gv_ps_val_type_from_proto(enum gv_proto_enc enc, enum gv_val_type *out);
 
-/* What an update means (wire.c). Checksum of a float range (the drift check in UPDATE): a 64-bit
- * hash of the bit patterns, four independent lanes, so it runs near memory speed. Identical inputs
- * give identical checksums on every host. */
+/* What an update means (cksum.c). The checksum of a float vector (the drift check in UPDATE and
+ * MODEL): a 64-bit hash of the bit patterns, identical on every host. The vector is cut into
+ * blocks of GV_PS_CKSUM_BLOCK elements, each hashed by four CRC32C lanes and mixed with its
+ * index; the blocks' values are summed (mod 2^64) and the sum finalised with n, so a vector can
+ * be checksummed in block-aligned pieces, in any order, and the pieces' sums added:
+ *   gv_ps_checksum(p, n) == gv_ps_cksum_final(gv_ps_cksum_range(p, 0, a)
+ *                                             + gv_ps_cksum_range(p, a, n), n)
+ * for any a that is a multiple of GV_PS_CKSUM_BLOCK. ps.md section 3 gives the definition. */
+#define GV_PS_CKSUM_BLOCK 1024
 uint64_t gv_ps_checksum(const float *p, size_t n);
+/* The sum over the blocks of [from, to) of the vector x (float[>= to], x[0] is element 0 of
+ * the vector): from a multiple of GV_PS_CKSUM_BLOCK, to one too or the vector's end. */
+uint64_t gv_ps_cksum_range(const float *x, size_t from, size_t to);
+/* The checksum of an n-element vector from the sum of all its blocks. */
+uint64_t gv_ps_cksum_final(uint64_t sum, size_t n);
+/* The optimizer step (gv_optim_apply_host, the same bits) on elements [from, to) of p, v with
+ * g, block by block, each block's checksum taken right after its step while it is in cache;
+ * returns the blocks' sum (0 when !checksum). from and to as for gv_ps_cksum_range. */
+uint64_t gv_ps_step_range(const struct gv_optim_cfg *cfg, float lr, float *p, float *v,
+                          const float *g, size_t from, size_t to, bool checksum);
+/* The block kernel in use: "sse4.2" or "generic" (GV_PS_CKSUM=generic forces the latter). */
+const char *gv_ps_cksum_kernel(void);
 
 /* Averages the aggregated sum in place: x[i] = x[i] / (float)num_workers. The single
  * definition used by the server and by the tests' reference. */

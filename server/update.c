@@ -199,8 +199,8 @@ enum srv_round_event srv_update_apply(struct gv_server *srv)
         for (uint64_t i = 0; i < sh->n; i++)
             r->acc[i] = gv_f16_round_sat(r->acc[i]);
     float lr = gv_optim_lr(&job->optim, (int64_t)r->iter);
-    gv_optim_apply_host(&job->optim, lr, sh->params, sh->momentum, r->acc, sh->n);
-    uint64_t checksum = gv_ps_checksum(sh->params, sh->n);
+    uint64_t checksum = gv_ps_cksum_final(
+        gv_ps_step_range(&job->optim, lr, sh->params, sh->momentum, r->acc, 0, sh->n, true), sh->n);
 
     struct gv_proto_msg m;
     gv_ps_msg_init(&m, &srv->env, GV_PROTO_MSG_UPDATE, r->iter);

@@ -262,12 +262,14 @@ static gv_status_t wk_on_header(struct gv_conn *c, const void *msg, size_t msg_l
 }
 
 /* The optimizer step on the shard, with the averaged gradient g (host): on the host replica,
- * or uploaded to the GPU and stepped there (the same bits). */
-static gv_status_t step_optim(struct gv_worker *w, struct wk_server *ws, float lr, const float *g)
+ * fused with the checksum when `verify` (its blocks' sum in *ck_sum), or uploaded to the GPU and
+ * stepped there (the same bits; the checksum is then taken by the caller on a copy). */
+static gv_status_t step_optim(struct gv_worker *w, struct wk_server *ws, float lr, const float *g,
+                              bool verify, uint64_t *ck_sum)
 {
     const struct gv_optim_cfg *oc = &w->job->optim;
     if (!w->mirrored) {
-        gv_optim_apply_host(oc, lr, w->hp + ws->lo, w->hv + ws->lo, g, ws->n);
+        *ck_sum = gv_ps_step_range(oc, lr, w->hp + ws->lo, w->hv + ws->lo, g, 0, ws->n, verify);
         return GV_OK;
     }
     float *dg = w->m.grads + ws->lo;
@@ -304,7 +306,9 @@ static void step_apply_update(struct gv_worker *w, struct wk_server *ws,
     ws->resync = ws->dec.resync;
     ws->got_update = true;
     float lr = (float)ws->dec.lr;
-    if (step_optim(w, ws, lr, g) != GV_OK)
+    bool verify = !ws->resync && w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0;
+    uint64_t ck_sum = 0;
+    if (step_optim(w, ws, lr, g, verify, &ck_sum) != GV_OK)
         return;
     if (ws->resync) {
         ws->model_left = 2 * ws->n;
@@ -312,13 +316,14 @@ static void step_apply_update(struct gv_worker *w, struct wk_server *ws,
         w->resyncs++;
         return;
     }
-    if (w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0) {
+    if (verify) {
         /* a GPU replica is checked on a copy of its shard */
         if (w->mirrored && wk_download(w, w->hp + ws->lo, w->m.params + ws->lo, ws->n,
                                        "the shard to checksum") != GV_OK)
             return;
         w->checks++;
-        uint64_t ck = gv_ps_checksum(w->hp + ws->lo, ws->n);
+        uint64_t ck =
+            w->mirrored ? gv_ps_checksum(w->hp + ws->lo, ws->n) : gv_ps_cksum_final(ck_sum, ws->n);
         if (ck != m->u.update.model_checksum) {
             w->mismatches++;
             gv_log(GV_LOG_WARN,
