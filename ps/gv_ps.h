@@ -142,6 +142,7 @@ struct gv_job {
     enum gv_job_downlink downlink;
     enum gv_job_scope topk_scope;
     uint64_t resync_every; /* full model resync every N iterations (0: on join and mismatch) */
+    uint64_t piece_size;   /* bytes of a dense round's pieces per shard (0: whole shards) */
 
     /* ---- resolved by gv_job_resolve ---- */
     struct gv_nn_model_cfg model_cfg; /* shape from the data headers; max_batch from batch */
@@ -173,6 +174,26 @@ bool gv_job_dense(const struct gv_job *job);
 enum gv_val_type gv_job_sparse_vt(const struct gv_job *job);
 /* The value type of dense pushes and updates (fp16 for dense-fp16 only). */
 enum gv_val_type gv_job_dense_vt(const struct gv_job *job);
+/* A dense round's pieces of an n-element shard (--piece-size; ps.md section 2): np pieces of
+ * base elements (the last one shorter), base a multiple of the checksum's block, at most
+ * GV_PS_MAX_PIECES; one piece (the whole shard) when the option is 0, the dense values are not
+ * f32 (dense-fp16), or the shard is not larger than one piece. Piece k is
+ * [k * base, min(n, (k + 1) * base)). */
+#define GV_PS_MAX_PIECES 16
+struct gv_ps_pieces {
+    uint64_t n, base;
+    uint32_t np;
+};
+void gv_job_pieces(const struct gv_job *job, uint64_t n, struct gv_ps_pieces *pc);
+static inline uint64_t gv_ps_piece_lo(const struct gv_ps_pieces *pc, uint32_t k)
+{
+    return (uint64_t)k * pc->base;
+}
+static inline uint64_t gv_ps_piece_hi(const struct gv_ps_pieces *pc, uint32_t k)
+{
+    uint64_t h = ((uint64_t)k + 1) * pc->base;
+    return h < pc->n ? h : pc->n;
+}
 /* The smallest CF a worker is ever asked for (sizes its buffers); 0 for dense. */
 double gv_job_min_cf(const struct gv_job *job);
 /* The smallest candidate CF (level 2); 0 when there is no second level. */
@@ -402,6 +423,12 @@ const char *gv_ps_cksum_kernel(void);
 /* Averages the aggregated sum in place: x[i] = x[i] / (float)num_workers. The single
  * definition used by the server and by the tests' reference. */
 void gv_ps_average(float *x, size_t n, uint32_t num_workers);
+/* The same over [a, b) of acc, completing the sum first with the float operations of a sum
+ * started from zero: acc[i] = ((raw ? 0 + acc[i] : acc[i]) + x[i]) / num_workers, without x when
+ * it is NULL. raw: acc holds the first push as it arrived (a -0.0 becomes +0.0, as 0 + it does);
+ * x: the last push, not added yet. */
+void gv_ps_average_sum(float *acc, const float *x, bool raw, uint32_t num_workers, size_t a,
+                       size_t b);
 
 /* Bytes on the wire per iteration (link.c), by compression factor: prefix + header + payload of
  * every PUSH and UPDATE (and of the resync MODELs) of the iterations sent at that CF. */

@@ -92,11 +92,44 @@ gv_status_t gv_ps_val_type_from_proto(enum gv_proto_enc enc, enum gv_val_type *o
 
 /* ---------------------------------------------------------------- the update: the average */
 
+/* A power-of-two divisor is applied as a product by its reciprocal: exact, so the quotient's
+ * bits (a division costs several times a product). */
 void gv_ps_average(float *x, size_t n, uint32_t num_workers)
 {
-    const float w = (float)num_workers;
-    for (size_t i = 0; i < n; i++)
-        x[i] = x[i] / w;
+    gv_ps_average_sum(x, NULL, false, num_workers, 0, n);
+}
+
+void gv_ps_average_sum(float *acc, const float *x, bool raw, uint32_t num_workers, size_t a,
+                       size_t b)
+{
+    const float div = (float)num_workers, inv = 1.0f / div;
+    if ((num_workers & (num_workers - 1)) == 0) {
+        if (x != NULL && raw)
+            for (size_t i = a; i < b; i++)
+                acc[i] = ((0.0f + acc[i]) + x[i]) * inv;
+        else if (x != NULL)
+            for (size_t i = a; i < b; i++)
+                acc[i] = (acc[i] + x[i]) * inv;
+        else if (raw)
+            for (size_t i = a; i < b; i++)
+                acc[i] = (0.0f + acc[i]) * inv;
+        else
+            for (size_t i = a; i < b; i++)
+                acc[i] = acc[i] * inv;
+        return;
+    }
+    if (x != NULL && raw)
+        for (size_t i = a; i < b; i++)
+            acc[i] = ((0.0f + acc[i]) + x[i]) / div;
+    else if (x != NULL)
+        for (size_t i = a; i < b; i++)
+            acc[i] = (acc[i] + x[i]) / div;
+    else if (raw)
+        for (size_t i = a; i < b; i++)
+            acc[i] = (0.0f + acc[i]) / div;
+    else
+        for (size_t i = a; i < b; i++)
+            acc[i] = acc[i] / div;
 }
 
 /* ---------------------------------------------------------------- payload checks */

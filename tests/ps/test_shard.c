@@ -440,11 +440,62 @@ static void test_cksum(void)
     free(b);
 }
 
+/* gv_ps_average_sum gives the bits of the reference's sum from zero and division, for any bit
+ * pattern (subnormals, infinities, NaNs, -0.0) and divisor (powers of two are multiplied). */
+static void test_average_sum(void)
+{
+    enum { N = 4096 };
+    float *g0 = malloc(N * 4), *g1 = malloc(N * 4), *acc = malloc(N * 4), *want = malloc(N * 4);
+    uint64_t seed = 99;
+    for (int i = 0; i < N; i++) {
+        uint32_t a = (uint32_t)ck_rand(&seed), b = (uint32_t)ck_rand(&seed);
+        if (i % 7 == 0)
+            a &= 0x807fffffu; /* subnormal or zero, either sign */
+        if (i % 11 == 0)
+            b = 0x80000000u; /* -0.0 */
+        memcpy(&g0[i], &a, 4);
+        memcpy(&g1[i], &b, 4);
+    }
+    g0[5] = -0.0f;
+    const uint32_t divs[] = {1, 2, 3, 4, 7, 8, 1024, 1000};
+    int bad = 0;
+    for (size_t d = 0; d < GV_ARRAY_LEN(divs); d++) {
+        const float w = (float)divs[d];
+        for (int last = 0; last < 2; last++) {
+            for (int i = 0; i < N; i++) { /* the reference: 0 + g0 (+ g1), / w */
+                float s = 0.0f;
+                s += g0[i];
+                if (last)
+                    s += g1[i];
+                want[i] = s / w;
+            }
+            memcpy(acc, g0, N * 4); /* the first push as it landed */
+            gv_ps_average_sum(acc, last ? g1 : NULL, true, divs[d], 0, N);
+            for (int i = 0; i < N; i++)
+                bad += memcmp(&acc[i], &want[i], 4) != 0;
+            for (int i = 0; i < N; i++) /* a sum already started from zero */
+                acc[i] = 0.0f + g0[i];
+            gv_ps_average_sum(acc, last ? g1 : NULL, false, divs[d], 0, N);
+            for (int i = 0; i < N; i++)
+                bad += memcmp(&acc[i], &want[i], 4) != 0;
+        }
+        memcpy(acc, g0, N * 4);
+        gv_ps_average(acc, N, divs[d]);
+        for (int i = 0; i < N; i++) {
+            float q = g0[i] / w;
+            bad += memcmp(&acc[i], &q, 4) != 0;
+        }
+    }
+    GV_CHECK_EQ(bad, 0);
+    free(g0), free(g1), free(acc), free(want);
+}
+
 static void test_util(void)
 {
     float x[3] = {3.0f, 1.0f, -0.0f};
     gv_ps_average(x, 3, 3);
     GV_CHECK(x[0] == 1.0f && x[1] == 1.0f / 3.0f && signbit(x[2]));
+    test_average_sum();
 
     struct gv_ps_bytes by;
     memset(&by, 0, sizeof(by));
