@@ -180,7 +180,7 @@ static gv_status_t piece_finish(struct gv_server *srv, uint32_t k, uint32_t divi
     bool raw = pk->added == 1;
     for (uint64_t u = a; u < b; u += GV_PS_CKSUM_BLOCK) {
         uint64_t v = GV_MIN(b, u + GV_PS_CKSUM_BLOCK);
-            gv_ps_average_sum(r->acc, x, raw, divisor, u, v);
+        gv_ps_average_sum(r->acc, x, raw, divisor, u, v);
         if (srv->down != NULL)
             srv_down_dense_add(srv->down, r->acc, u, v);
         c += piece_nonzero(r->acc, u, v);
