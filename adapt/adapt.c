@@ -24,6 +24,7 @@ const char *gv_adapt_kind_str(enum gv_adapt_kind kind)
     case GV_ADAPT_STATIC: return "static";
     case GV_ADAPT_GRAVAC: return "gravac";
     case GV_ADAPT_ACCORDION: return "accordion";
+    case GV_ADAPT_AUTO: return "auto";
     }
     return "unknown";
 }
@@ -58,6 +59,26 @@ void gv_adapt_config_default(struct gv_adapt_config *cfg, enum gv_adapt_kind kin
     cfg->accordion.eta = 0.5;
     cfg->accordion.switch_epochs = 10;
     cfg->accordion.num_layers = 0;
+    struct gv_adapt_auto_cfg *a = &cfg->autoc;
+    static const double arms[] = {1, 2, 4, 10, 30, 100, 300, 1000};
+    a->n_arms = GV_ARRAY_LEN(arms);
+    memcpy(a->cf, arms, sizeof(arms));
+    a->gamma0 = 0.2;
+    a->block_frac = 0.1;
+    a->probe_ratio = 0.5;
+    a->block_min = 20;
+    a->block_skip = 5;
+    a->z_switch = 2.0;
+    a->forget = 0.7;
+    a->tie = 0.1;
+    a->probe_budget = 0.25;
+    a->lr_drop = 0.5;
+    a->drop_rungs = 1;
+    a->timing_iters = 3;
+    a->timing_stop = 1.5;
+    a->quality_cf = 10.0;
+    a->quality_from = 0.2;
+    a->total_iters = 0;
 }
 
 static gv_status_t cfg_bad(const char *field, double v, const char *rule)
@@ -146,8 +167,9 @@ gv_status_t gv_adapt_config_validate(const struct gv_adapt_config *cfg)
         return GV_OK;
     case GV_ADAPT_GRAVAC: return validate_gravac(&cfg->gravac);
     case GV_ADAPT_ACCORDION: return validate_accordion(&cfg->accordion);
+    case GV_ADAPT_AUTO: return auto_validate(&cfg->autoc);
     }
-    return cfg_bad("kind", (double)cfg->kind, "must be dense, static, gravac or accordion");
+    return cfg_bad("kind", (double)cfg->kind, "must be dense, static, gravac, accordion or auto");
 }
 
 gv_status_t adapt_alloc_layers(struct gv_adapt *ctl)
@@ -199,6 +221,10 @@ gv_status_t gv_adapt_create(const struct gv_adapt_config *cfg, struct gv_adapt *
         if (status != GV_OK)
             goto err_free;
         accordion_init(ctl);
+        break;
+    case GV_ADAPT_AUTO:
+        auto_init(ctl);
+        ctl->level = GV_ADAPT_LEVEL_FLOOR; /* the largest CF first (timing) */
         break;
     }
     *ctl_p = ctl;
@@ -254,6 +280,7 @@ void adapt_core_get(const struct gv_adapt *ctl, struct adapt_core *core)
                             ? cfg->accordion.cf_heavy
                             : cfg->accordion.cf_light;
         return;
+    case GV_ADAPT_AUTO: auto_arm_core(ctl, ctl->au.cur, core); return;
     }
 }
 
@@ -374,6 +401,7 @@ static gv_status_t check_obs(const struct gv_adapt *ctl, const struct gv_adapt_o
         {"t_compress", obs->t_compress},
         {"t_comm", obs->t_comm},
         {"lr", obs->lr},
+        {"loss", obs->loss},
     };
     for (size_t i = 0; i < GV_ARRAY_LEN(nums); i++)
         if (!isfinite(nums[i].v) || nums[i].v < 0)
@@ -421,6 +449,7 @@ gv_status_t gv_adapt_update(struct gv_adapt *ctl, const struct gv_adapt_obs *obs
     switch (ctl->cfg.kind) {
     case GV_ADAPT_GRAVAC: gravac_update(ctl, obs); break;
     case GV_ADAPT_ACCORDION: accordion_update(ctl, obs); break;
+    case GV_ADAPT_AUTO: auto_update(ctl, obs); break;
     default: break; /* dense and static never change */
     }
     ctl->last_lr = obs->lr;
@@ -439,6 +468,21 @@ void gv_adapt_get_info(const struct gv_adapt *ctl, struct gv_adapt_info *info)
     if (ctl->cfg.kind == GV_ADAPT_ACCORDION) {
         info->epochs = ctl->epochs;
         info->heavy_layers = accordion_heavy_count(ctl);
+        return;
+    }
+    if (ctl->cfg.kind == GV_ADAPT_AUTO) {
+        const struct auto_state *au = &ctl->au;
+        info->in_warmup = au->stage == AUTO_TIMING;
+        info->auto_arm = au->cur;
+        info->auto_inc = au->inc;
+        info->auto_probing = au->stage == AUTO_RUN && au->role == AUTO_PROBE;
+        info->auto_phases = au->phases;
+        info->auto_switches = au->switches;
+        info->auto_probes = au->probes;
+        for (uint32_t a = 0; a < ctl->cfg.autoc.n_arms; a++) {
+            info->auto_time[a] = auto_arm_time(ctl, a, &info->auto_measured[a]);
+            info->auto_count[a] = au->arm[a].count;
+        }
         return;
     }
     if (ctl->cfg.kind != GV_ADAPT_GRAVAC)

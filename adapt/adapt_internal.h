@@ -24,6 +24,55 @@ struct adapt_core {
     double cf_send, theta_min, cf_cand;
 };
 
+/* ---- AUTO (auto.c) */
+#define AUTO_TRING 9 /* iteration-time samples kept per arm (the median is the estimate) */
+
+enum auto_stage { AUTO_TIMING = 0, AUTO_RUN = 1 };
+enum auto_role { AUTO_INC = 0, AUTO_PROBE = 1 };
+
+struct auto_arm {
+    double t[AUTO_TRING]; /* recent iteration times (s), a ring */
+    uint32_t t_n, t_pos;
+    uint64_t count; /* iterations sent at this arm */
+};
+
+/* A finished block: the loss slope over its iterations and the rate per second. */
+struct auto_block {
+    bool valid;
+    uint32_t arm;
+    uint64_t iters;        /* iterations in the block (the slope used block_skip fewer) */
+    double t;              /* the block's own mean iteration time (s), outliers clipped */
+    double slope, var;     /* loss per iteration, and its variance (OLS) */
+    double rate, rate_var; /* -slope / t(arm): loss decrease per second, and its variance */
+};
+
+struct auto_state {
+    uint32_t stage;       /* enum auto_stage */
+    uint32_t timing_left; /* TIMING: iterations left at the arm in force */
+    uint32_t inc;         /* the incumbent arm */
+    uint32_t cur;         /* the arm in force */
+    uint32_t role;        /* enum auto_role: the block in force */
+    uint32_t dir;         /* next probe: 0 below, 1 above */
+    bool mixed;           /* the next time sample mixes two arms (first after a change) */
+    /* the block in force */
+    uint64_t b_iters;
+    double b_time, b_target; /* estimated seconds so far, and how long it is to last */
+    double b_tsum;           /* its clipped time samples (not the first after a change) */
+    uint64_t b_tn;
+    double sn, sx, sy, sxx, sxy, syy; /* regression sums over the iterations used */
+    struct auto_block a1, probe;      /* the last incumbent block, the last probe block */
+    /* evidence per pair of neighbours (arm p, arm p+1): > 0 favours the lower CF (arm p) */
+    double ev_s[GV_ADAPT_AUTO_MAX_ARMS], ev_w[GV_ADAPT_AUTO_MAX_ARMS];
+    uint64_t ev_n[GV_ADAPT_AUTO_MAX_ARMS];
+    /* probes back off on a side whose neighbour keeps losing: skip[d] opportunities left,
+     * lost[d] losses in a row (0 below, 1 above) */
+    uint32_t skip[2], lost[2];
+    /* the phase (a new one at every lr drop) */
+    double phase_lr, phase_time;
+    uint64_t phases, switches, probes;
+    struct auto_arm arm[GV_ADAPT_AUTO_MAX_ARMS];
+};
+
 struct gv_adapt {
     struct gv_adapt_config cfg;
     gv_adapt_log_cb log_cb; /* not saved */
@@ -46,6 +95,9 @@ struct gv_adapt {
     uint64_t win_obs;            /* observations since the last window boundary */
     struct adapt_tp_slot tp_dense;
     struct adapt_tp_slot tp[GV_ADAPT_MAX_RUNGS];
+
+    /* ---- AUTO */
+    struct auto_state au;
 
     /* ---- Accordion (arrays of cfg.accordion.num_layers, owned) */
     uint8_t *heavy;   /* 1: layer at cf_heavy */
@@ -73,6 +125,19 @@ void gravac_update(struct gv_adapt *ctl, const struct gv_adapt_obs *obs);
 /* The level eligibility gives in the current state, and the reason string for the log. */
 enum gv_adapt_level gravac_eligible(const struct gv_adapt *ctl, const char **why_p);
 
+/* auto.c */
+void auto_init(struct gv_adapt *ctl);
+void auto_update(struct gv_adapt *ctl, const struct gv_adapt_obs *obs);
+/* The arm's decision: level and CF on the wire. */
+void auto_arm_core(const struct gv_adapt *ctl, uint32_t arm, struct adapt_core *core);
+/* The arm's time estimate (s): measured median, or predicted from the nearest measured arm;
+ * 0 when no arm is measured yet. *measured_p (may be NULL): whether it was measured. */
+double auto_arm_time(const struct gv_adapt *ctl, uint32_t arm, bool *measured_p);
+/* GV_OK or GV_ERR_INVAL (logged) for a bad AUTO configuration. */
+gv_status_t auto_validate(const struct gv_adapt_auto_cfg *a);
+/* The name of the first inconsistent field of a restored AUTO state, or NULL. */
+const char *auto_state_bad(const struct gv_adapt *ctl);
+
 /* baseline.c */
 void accordion_init(struct gv_adapt *ctl);
 void accordion_update(struct gv_adapt *ctl, const struct gv_adapt_obs *obs);
@@ -95,6 +160,18 @@ void adapt_log_gravac_window(const struct gv_adapt *ctl, uint64_t iter,
                              const struct gravac_window_log *w);
 void adapt_log_accordion_check(const struct gv_adapt *ctl, uint64_t iter, uint64_t epoch,
                                const struct adapt_core *old_core, const char *reason);
+
+/* One AUTO log line: the event ("timing", "block", "phase"), why, the decision before. The
+ * block just finished, the sandwich's evidence and the next block are read from the state;
+ * pair < 0 when no sandwich was scored. */
+struct auto_log {
+    const char *event, *reason;
+    const struct adapt_core *old_core;
+    const struct auto_block *block; /* the block that ended, or NULL */
+    int pair;                       /* the pair scored, or -1 */
+    double e, e_var;                /* the sandwich's difference (> 0: lower CF better) */
+};
+void adapt_log_auto(const struct gv_adapt *ctl, uint64_t iter, const struct auto_log *l);
 
 /* state.c: checksum over a whole saved buffer (header checksum field taken as zero); the
  * tests use adapt_state_seal to forge well-formed buffers. */

@@ -97,6 +97,35 @@
  * so every decay is followed by at least switch_epochs light epochs. Decisions take effect from
  * the next iteration. The decision's level is FLOOR; cf_send is the smallest CF any layer uses.
  *
+ * ---- AUTO: the default controller (docs/adapt.md section 4) --------------------------------
+ * Picks, among a ladder of arms (dense, dense in halves, sparse CFs), the one under which the
+ * training loss falls fastest per second, with the same settings on every job. Measurements:
+ *  - time: every arm's iteration time (t_compute + t_compress + t_comm), the median of its
+ *    last 9 samples; the first iteration after a change is not a sample (its period carries
+ *    the previous arm's update); an arm not measured yet is predicted from the two nearest
+ *    measured ones by payload, never below the nearest one's time;
+ *  - progress: the OLS slope of the round's mean training loss (obs.loss) over a block's
+ *    iterations (the first block_skip left out: momentum and the residual settle), divided by
+ *    the block's own mean iteration time: loss decrease per second, with its variance;
+ *  - the learning rate (phases) and the budget total_iters (the quality guard).
+ * TIMING: timing_iters iterations per arm from the largest CF down; the first incumbent
+ * minimises time x CF^gamma0 (dense arms count as CF 1); timing stops below the first arm
+ * scoring timing_stop times the best. RUN: an incumbent block of block_frac of the phase's
+ * training time (at least block_min iterations), then a probe block (probe_ratio of that) on a
+ * neighbour, below and above in turn, then the incumbent again. Each incumbent-probe-incumbent
+ * sandwich scores the probe's rate minus the mean of the incumbent's two (a linear trend
+ * cancels), accumulated per pair of neighbours with inverse-variance weights, discounted by
+ * `forget` per new sandwich; a pair's z-score of z_switch for the neighbour makes it the
+ * incumbent. Time rules, no loss needed: an arm above is not probed unless measured `tie`
+ * faster; a probe below no more than `tie` slower replaces the incumbent; between the two
+ * dense arms (the same gradient) only time counts: 5 % (tie / 2) faster replaces, and is
+ * probed. A probe below waits while block_min of its iterations exceed probe_budget of the
+ * phase's time; a side that lost a sandwich (z beyond -z_switch) is probed half as often each
+ * time it loses again (1 in 2, 4, 8). An lr below lr_drop x the phase's starts a new phase:
+ * evidence cleared, short blocks, the incumbent drop_rungs down but not onto a dense arm. The
+ * quality guard: from quality_from of total_iters (unknown: from the first lr drop) no arm
+ * above quality_cf (the accuracy at the budget depends on the CF through most of training).
+ *
  * ---- Decision log --------------------------------------------------------------------------
  * With a sink set, one JSON object (one line, no newline) per window and per decision change:
  * event "window" or "decision", iteration, reason, old and new decision, smoothed gains and
@@ -127,6 +156,7 @@ enum gv_adapt_kind {
     GV_ADAPT_STATIC = 1,    /* one fixed CF */
     GV_ADAPT_GRAVAC = 2,    /* adaptive search */
     GV_ADAPT_ACCORDION = 3, /* two levels, per layer */
+    GV_ADAPT_AUTO = 4,      /* loss decrease per second over a ladder of arms (the default) */
 };
 
 enum gv_adapt_level {
@@ -163,12 +193,42 @@ struct gv_adapt_accordion_cfg {
     uint32_t num_layers;    /* 1 .. GV_ADAPT_MAX_LAYERS (no default: the model decides) */
 };
 
+/* Upper bound on the arms of the AUTO ladder. */
+#define GV_ADAPT_AUTO_MAX_ARMS 16
+
+struct gv_adapt_auto_cfg {
+    uint32_t n_arms;                   /* 1 .. GV_ADAPT_AUTO_MAX_ARMS */
+    double cf[GV_ADAPT_AUTO_MAX_ARMS]; /* strictly ascending: 1 = dense, 2 = dense in halves
+                                          (both level DENSE), sparse CFs > 2
+                                          (1, 2, 4, 10, 30, 100, 300, 1000) */
+    double gamma0;                     /* >= 0: start prior, iterations grow as CF^gamma0 (0.2) */
+    double block_frac;                 /* (0, 1]: incumbent block / phase time so far (0.1) */
+    double probe_ratio;                /* (0, 1]: probe block / incumbent block (0.5) */
+    uint32_t block_min;                /* >= block_skip + 8: iterations per block at least (20) */
+    uint32_t block_skip;               /* first iterations of a block left out of its slope (5) */
+    double z_switch;                   /* > 0: evidence that moves the incumbent (2) */
+    double forget;                     /* [0, 1]: evidence kept per new sandwich (0.7) */
+    double tie;                        /* [0, 1): relative time difference taken as equal (0.1) */
+    double probe_budget;               /* (0, 1]: a probe's least time / phase time (0.25) */
+    double lr_drop;                    /* (0, 1): lr below this x the phase's: new phase (0.5) */
+    uint32_t drop_rungs;               /* rungs down at a new phase (1) */
+    uint32_t timing_iters;             /* >= 2: iterations per arm when timing (3) */
+    double quality_cf;                 /* >= 1: the largest CF once the guard is on (10) */
+    double quality_from;               /* [0, 1]: the guard is on from this fraction of
+                                          total_iters (0.2) */
+    uint64_t total_iters;              /* the job's iteration budget (0: unknown, the guard
+                                          is on from the first lr drop) */
+    double timing_stop;                /* > 1: timing stops below an arm scoring this x the
+                                          best (1.5) */
+};
+
 struct gv_adapt_config {
     enum gv_adapt_kind kind;
     uint64_t first_iter; /* number of the first iteration (0) */
     double static_cf;    /* GV_ADAPT_STATIC: >= 1 (10) */
     struct gv_adapt_gravac_cfg gravac;
     struct gv_adapt_accordion_cfg accordion;
+    struct gv_adapt_auto_cfg autoc;
 };
 
 /* What the coordinator measured in one iteration, aggregated over all workers. Every double
@@ -186,6 +246,7 @@ struct gv_adapt_obs {
     uint64_t samples;          /* samples processed by all workers in this iteration */
     uint32_t num_workers;      /* >= 1 */
     double lr;                 /* learning rate used in this iteration */
+    double loss;               /* AUTO: mean training loss of the iteration over the workers */
     bool lr_decayed;           /* Accordion: force the lr-decay rule (also detected from lr) */
     bool epoch_end;            /* Accordion: this iteration ends an epoch; layer_norms given */
     uint32_t num_layers;       /* Accordion at epoch end: must equal cfg accordion.num_layers */
@@ -237,6 +298,13 @@ struct gv_adapt_info {
     struct gv_adapt_tp tp[GV_ADAPT_MAX_RUNGS + 1]; /* dense first when present */
     uint64_t epochs;                               /* Accordion: epochs ended */
     uint32_t heavy_layers;                         /* Accordion: layers at cf_heavy */
+    /* AUTO (in_warmup: still timing the arms) */
+    uint32_t auto_arm, auto_inc; /* the arm in force, the incumbent (indices into cfg cf[]) */
+    bool auto_probing;           /* the block in force is a probe */
+    uint64_t auto_phases, auto_switches, auto_probes;
+    double auto_time[GV_ADAPT_AUTO_MAX_ARMS]; /* iteration time estimates (s), 0: unknown */
+    bool auto_measured[GV_ADAPT_AUTO_MAX_ARMS];
+    uint64_t auto_count[GV_ADAPT_AUTO_MAX_ARMS]; /* iterations sent at each arm */
 };
 
 struct gv_adapt;
@@ -246,7 +314,8 @@ typedef void (*gv_adapt_log_cb)(const char *json_line, void *arg);
 
 /* Fills cfg with the paper's defaults for kind (GraVAC: [10, 1000], exponential, window 500,
  * epsilon 0.9, omega 0.01, theta_s0 2, alpha auto N/100; static 10x; Accordion 10x/1000x, eta 0.5,
- * 10 epochs, num_layers 0 which the caller must set). */
+ * 10 epochs, num_layers 0 which the caller must set; AUTO: the values in gv_adapt_auto_cfg's
+ * comments, the same for every job). Every kind's section is filled whatever the kind. */
 void gv_adapt_config_default(struct gv_adapt_config *cfg, enum gv_adapt_kind kind);
 
 /* GV_OK, or GV_ERR_INVAL with one error line naming the offending field. Only the fields of
@@ -287,6 +356,21 @@ gv_status_t gv_adapt_save(const struct gv_adapt *ctl, void *buf, size_t cap, siz
  * buffer of another format version, GV_ERR_NOMEM; on any error ctl is unchanged. Continuing
  * after a restore gives bit-identical decisions to never having stopped. */
 gv_status_t gv_adapt_restore(struct gv_adapt *ctl, const void *buf, size_t len);
+
+/* ---- observation traces (server --obs-trace; tests/adapt replays them) ----------------------
+ * One CSV line per iteration: the observation and the decision that followed, doubles printed
+ * with 17 significant digits so that a replay feeds the controller the same bits. Accordion's
+ * epoch-end layer norms are not traced. */
+#define GV_ADAPT_TRACE_HEADER                                                                      \
+    "iter,level,cf_sent,norm2_ef,norm2_min,norm2_cand,t_compute,t_compress,t_comm,samples,"        \
+    "num_workers,lr,loss,next_level,next_cf"
+#define GV_ADAPT_TRACE_LINE 512
+/* Formats obs and the decision it produced into buf (no newline; truncated to len). */
+void gv_adapt_trace_line(const struct gv_adapt_obs *obs, const struct gv_adapt_decision *next,
+                         char *buf, size_t len);
+/* Parses one line of GV_ADAPT_TRACE_HEADER's format: GV_ERR_PROTO when malformed. */
+gv_status_t gv_adapt_trace_parse(const char *line, struct gv_adapt_obs *obs,
+                                 enum gv_adapt_level *next_level, double *next_cf);
 
 const char *gv_adapt_level_str(enum gv_adapt_level level); /* "dense", "floor", "candidate" */
 const char *gv_adapt_kind_str(enum gv_adapt_kind kind);    /* "dense", "static", ... */

@@ -180,3 +180,66 @@ void adapt_log_accordion_check(const struct gv_adapt *ctl, uint64_t iter, uint64
     }
     j_emit(&b, ctl, o);
 }
+
+static const char *auto_role_str(uint32_t role)
+{
+    return role == AUTO_PROBE ? "probe" : "incumbent";
+}
+
+static void j_auto_block(struct jb *b, cJSON *o, const struct gv_adapt *ctl,
+                         const struct auto_block *blk)
+{
+    cJSON *k = j_obj(b, o, "block");
+    j_num(b, k, "cf", ctl->cfg.autoc.cf[blk->arm]);
+    j_num(b, k, "iters", (double)blk->iters);
+    j_num(b, k, "t_ms", 1e3 * blk->t);
+    j_num_or_null(b, k, "slope", blk->slope, blk->valid);
+    j_num_or_null(b, k, "slope_se", sqrt(blk->var), blk->valid);
+    j_num_or_null(b, k, "rate", blk->rate, blk->valid);
+    j_num_or_null(b, k, "rate_se", sqrt(blk->rate_var), blk->valid);
+}
+
+void adapt_log_auto(const struct gv_adapt *ctl, uint64_t iter, const struct auto_log *l)
+{
+    if (ctl->log_cb == NULL)
+        return;
+    const struct auto_state *au = &ctl->au;
+    const struct gv_adapt_auto_cfg *c = &ctl->cfg.autoc;
+    struct jb b = {false};
+    cJSON *o = j_head(&b, ctl, l->event, iter, l->old_core, l->reason);
+    j_num(&b, o, "incumbent", c->cf[au->inc]);
+    j_str(&b, o, "next_block", auto_role_str(au->role));
+    j_num(&b, o, "next_block_s", au->b_target);
+    j_num(&b, o, "phase", (double)au->phases);
+    j_num(&b, o, "phase_s", au->phase_time);
+    j_num(&b, o, "lr", au->phase_lr);
+    if (l->block != NULL)
+        j_auto_block(&b, o, ctl, l->block);
+    if (l->pair >= 0) {
+        uint32_t p = (uint32_t)l->pair;
+        cJSON *s = j_obj(&b, o, "sandwich");
+        cJSON *pair = j_arr(&b, s, "pair");
+        j_push(&b, pair, c->cf[p]);
+        j_push(&b, pair, c->cf[p + 1]);
+        j_num(&b, s, "diff", l->e); /* > 0: the lower CF made the loss fall faster */
+        j_num(&b, s, "diff_se", sqrt(l->e_var));
+        j_num(&b, s, "z", au->ev_w[p] > 0 ? au->ev_s[p] / sqrt(au->ev_w[p]) : 0.0);
+        j_num(&b, s, "n", (double)au->ev_n[p]);
+    }
+    cJSON *arms = j_arr(&b, o, "arms");
+    for (uint32_t a = 0; a < c->n_arms && !b.fail; a++) {
+        cJSON *e = cJSON_CreateObject();
+        if (!cJSON_AddItemToArray(arms, e)) {
+            cJSON_Delete(e);
+            b.fail = true;
+            break;
+        }
+        bool meas;
+        double t = auto_arm_time(ctl, a, &meas);
+        j_num(&b, e, "cf", c->cf[a]);
+        j_num(&b, e, "t_ms", 1e3 * t);
+        j_str(&b, e, "t", meas ? "measured" : t > 0 ? "predicted" : "unknown");
+        j_num(&b, e, "n", (double)au->arm[a].count);
+    }
+    j_emit(&b, ctl, o);
+}

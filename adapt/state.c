@@ -163,6 +163,22 @@ static void put_config(struct wr *w, const struct gv_adapt_config *c)
     put_f64(w, a->eta);
     put_u32(w, a->switch_epochs);
     put_u32(w, a->num_layers);
+    if (c->kind != GV_ADAPT_AUTO)
+        return; /* the other kinds' format is that of version 1 before AUTO existed */
+    const struct gv_adapt_auto_cfg *u = &c->autoc;
+    put_u32(w, u->n_arms);
+    for (uint32_t i = 0; i < GV_ADAPT_AUTO_MAX_ARMS; i++)
+        put_f64(w, u->cf[i]);
+    const double ud[] = {u->gamma0,      u->block_frac, u->probe_ratio,  u->z_switch,
+                         u->forget,      u->tie,        u->probe_budget, u->lr_drop,
+                         u->timing_stop, u->quality_cf, u->quality_from};
+    for (size_t i = 0; i < GV_ARRAY_LEN(ud); i++)
+        put_f64(w, ud[i]);
+    put_u32(w, u->block_min);
+    put_u32(w, u->block_skip);
+    put_u32(w, u->drop_rungs);
+    put_u32(w, u->timing_iters);
+    put_u64(w, u->total_iters);
 }
 
 static void get_config(struct rd *r, struct gv_adapt_config *c, uint8_t *flag_p)
@@ -186,6 +202,119 @@ static void get_config(struct rd *r, struct gv_adapt_config *c, uint8_t *flag_p)
     a->eta = get_f64(r);
     a->switch_epochs = get_u32(r);
     a->num_layers = get_u32(r);
+    if (c->kind != GV_ADAPT_AUTO)
+        return;
+    struct gv_adapt_auto_cfg *u = &c->autoc;
+    u->n_arms = get_u32(r);
+    for (uint32_t i = 0; i < GV_ADAPT_AUTO_MAX_ARMS; i++)
+        u->cf[i] = get_f64(r);
+    double *ud[] = {&u->gamma0,      &u->block_frac, &u->probe_ratio,  &u->z_switch,
+                    &u->forget,      &u->tie,        &u->probe_budget, &u->lr_drop,
+                    &u->timing_stop, &u->quality_cf, &u->quality_from};
+    for (size_t i = 0; i < GV_ARRAY_LEN(ud); i++)
+        *ud[i] = get_f64(r);
+    u->block_min = get_u32(r);
+    u->block_skip = get_u32(r);
+    u->drop_rungs = get_u32(r);
+    u->timing_iters = get_u32(r);
+    u->total_iters = get_u64(r);
+}
+
+static void put_block(struct wr *w, const struct auto_block *b)
+{
+    put_u8(w, b->valid);
+    put_u32(w, b->arm);
+    put_u64(w, b->iters);
+    put_f64(w, b->t);
+    put_f64(w, b->slope);
+    put_f64(w, b->var);
+    put_f64(w, b->rate);
+    put_f64(w, b->rate_var);
+}
+
+static uint8_t get_block(struct rd *r, struct auto_block *b)
+{
+    uint8_t v = get_u8(r);
+    b->valid = v == 1;
+    b->arm = get_u32(r);
+    b->iters = get_u64(r);
+    b->t = get_f64(r);
+    b->slope = get_f64(r);
+    b->var = get_f64(r);
+    b->rate = get_f64(r);
+    b->rate_var = get_f64(r);
+    return v;
+}
+
+static void put_auto(struct wr *w, const struct auto_state *au)
+{
+    const uint32_t u32[] = {au->stage, au->timing_left, au->inc,     au->cur,     au->role,
+                            au->dir,   au->skip[0],     au->skip[1], au->lost[0], au->lost[1]};
+    for (size_t i = 0; i < GV_ARRAY_LEN(u32); i++)
+        put_u32(w, u32[i]);
+    put_u8(w, au->mixed);
+    put_u64(w, au->b_iters);
+    put_u64(w, au->b_tn);
+    put_f64(w, au->b_tsum);
+    const double d[] = {au->b_time, au->b_target, au->sn,  au->sx,       au->sy,
+                        au->sxx,    au->sxy,      au->syy, au->phase_lr, au->phase_time};
+    for (size_t i = 0; i < GV_ARRAY_LEN(d); i++)
+        put_f64(w, d[i]);
+    put_block(w, &au->a1);
+    put_block(w, &au->probe);
+    for (uint32_t p = 0; p < GV_ADAPT_AUTO_MAX_ARMS; p++) {
+        put_f64(w, au->ev_s[p]);
+        put_f64(w, au->ev_w[p]);
+        put_u64(w, au->ev_n[p]);
+    }
+    put_u64(w, au->phases);
+    put_u64(w, au->switches);
+    put_u64(w, au->probes);
+    for (uint32_t a = 0; a < GV_ADAPT_AUTO_MAX_ARMS; a++) {
+        const struct auto_arm *m = &au->arm[a];
+        for (uint32_t i = 0; i < AUTO_TRING; i++)
+            put_f64(w, m->t[i]);
+        put_u32(w, m->t_n);
+        put_u32(w, m->t_pos);
+        put_u64(w, m->count);
+    }
+}
+
+/* Returns the flags OR-ed together (anything above 1 is corrupt). */
+static uint8_t get_auto(struct rd *r, struct auto_state *au)
+{
+    uint32_t *u32[] = {&au->stage, &au->timing_left, &au->inc,     &au->cur,     &au->role,
+                       &au->dir,   &au->skip[0],     &au->skip[1], &au->lost[0], &au->lost[1]};
+    for (size_t i = 0; i < GV_ARRAY_LEN(u32); i++)
+        *u32[i] = get_u32(r);
+    uint8_t f = get_u8(r);
+    au->mixed = f == 1;
+    au->b_iters = get_u64(r);
+    au->b_tn = get_u64(r);
+    au->b_tsum = get_f64(r);
+    double *d[] = {&au->b_time, &au->b_target, &au->sn,  &au->sx,       &au->sy,
+                   &au->sxx,    &au->sxy,      &au->syy, &au->phase_lr, &au->phase_time};
+    for (size_t i = 0; i < GV_ARRAY_LEN(d); i++)
+        *d[i] = get_f64(r);
+    f |= get_block(r, &au->a1);
+    f |= get_block(r, &au->probe);
+    for (uint32_t p = 0; p < GV_ADAPT_AUTO_MAX_ARMS; p++) {
+        au->ev_s[p] = get_f64(r);
+        au->ev_w[p] = get_f64(r);
+        au->ev_n[p] = get_u64(r);
+    }
+    au->phases = get_u64(r);
+    au->switches = get_u64(r);
+    au->probes = get_u64(r);
+    for (uint32_t a = 0; a < GV_ADAPT_AUTO_MAX_ARMS && !r->bad; a++) {
+        struct auto_arm *m = &au->arm[a];
+        for (uint32_t i = 0; i < AUTO_TRING; i++)
+            m->t[i] = get_f64(r);
+        m->t_n = get_u32(r);
+        m->t_pos = get_u32(r);
+        m->count = get_u64(r);
+    }
+    return f;
 }
 
 static void put_state(struct wr *w, const struct gv_adapt *ctl)
@@ -210,6 +339,8 @@ static void put_state(struct wr *w, const struct gv_adapt *ctl)
         put_u32(w, ctl->top_rung + 1);
         for (uint32_t r = 0; r <= ctl->top_rung; r++)
             put_slot(w, &ctl->tp[r]);
+    } else if (ctl->cfg.kind == GV_ADAPT_AUTO) {
+        put_auto(w, &ctl->au);
     } else if (ctl->cfg.kind == GV_ADAPT_ACCORDION) {
         put_u8(w, ctl->ref_valid);
         put_u64(w, ctl->epochs);
@@ -248,6 +379,8 @@ static void get_state(struct rd *r, struct gv_adapt *ctl, bool *flags_ok, uint32
         *n_slots_p = get_u32(r);
         for (uint32_t i = 0; i < *n_slots_p && i <= ctl->top_rung && !r->bad; i++)
             get_slot(r, &ctl->tp[i]);
+    } else if (ctl->cfg.kind == GV_ADAPT_AUTO) {
+        f1 = get_auto(r, &ctl->au);
     } else if (ctl->cfg.kind == GV_ADAPT_ACCORDION) {
         f1 = get_u8(r);
         ctl->ref_valid = f1 == 1;
@@ -344,6 +477,7 @@ static const char *state_bad(const struct gv_adapt *ctl, uint32_t n_slots)
         return ctl->level == GV_ADAPT_LEVEL_FLOOR && ctl->windows == 0 ? NULL : "level";
     case GV_ADAPT_GRAVAC: return gravac_state_bad(ctl, n_slots);
     case GV_ADAPT_ACCORDION: return accordion_state_bad(ctl);
+    case GV_ADAPT_AUTO: return ctl->windows == 0 ? auto_state_bad(ctl) : "window count";
     }
     return "kind";
 }

@@ -45,6 +45,7 @@ static void make_obs(const struct gv_adapt_decision *d, struct gv_adapt_obs *o, 
     o->samples = 256;
     o->num_workers = 8;
     o->lr = d->iter < 50000 ? 0.1 : 0.01;
+    o->loss = 2.0 / (1.0 + t / 1000.0) + 0.01 * (double)(d->iter % 13); /* AUTO's signal */
     if (layers > 0 && d->iter % 100 == 99) {
         o->epoch_end = true;
         o->num_layers = layers;
@@ -129,6 +130,8 @@ int gv_bench_adapt_main(int argc, char **argv)
         {"gravac + json log", GV_ADAPT_GRAVAC, true},
         {"accordion", GV_ADAPT_ACCORDION, false},
         {"accordion + json log", GV_ADAPT_ACCORDION, true},
+        {"auto", GV_ADAPT_AUTO, false},
+        {"auto + json log", GV_ADAPT_AUTO, true},
     };
     printf("# gravac-bench adapt: %llu updates per controller, accordion %u layers (epoch = 100 "
            "iterations), gravac window 500\n",

@@ -88,7 +88,7 @@ static void pb_fill(struct gv_proto_msg *m, enum gv_proto_msg_type type, uint64_
         m->u.push.level = GV_PROTO_LEVEL_CANDIDATE;
         m->u.push.index_enc = GV_PROTO_ENC_U32;
         m->u.push.stats =
-            (struct gv_proto_iter_stats){1.5, 0.5, 1.0, 0.1, 0.01, 0.02, 256, 2.3, 16, norms};
+            (struct gv_proto_iter_stats){1.5, 0.5, 1.0, 0.1, 0.01, 0.02, 256, 2.3, 16, norms, 0, 0};
         gv_proto_seg_add(m, GV_PROTO_SEG_INDICES, GV_PROTO_ENC_U32, nnz, 4 * nnz);
         gv_proto_seg_add(m, GV_PROTO_SEG_VALUES, GV_PROTO_ENC_F32, nnz, 4 * nnz);
         break;
@@ -96,7 +96,7 @@ static void pb_fill(struct gv_proto_msg *m, enum gv_proto_msg_type type, uint64_
         m->numel = numel;
         m->nnz = nnz;
         m->u.update.decision =
-            (struct gv_proto_decision){GV_PROTO_LEVEL_FLOOR, 10, 100, 10, 0.1, false};
+            (struct gv_proto_decision){GV_PROTO_LEVEL_FLOOR, 10, 100, 10, 0.1, false, 0, 0};
         gv_proto_seg_add(m, GV_PROTO_SEG_INDICES, GV_PROTO_ENC_U32, nnz, 4 * nnz);
         gv_proto_seg_add(m, GV_PROTO_SEG_VALUES, GV_PROTO_ENC_F32, nnz, 4 * nnz);
         break;

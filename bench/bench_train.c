@@ -44,7 +44,7 @@ static void bt_usage(FILE *f)
                "  --rates LIST         link rates, e.g. 10gbit,1gbit,100mbit (default 100mbit);\n"
                "                       'none' = namespaces without shaping\n"
                "  --methods LIST       of dense, dense-fp16, static-<CF>, gravac-exp, gravac-geo,\n"
-               "                       accordion; NAME-union: with the union downlink\n"
+               "                       accordion, auto; NAME-union: with the union downlink\n"
                "                       (default " BT_DEFAULT_METHODS ")\n"
                "  --add-method L=OPTS  a method labelled L with its own job options (repeatable)\n"
                "  --gravac OPTS        options of both GraVAC methods\n"
@@ -125,6 +125,8 @@ static gv_status_t bt_known_method(struct bt_opts *o, const char *label)
         snprintf(opts, sizeof(opts), "--method gravac-geo --theta-max 2000 %s", o->gravac);
     } else if (strcmp(name, "accordion") == 0) {
         snprintf(opts, sizeof(opts), "--method accordion %s", o->accordion);
+    } else if (strcmp(name, "auto") == 0) {
+        snprintf(opts, sizeof(opts), "--method auto"); /* its defaults, on every job */
     } else {
         fprintf(stderr, "gravac-bench train: unknown method '%s'\n", label);
         return GV_ERR_INVAL;
@@ -375,7 +377,7 @@ static gv_status_t bt_argv(const struct bt_ctx *x, const struct bt_result *r, bo
     }
     if (server && rank == 0)
         snprintf(line + strlen(line), sizeof(line) - strlen(line),
-                 "--decision-log %s/decisions.jsonl", r->dir);
+                 "--decision-log %s/decisions.jsonl --obs-trace %s/obs.csv ", r->dir, r->dir);
     if (!server)
         snprintf(line + strlen(line), sizeof(line) - strlen(line),
                  "--quiet --eval-every %llu --metrics-file %s/worker%d.jsonl",
@@ -476,13 +478,17 @@ static gv_status_t bt_run_one(struct bt_ctx *x, struct bt_result *r)
             started++;
     }
     uint64_t deadline = gv_now_ns() + (uint64_t)o->run_timeout_s * 1000000000ull;
-    /* workers first (they end the job), then the servers; waking every 250 ms for the
-     * progress line */
+    /* workers first (they end the job), then the servers; waking for the progress line every
+     * 250 ms, or at its --progress-every when shorter (a run on a fast machine may last less
+     * than 250 ms) */
+    uint64_t wake_ns = 250000000ull;
+    if (x->bp.on && x->bp.every_s > 0 && x->bp.every_s < 0.25)
+        wake_ns = (uint64_t)(GV_MAX(x->bp.every_s, 0.01) * 1e9);
     for (int k = 0; k < started && status == GV_OK; k++) {
         int i = (k + o->servers) % n;
         int rc = 0;
         do {
-            status = bt_wait(pids[i], GV_MIN(deadline, gv_now_ns() + 250000000ull), &rc);
+            status = bt_wait(pids[i], GV_MIN(deadline, gv_now_ns() + wake_ns), &rc);
             if (status == GV_ERR_TIMEOUT && gv_now_ns() < deadline)
                 bt_progress(x, r, false);
             else

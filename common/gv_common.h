@@ -31,6 +31,7 @@ typedef enum {
     GV_ERR_CUDA = -10,
     GV_ERR_AUTH = -11,    /* authentication failed */
     GV_ERR_VERSION = -12, /* peer speaks another protocol or file version */
+    GV_ERR_CKPT = -13,    /* a checkpoint could not be written everywhere (job not resumable) */
 } gv_status_t;
 
 /* Static string naming the status ("ok", "out of memory", ...). Unknown values give "unknown". */

@@ -21,6 +21,7 @@ const char *gv_status_str(gv_status_t status)
     case GV_ERR_CUDA: return "cuda error";
     case GV_ERR_AUTH: return "authentication failed";
     case GV_ERR_VERSION: return "version mismatch";
+    case GV_ERR_CKPT: return "checkpoint failed";
     }
     return "unknown";
 }

@@ -4,7 +4,11 @@
  * Ctrl-C or SIGTERM (forwarded, then SIGKILL after a grace period) and when any child fails
  * (the others are stopped, the exit status is non-zero and the failed child is named). At the
  * end it prints a summary from worker 0's metrics file. Options it does not own are validated
- * with the same tables as the children's and routed to the servers, the workers or both. */
+ * with the same tables as the children's and routed to the servers, the workers or both.
+ * With a command after "--" (gravac-launch --workers 4 -- python3 train.py ...) the workers are
+ * that command, torchrun- and bpslaunch-style: their rank, the cluster and the worker options
+ * go to it as GV_* variables, and the servers take the model's layout and the optimizer from
+ * it (--model external --optimizer caller unless given). */
 #include "gv_ps.h"
 
 #include <cjson/cJSON.h>
@@ -105,6 +109,10 @@ struct launch {
     int n;
     char **server_args, **worker_args; /* passthrough arguments (borrowed strings) */
     int n_server_args, n_worker_args;
+    char **cmd;     /* the workers' command after "--" (NULL: gravac-worker) */
+    char **cmd_env; /* its GV_* variables from the worker options ("NAME=value", owned) */
+    int n_cmd_env;
+    bool set_model, set_optimizer; /* the user chose --model / --optimizer */
     bool user_metrics;
     int lost; /* workers that failed while the job went on (continue policy) */
 };
@@ -167,8 +175,42 @@ static int route(const char *arg, bool *takes_value)
     return where;
 }
 
+/* A worker option as the variable a command's libgravac reads: "--cf=100" or "--cf" "100" ->
+ * GV_CF=100, "--fp16" -> GV_FP16=true, "--no-fp16" -> GV_FP16=false, "--config F" ->
+ * GV_CONFIG=F. */
+static gv_status_t launch_env_arg(struct launch *L, const char *arg, const char *next)
+{
+    char name[80], value[1024];
+    const char *eq = strchr(arg, '=');
+    size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+    snprintf(name, sizeof(name), "%.*s", (int)GV_MIN(n, sizeof(name) - 1), arg);
+    bool neg = strncmp(name, "no-", 3) == 0 && next == NULL && eq == NULL;
+    const char *base = neg ? name + 3 : name;
+    snprintf(value, sizeof(value), "%s", eq ? eq + 1 : next ? next : neg ? "false" : "true");
+    char *e = gv_malloc(strlen(base) + strlen(value) + 8);
+    if (e == NULL)
+        return GV_ERR_NOMEM;
+    size_t j = (size_t)sprintf(e, "GV_");
+    for (const char *c = base; *c != '\0'; c++)
+        e[j++] = *c == '-' ? '_' : (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+    sprintf(e + j, "=%s", value);
+    L->cmd_env[L->n_cmd_env++] = e;
+    return GV_OK;
+}
+
 static gv_status_t launch_parse(struct launch *L, int argc, char **argv, struct gv_cfg **cfg_p)
 {
+    /* "--" ends gravac's options: what follows is the workers' command */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--") == 0) {
+            if (i + 1 == argc) {
+                fprintf(stderr, "gravac-launch: no command after \"--\"\n");
+                return GV_ERR_INVAL;
+            }
+            L->cmd = argv + i + 1;
+            argc = i;
+            break;
+        }
     /* launch's own table first, then the shared ones, less the cluster options launch sets
      * itself for its children */
     static struct gv_opt cl_opts[32];
@@ -186,7 +228,9 @@ static gv_status_t launch_parse(struct launch *L, int argc, char **argv, struct 
     static struct gv_cfg_spec spec = {
         .program = "gravac-launch",
         .summary = "start S servers and W workers on this machine and train (options other than "
-                   "launch's own go to the servers, the workers or both)",
+                   "launch's own go to the servers, the workers or both); with '-- COMMAND "
+                   "[ARGS]' each worker runs COMMAND (a PyTorch script using gravac.torch), its "
+                   "rank and options in GV_* variables",
         .section = "launch",
         .other_sections = others,
         .tables = tables,
@@ -196,10 +240,17 @@ static gv_status_t launch_parse(struct launch *L, int argc, char **argv, struct 
         status = gv_cfg_load(*cfg_p, argc, argv, environ);
     if (status != GV_OK)
         return status;
-    L->server_args = gv_calloc((size_t)argc + 1, sizeof(char *));
+    L->server_args = gv_calloc((size_t)argc + 3, sizeof(char *));
     L->worker_args = gv_calloc((size_t)argc + 1, sizeof(char *));
-    if (L->server_args == NULL || L->worker_args == NULL)
+    L->cmd_env = gv_calloc((size_t)argc + 1, sizeof(char *));
+    if (L->server_args == NULL || L->worker_args == NULL || L->cmd_env == NULL)
         return GV_ERR_NOMEM;
+    enum gv_cfg_source src;
+    const char *txt;
+    L->set_model =
+        gv_cfg_source(*cfg_p, "model", &src, NULL, &txt) == GV_OK && src != GV_CFG_SRC_DEFAULT;
+    L->set_optimizer =
+        gv_cfg_source(*cfg_p, "optimizer", &src, NULL, &txt) == GV_OK && src != GV_CFG_SRC_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0)
@@ -218,6 +269,8 @@ static gv_status_t launch_parse(struct launch *L, int argc, char **argv, struct 
                 L->worker_args[L->n_worker_args++] = argv[i + 1];
             if (strncmp(a, "--metrics-file", 14) == 0)
                 L->user_metrics = true;
+            if (L->cmd != NULL && launch_env_arg(L, a + 2, has_val ? argv[i + 1] : NULL) != GV_OK)
+                return GV_ERR_NOMEM;
         }
         if (has_val)
             i++;
@@ -264,7 +317,8 @@ static void child_read(struct child *c)
     c->fd = -1;
 }
 
-static gv_status_t spawn(struct launch *L, const char *role, int rank, char *const *argv)
+static gv_status_t spawn(struct launch *L, const char *role, int rank, char *const *argv,
+                         char *const *env)
 {
     struct child *c = &L->ch[L->n];
     int p[2];
@@ -301,7 +355,9 @@ static gv_status_t spawn(struct launch *L, const char *role, int rank, char *con
         dup2(p[1], STDERR_FILENO);
         close(p[0]);
         close(p[1]);
-        execv(argv[0], argv);
+        for (int i = 0; env != NULL && env[i] != NULL; i++)
+            putenv(env[i]);
+        execvp(argv[0], argv); /* a command (python3 ...) is looked up in PATH */
         fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
@@ -351,7 +407,56 @@ static gv_status_t start_one(struct launch *L, const char *prog, bool server, in
         argv[n++] = metrics;
     }
     argv[n] = NULL;
-    return spawn(L, server ? "server" : "worker", rank, (char *const *)argv);
+    return spawn(L, server ? "server" : "worker", rank, (char *const *)argv, NULL);
+}
+
+/* A worker that is the user's command: the cluster, its rank and the worker options in its
+ * environment (libgravac reads them, as it reads mpirun's and srun's). */
+static gv_status_t start_cmd(struct launch *L, int rank)
+{
+    static char vars[8][1100];
+    char *env[8 + 256];
+    int n = 0;
+    snprintf(vars[0], sizeof(vars[0]), "GV_NUM_SERVERS=%d", L->lo.servers);
+    snprintf(vars[1], sizeof(vars[1]), "GV_NUM_WORKERS=%d", L->lo.workers);
+    snprintf(vars[2], sizeof(vars[2]), "GV_RANK=%d", rank);
+    snprintf(vars[3], sizeof(vars[3]), "GV_LOCAL_RANK=%d", rank);
+    snprintf(vars[4], sizeof(vars[4]), "GV_RENDEZVOUS_DIR=%s", L->dir);
+    for (int i = 0; i < 5; i++)
+        env[n++] = vars[i];
+    if (!L->user_metrics) {
+        snprintf(vars[5], sizeof(vars[5]), "GV_METRICS_FILE=%s/worker%%r.jsonl", L->dir);
+        env[n++] = vars[5];
+    }
+    for (int i = 0; i < L->n_cmd_env && n < 8 + 250; i++)
+        env[n++] = L->cmd_env[i];
+    env[n] = NULL;
+    return spawn(L, "worker", rank, L->cmd, env);
+}
+
+/* What the command's workers find without installing anything: the Python package of this
+ * build tree (bin/../python) on PYTHONPATH, and one compute thread each unless the user set
+ * OMP_NUM_THREADS (several workers share this machine's cores; torchrun does the same). */
+static void launch_cmd_setup(struct launch *L)
+{
+    char py[1100], path[4200];
+    snprintf(py, sizeof(py), "%s/../python/gravac", L->lo.bin_dir);
+    if (access(py, R_OK) == 0) {
+        const char *old = getenv("PYTHONPATH");
+        snprintf(path, sizeof(path), "%s/../python%s%s", L->lo.bin_dir, old ? ":" : "",
+                 old ? old : "");
+        setenv("PYTHONPATH", path, 1);
+    }
+    if (getenv("OMP_NUM_THREADS") == NULL && L->lo.workers > 1) {
+        setenv("OMP_NUM_THREADS", "1", 1);
+        printf("gravac-launch: OMP_NUM_THREADS=1 for each worker (set it to change)\n");
+    }
+    /* the servers take the layout and the optimizer from the workers */
+    static char model[] = "--model=external", optim[] = "--optimizer=caller";
+    if (!L->set_model)
+        L->server_args[L->n_server_args++] = model;
+    if (!L->set_optimizer)
+        L->server_args[L->n_server_args++] = optim;
 }
 
 static void signal_all(struct launch *L, int sig)
@@ -671,15 +776,21 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGCHLD, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    if (L.cmd != NULL)
+        launch_cmd_setup(&L);
     printf("gravac-launch: %d servers, %d workers on this machine; run directory %s\n",
            L.lo.servers, L.lo.workers, L.dir);
+    if (L.cmd != NULL)
+        printf("gravac-launch: workers run '%s'%s (ranks and the cluster in GV_* variables)\n",
+               L.cmd[0], L.cmd[1] != NULL ? " ..." : "");
     fflush(stdout);
     double t0 = gv_now_s();
     bool spawned = true;
     for (int s = 0; s < L.lo.servers && spawned; s++)
         spawned = start_one(&L, "gravac-server", true, s) == GV_OK;
     for (int w = 0; w < L.lo.workers && spawned; w++)
-        spawned = start_one(&L, "gravac-worker", false, w) == GV_OK;
+        spawned =
+            (L.cmd != NULL ? start_cmd(&L, w) : start_one(&L, "gravac-worker", false, w)) == GV_OK;
     if (!spawned)
         signal_all(&L, SIGTERM);
     rc = supervise(&L);
@@ -698,6 +809,9 @@ out:
         remove_dir(L.dir);
     gv_free(L.server_args);
     gv_free(L.worker_args);
+    for (int i = 0; i < L.n_cmd_env; i++)
+        gv_free(L.cmd_env[i]);
+    gv_free(L.cmd_env);
     gv_cfg_destroy(cfg);
     return rc;
 }

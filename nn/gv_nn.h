@@ -170,6 +170,9 @@ struct gv_nn_backend *gv_nn_model_backend(const struct gv_nn_model *m);
 gv_status_t gv_nn_model_init(struct gv_nn_model *m, uint64_t seed);
 
 size_t gv_nn_model_numel(const struct gv_nn_model *m);
+/* Bytes of the workspace (activations and their gradients for max_batch samples), in backend
+ * memory: host memory on the CPU backend, device memory on cuda. */
+size_t gv_nn_model_workspace_bytes(const struct gv_nn_model *m);
 int gv_nn_model_tensor_count(const struct gv_nn_model *m);
 const struct gv_nn_tensor *gv_nn_model_tensor(const struct gv_nn_model *m, int i);
 /* The flat vectors: float[numel] each, in backend memory (device memory for cuda), valid for

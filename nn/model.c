@@ -288,6 +288,11 @@ struct gv_nn_backend *gv_nn_model_backend(const struct gv_nn_model *m)
     return m->be;
 }
 
+size_t gv_nn_model_workspace_bytes(const struct gv_nn_model *m)
+{
+    return m->ws_bytes;
+}
+
 size_t gv_nn_model_numel(const struct gv_nn_model *m)
 {
     return m->numel;

@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,6 +26,7 @@
 #define CK_NAME_FIELD 48u
 #define CK_HASH_LEN 32u
 #define CK_SUFFIX ".gvckpt"
+#define CK_PENDING ".pending" /* written, not committed: never loaded, never counted */
 #define CK_CHUNK (1u << 20)
 
 struct ck_section {
@@ -323,9 +325,11 @@ static gv_status_t ck_check_sections(const struct gv_ckpt_section *s, size_t n)
     return GV_OK;
 }
 
-gv_status_t gv_ckpt_write(const char *dir, const struct gv_ckpt_ident *id, uint64_t iteration,
-                          const struct gv_ckpt_section *sections, size_t n_sections, int keep,
-                          char *path_out, size_t path_len)
+/* keep > 0: the final name, then the older ones beyond keep pruned; keep 0: the pending name
+ * (CK_PENDING appended), nothing pruned. */
+static gv_status_t ck_write(const char *dir, const struct gv_ckpt_ident *id, uint64_t iteration,
+                            const struct gv_ckpt_section *sections, size_t n_sections, int keep,
+                            char *path_out, size_t path_len)
 {
     uint8_t hdr[CK_FIXED_LEN + CK_DIR_ENTRY * GV_CKPT_MAX_SECTIONS];
     char name[64], path[PATH_MAX], tmp[PATH_MAX];
@@ -333,12 +337,12 @@ gv_status_t gv_ckpt_write(const char *dir, const struct gv_ckpt_ident *id, uint6
     gv_status_t status = ck_check_sections(sections, n_sections);
     if (status != GV_OK)
         return status;
-    if (keep < 1 || dir == NULL || dir[0] == '\0') {
-        gv_log(GV_LOG_ERROR, "checkpoint: %s", keep < 1 ? "keep must be >= 1" : "no directory");
+    if (keep < 0 || dir == NULL || dir[0] == '\0') {
+        gv_log(GV_LOG_ERROR, "checkpoint: %s", keep < 0 ? "keep must be >= 1" : "no directory");
         return GV_ERR_INVAL;
     }
-    snprintf(name, sizeof(name), "shard%04" PRIu32 "-iter%012" PRIu64 CK_SUFFIX, id->shard_index,
-             iteration);
+    snprintf(name, sizeof(name), "shard%04" PRIu32 "-iter%012" PRIu64 CK_SUFFIX "%s",
+             id->shard_index, iteration, keep == 0 ? CK_PENDING : "");
     if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path) ||
         (size_t)snprintf(tmp, sizeof(tmp), "%s/.tmp-%s.XXXXXX", dir, name) >= sizeof(tmp)) {
         gv_log(GV_LOG_ERROR, "checkpoint dir %s: path too long", dir);
@@ -365,7 +369,8 @@ gv_status_t gv_ckpt_write(const char *dir, const struct gv_ckpt_ident *id, uint6
     status = ck_fsync_dir(dir);
     if (status != GV_OK)
         return status; /* the file is complete; only its durability is in doubt */
-    ck_prune(dir, id->shard_index, name, keep);
+    if (keep > 0)
+        ck_prune(dir, id->shard_index, name, keep);
     gv_log(GV_LOG_INFO, "checkpoint %s written (iteration %" PRIu64 ", %" PRIu64 " bytes)", path,
            iteration, file_len);
     if (path_out != NULL && path_len > 0)
@@ -375,6 +380,100 @@ gv_status_t gv_ckpt_write(const char *dir, const struct gv_ckpt_ident *id, uint6
 err_unlink:
     unlink(tmp);
     return status;
+}
+
+gv_status_t gv_ckpt_write(const char *dir, const struct gv_ckpt_ident *id, uint64_t iteration,
+                          const struct gv_ckpt_section *sections, size_t n_sections, int keep,
+                          char *path_out, size_t path_len)
+{
+    if (keep < 1) {
+        gv_log(GV_LOG_ERROR, "checkpoint: keep must be >= 1");
+        return GV_ERR_INVAL;
+    }
+    return ck_write(dir, id, iteration, sections, n_sections, keep, path_out, path_len);
+}
+
+gv_status_t gv_ckpt_write_pending(const char *dir, const struct gv_ckpt_ident *id,
+                                  uint64_t iteration, const struct gv_ckpt_section *sections,
+                                  size_t n_sections, char *path_out, size_t path_len)
+{
+    return ck_write(dir, id, iteration, sections, n_sections, 0, path_out, path_len);
+}
+
+gv_status_t gv_ckpt_commit(const char *dir, uint32_t shard, uint64_t iteration, int keep)
+{
+    char name[64], path[PATH_MAX], pending[PATH_MAX + 16];
+    snprintf(name, sizeof(name), "shard%04" PRIu32 "-iter%012" PRIu64 CK_SUFFIX, shard, iteration);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(pending, sizeof(pending), "%s" CK_PENDING, path);
+    if (rename(pending, path) != 0) {
+        gv_log(GV_LOG_ERROR, "checkpoint %s: cannot commit it (rename to %s): %s", pending, path,
+               strerror(errno));
+        return GV_ERR_IO;
+    }
+    gv_status_t status = ck_fsync_dir(dir);
+    if (status != GV_OK)
+        return status;
+    gv_log(GV_LOG_DEBUG, "checkpoint %s committed", path);
+    ck_prune(dir, shard, name, keep < 1 ? 1 : keep);
+    return GV_OK;
+}
+
+int gv_ckpt_discard(const char *dir, uint32_t shard, uint64_t iteration)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (d == NULL)
+        return 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        size_t len = strlen(de->d_name), pl = strlen(CK_PENDING);
+        uint32_t s;
+        uint64_t it;
+        char base[NAME_MAX + 1];
+        if (len <= pl || strcmp(de->d_name + len - pl, CK_PENDING) != 0)
+            continue;
+        snprintf(base, sizeof(base), "%.*s", (int)(len - pl), de->d_name);
+        if (!ck_parse_name(base, &s, &it) || s != shard ||
+            (iteration != UINT64_MAX && it != iteration))
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (unlink(path) == 0) {
+            gv_log(GV_LOG_INFO, "checkpoint %s: removed (never committed by every process)", path);
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+gv_status_t gv_ckpt_dir_check(const char *dir, char *why, size_t why_len)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    if (dir == NULL || dir[0] == '\0' || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(why, why_len, "%s", dir != NULL && dir[0] ? "not a directory" : "no directory");
+        return GV_ERR_INVAL;
+    }
+    if ((size_t)snprintf(path, sizeof(path), "%s/.gravac-probe.XXXXXX", dir) >= sizeof(path)) {
+        snprintf(why, why_len, "its path is too long");
+        return GV_ERR_INVAL;
+    }
+    int fd = mkostemp(path, O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, why_len, "a file cannot be created there: %s", strerror(errno));
+        return GV_ERR_INVAL;
+    }
+    static const char probe[] = "gravac checkpoint directory probe\n";
+    bool ok = write(fd, probe, sizeof(probe)) == (ssize_t)sizeof(probe) && fsync(fd) == 0;
+    int err = errno;
+    ok &= close(fd) == 0;
+    unlink(path);
+    if (!ok) {
+        snprintf(why, why_len, "a file cannot be written there: %s", strerror(err));
+        return GV_ERR_INVAL;
+    }
+    return ck_fsync_dir(dir) == GV_OK ? GV_OK : GV_ERR_INVAL;
 }
 
 /* ---------------------------------------------------------------- reader */

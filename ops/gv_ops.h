@@ -167,6 +167,12 @@ enum gv_dead_policy {
     GV_DEAD_CONTINUE = 1, /* the survivors go on; rounds average over those that arrived */
 };
 
+/* What a checkpoint that some process could not write does to the job. */
+enum gv_ckpt_fail_policy {
+    GV_CKPT_FAIL_STOP = 0,     /* stop the job (exit 4): resumable from the last committed one */
+    GV_CKPT_FAIL_CONTINUE = 1, /* go on, saying it cannot be resumed from after that one */
+};
+
 /* Options of both programs. */
 struct gv_ops_common_cfg {
     const char *secret_file;     /* --secret-file: file holding the shared secret */
@@ -184,10 +190,11 @@ struct gv_ops_server_cfg {
     enum gv_dead_policy dead_worker_policy; /* --dead-worker-policy */
     int min_workers;                        /* --min-workers: under "continue", abort below this */
     const char *checkpoint_dir;             /* --checkpoint-dir: "" disables checkpoints */
-    uint64_t checkpoint_every;       /* --checkpoint-every: iterations between checkpoints, 0 = only
-                                        on SIGTERM */
-    int checkpoint_keep;             /* --checkpoint-keep: how many files to keep per shard */
-    bool checkpoint_fallback;        /* --checkpoint-fallback: skip a corrupt latest file */
+    uint64_t checkpoint_every; /* --checkpoint-every: iterations between checkpoints, 0 = only
+                                  on SIGTERM */
+    int checkpoint_keep;       /* --checkpoint-keep: how many files to keep per shard */
+    bool checkpoint_fallback;  /* --checkpoint-fallback: skip a corrupt latest file */
+    enum gv_ckpt_fail_policy checkpoint_failure_policy; /* --checkpoint-failure-policy */
     struct gv_hostport metrics_addr; /* --metrics-addr: "" disables the endpoint */
 };
 extern const struct gv_opt gv_ops_server_options[];
@@ -396,6 +403,22 @@ struct gv_ckpt_section {
 gv_status_t gv_ckpt_write(const char *dir, const struct gv_ckpt_ident *id, uint64_t iteration,
                           const struct gv_ckpt_section *sections, size_t n_sections, int keep,
                           char *path_out, size_t path_len);
+
+/* Coordinated checkpoints: a checkpoint counts only once every process of the job has written
+ * its part. gv_ckpt_write_pending writes it as "<name>.pending" (atomically, as above; nothing
+ * is pruned; never loaded or counted by gv_ckpt_find_latest); gv_ckpt_commit then renames it to
+ * its final name (and fsyncs the directory) and deletes the committed checkpoints of the shard
+ * beyond the newest keep: only committed ones are ever pruned. gv_ckpt_discard removes the
+ * pending file of `iteration` (UINT64_MAX: every pending file of the shard) and returns how
+ * many it removed. Errors as gv_ckpt_write (commit: GV_ERR_IO when the rename fails). */
+gv_status_t gv_ckpt_write_pending(const char *dir, const struct gv_ckpt_ident *id,
+                                  uint64_t iteration, const struct gv_ckpt_section *sections,
+                                  size_t n_sections, char *path_out, size_t path_len);
+gv_status_t gv_ckpt_commit(const char *dir, uint32_t shard, uint64_t iteration, int keep);
+int gv_ckpt_discard(const char *dir, uint32_t shard, uint64_t iteration);
+/* Whether dir can hold checkpoints: a directory where a file can be created, written, synced
+ * and removed. GV_ERR_INVAL with the reason in why[why_len] otherwise. */
+gv_status_t gv_ckpt_dir_check(const char *dir, char *why, size_t why_len);
 
 /* An opened and verified checkpoint. */
 struct gv_ckpt;

@@ -7,6 +7,8 @@
 
 static const char *const dead_policy_choices[] = {"abort", "continue", NULL};
 static const int dead_policy_values[] = {GV_DEAD_ABORT, GV_DEAD_CONTINUE};
+static const char *const ckpt_policy_choices[] = {"stop", "continue", NULL};
+static const int ckpt_policy_values[] = {GV_CKPT_FAIL_STOP, GV_CKPT_FAIL_CONTINUE};
 
 const struct gv_opt gv_ops_common_options[] = {
     {.name = "secret-file",
@@ -97,6 +99,15 @@ const struct gv_opt gv_ops_server_options[] = {
      .flags = GV_OPT_RANGE,
      .min = 1,
      .max = 1000},
+    {.name = "checkpoint-failure-policy",
+     .type = GV_OPT_ENUM,
+     .offset = offsetof(struct gv_ops_server_cfg, checkpoint_failure_policy),
+     .def = "stop",
+     .help = "when a checkpoint cannot be written everywhere: stop the job (exit 4, resumable "
+             "from the last committed one), or continue without it",
+     .group = "checkpoints",
+     .choices = ckpt_policy_choices,
+     .values = ckpt_policy_values},
     {.name = "checkpoint-fallback",
      .type = GV_OPT_BOOL,
      .offset = offsetof(struct gv_ops_server_cfg, checkpoint_fallback),

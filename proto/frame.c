@@ -7,6 +7,7 @@
 #include "gv_proto.h"
 #include "proto_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void put_le(unsigned char *p, uint64_t v, int n)
@@ -83,8 +84,9 @@ const struct gv_proto_caps *proto_caps_or_default(const struct gv_proto_caps *ca
     return storage;
 }
 
-gv_status_t gv_proto_parse_prefix(const void *prefix, const struct gv_proto_caps *caps,
-                                  uint32_t *hdr_len_p, uint64_t *payload_len_p)
+gv_status_t gv_proto_prefix_check(const void *prefix, const struct gv_proto_caps *caps,
+                                  uint32_t *hdr_len_p, uint64_t *payload_len_p, char *why,
+                                  size_t why_len)
 {
     struct gv_proto_caps defcaps;
     struct gv_proto_prefix p;
@@ -92,41 +94,51 @@ gv_status_t gv_proto_parse_prefix(const void *prefix, const struct gv_proto_caps
     caps = proto_caps_or_default(caps, &defcaps);
     gv_proto_prefix_read(prefix, &p);
     if (p.magic != GV_PROTO_MAGIC) {
-        gv_log(GV_LOG_WARN, "proto: bad magic 0x%08x (want 0x%08x): not a gravac peer", p.magic,
-               GV_PROTO_MAGIC);
+        snprintf(why, why_len, "bad magic 0x%08x (want 0x%08x): not a gravac peer", p.magic,
+                 GV_PROTO_MAGIC);
         return GV_ERR_PROTO;
     }
     /* Checked before the other fields: another version may define them differently. */
     if (p.version != GV_PROTO_VERSION) {
-        gv_log(GV_LOG_ERROR, "proto: peer speaks wire version %u, this build speaks %u", p.version,
-               GV_PROTO_VERSION);
+        snprintf(why, why_len, "peer speaks wire version %u, this build speaks %u", p.version,
+                 GV_PROTO_VERSION);
         return GV_ERR_VERSION;
     }
     if (p.reserved != 0) {
-        gv_log(GV_LOG_WARN, "proto: reserved prefix field is 0x%08x, must be 0", p.reserved);
+        snprintf(why, why_len, "reserved prefix field is 0x%08x, must be 0", p.reserved);
         return GV_ERR_PROTO;
     }
     if ((p.flags & ~GV_PROTO_FLAGS_KNOWN) != 0) {
-        gv_log(GV_LOG_WARN, "proto: unknown prefix flags 0x%04x", p.flags);
+        snprintf(why, why_len, "unknown prefix flags 0x%04x", p.flags);
         return GV_ERR_PROTO;
     }
     if (p.hdr_len == 0) {
-        gv_log(GV_LOG_WARN, "proto: hdr_len 0: every frame has a header");
+        snprintf(why, why_len, "hdr_len 0: every frame has a header");
         return GV_ERR_PROTO;
     }
     if (p.hdr_len > caps->max_hdr_len) {
-        gv_log(GV_LOG_WARN, "proto: hdr_len %u above cap max_hdr_len %u", p.hdr_len,
-               caps->max_hdr_len);
+        snprintf(why, why_len, "hdr_len %u above cap max_hdr_len %u", p.hdr_len, caps->max_hdr_len);
         return GV_ERR_PROTO;
     }
     if (p.payload_len > caps->max_payload_len) {
-        gv_log(GV_LOG_WARN, "proto: payload_len %llu above cap max_payload_len %llu",
-               (unsigned long long)p.payload_len, (unsigned long long)caps->max_payload_len);
+        snprintf(why, why_len, "payload_len %llu above cap max_payload_len %llu",
+                 (unsigned long long)p.payload_len, (unsigned long long)caps->max_payload_len);
         return GV_ERR_PROTO;
     }
     *hdr_len_p = p.hdr_len;
     *payload_len_p = p.payload_len;
     return GV_OK;
+}
+
+gv_status_t gv_proto_parse_prefix(const void *prefix, const struct gv_proto_caps *caps,
+                                  uint32_t *hdr_len_p, uint64_t *payload_len_p)
+{
+    char why[160];
+    gv_status_t status =
+        gv_proto_prefix_check(prefix, caps, hdr_len_p, payload_len_p, why, sizeof(why));
+    if (status != GV_OK)
+        gv_log(status == GV_ERR_VERSION ? GV_LOG_ERROR : GV_LOG_WARN, "proto: %s", why);
+    return status;
 }
 
 /* ---------------------------------------------------------------- arena */
@@ -185,6 +197,7 @@ size_t proto_arena_round(size_t size)
 /* The C enums mirror the generated ones value for value. */
 _Static_assert(GV_PROTO_MSG_ERROR == (int)GRAVAC__MSG_TYPE__MSG_ERROR, "msg type values");
 _Static_assert(GV_PROTO_MSG_HEARTBEAT == (int)GRAVAC__MSG_TYPE__MSG_HEARTBEAT, "msg values");
+_Static_assert(GV_PROTO_MSG_LAYOUT == (int)GRAVAC__MSG_TYPE__MSG_LAYOUT, "msg values");
 _Static_assert(GV_PROTO_ROLE_CLIENT == (int)GRAVAC__ROLE__ROLE_CLIENT, "role values");
 _Static_assert(GV_PROTO_DTYPE_BF16 == (int)GRAVAC__DTYPE__DTYPE_BF16, "dtype values");
 _Static_assert(GV_PROTO_LEVEL_DENSE == (int)GRAVAC__LEVEL__LEVEL_DENSE, "level values");
@@ -210,6 +223,7 @@ static const Gravac__Header__BodyCase type_body[GV_PROTO_MSG_COUNT] = {
     [GV_PROTO_MSG_HEARTBEAT] = GRAVAC__HEADER__BODY__NOT_SET,
     [GV_PROTO_MSG_BYE] = GRAVAC__HEADER__BODY__NOT_SET,
     [GV_PROTO_MSG_ERROR] = GRAVAC__HEADER__BODY_ERROR,
+    [GV_PROTO_MSG_LAYOUT] = GRAVAC__HEADER__BODY__NOT_SET,
 };
 
 /* ---------------------------------------------------------------- C struct -> protobuf */
@@ -248,13 +262,13 @@ static bool stats_is_zero(const struct gv_proto_iter_stats *s)
 {
     return s->g_ef_sq == 0 && s->g_min_sq == 0 && s->g_c_sq == 0 && s->compute_s == 0 &&
            s->compress_s == 0 && s->comm_s == 0 && s->samples == 0 && s->loss == 0 &&
-           s->n_layer_norms == 0;
+           s->n_layer_norms == 0 && s->ckpt_iter == 0 && s->ckpt_status == 0;
 }
 
 static bool decision_is_zero(const struct gv_proto_decision *d)
 {
     return d->level == 0 && d->theta_min == 0 && d->cf_candidate == 0 && d->cf_send == 0 &&
-           d->lr == 0 && !d->resync;
+           d->lr == 0 && !d->resync && d->ckpt_iter == 0 && d->ckpt_status == 0;
 }
 
 /* Nested sub-messages are emitted only when non-zero, so that re-encoding a decoded header
@@ -274,6 +288,8 @@ static Gravac__IterStats *pb_iter(struct pb_out *o, const struct gv_proto_iter_s
     o->iter.loss = s->loss;
     o->iter.n_layer_norms = s->n_layer_norms;
     o->iter.layer_norms = (double *)(uintptr_t)s->layer_norms;
+    o->iter.ckpt_iteration = s->ckpt_iter;
+    o->iter.ckpt_status = s->ckpt_status;
     return &o->iter;
 }
 
@@ -286,6 +302,8 @@ static Gravac__Decision *pb_decision(struct pb_out *o, const struct gv_proto_dec
     o->decision.cf_send = d->cf_send;
     o->decision.lr = d->lr;
     o->decision.resync = d->resync;
+    o->decision.ckpt_iteration = d->ckpt_iter;
+    o->decision.ckpt_status = d->ckpt_status;
     return &o->decision;
 }
 
@@ -341,6 +359,7 @@ static void pb_body(struct pb_out *o, const struct gv_proto_msg *m)
         o->push.level = (Gravac__Level)m->u.push.level;
         o->push.index_encoding = (Gravac__SegEncoding)m->u.push.index_enc;
         o->push.stats = pb_iter(o, &m->u.push.stats);
+        o->push.replica_checksum = m->u.push.replica_checksum;
         h->push = &o->push;
         break;
     case GV_PROTO_MSG_UPDATE:
@@ -418,6 +437,8 @@ static void iter_from_pb(struct gv_proto_iter_stats *s, const Gravac__IterStats 
     /* clamped so the count fits; hv_stats refuses it against max_layers afterwards */
     s->n_layer_norms = p->n_layer_norms > UINT32_MAX ? UINT32_MAX : (uint32_t)p->n_layer_norms;
     s->layer_norms = p->layer_norms;
+    s->ckpt_iter = p->ckpt_iteration;
+    s->ckpt_status = p->ckpt_status;
 }
 
 static void decision_from_pb(struct gv_proto_decision *d, const Gravac__Decision *p)
@@ -430,6 +451,8 @@ static void decision_from_pb(struct gv_proto_decision *d, const Gravac__Decision
     d->cf_send = p->cf_send;
     d->lr = p->lr;
     d->resync = p->resync;
+    d->ckpt_iter = p->ckpt_iteration;
+    d->ckpt_status = p->ckpt_status;
 }
 
 static struct gv_proto_bytes bytes_from_pb(ProtobufCBinaryData b)
@@ -510,6 +533,7 @@ static void body_from_pb(struct gv_proto_msg *m, const Gravac__Header *h)
         m->u.push.level = (enum gv_proto_level)h->push->level;
         m->u.push.index_enc = (enum gv_proto_enc)h->push->index_encoding;
         iter_from_pb(&m->u.push.stats, h->push->stats);
+        m->u.push.replica_checksum = h->push->replica_checksum;
         break;
     case GRAVAC__HEADER__BODY_UPDATE:
         decision_from_pb(&m->u.update.decision, h->update->decision);

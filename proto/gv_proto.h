@@ -24,9 +24,9 @@ extern "C" {
 /* ---------------------------------------------------------------- prefix */
 
 #define GV_PROTO_MAGIC 0x43565247u /* bytes "GRVC" on the wire (little-endian u32) */
-#define GV_PROTO_VERSION 1         /* bump on any change to the prefix or gravac.proto */
+#define GV_PROTO_VERSION 2         /* bump on any change to the prefix or gravac.proto */
 #define GV_PROTO_PREFIX_LEN 24
-#define GV_PROTO_FLAGS_KNOWN 0u /* no flag bits are defined in version 1 */
+#define GV_PROTO_FLAGS_KNOWN 0u /* no flag bits are defined (versions 1 and 2) */
 
 /* The prefix as numbers. On the wire, little-endian, packed byte by byte:
  *   off 0 magic u32 | 4 version u16 | 6 flags u16 | 8 hdr_len u32 | 12 reserved u32 (0)
@@ -74,6 +74,11 @@ gv_status_t gv_proto_caps_check(const struct gv_proto_caps *caps);
  * The out-params are written only on success. */
 gv_status_t gv_proto_parse_prefix(const void *prefix, const struct gv_proto_caps *caps,
                                   uint32_t *hdr_len_p, uint64_t *payload_len_p);
+/* The same checks, silent: the reason goes to why[why_len] instead of the log, for callers
+ * that rate-limit their logging (anyone can send garbage in a loop) or name the peer. */
+gv_status_t gv_proto_prefix_check(const void *prefix, const struct gv_proto_caps *caps,
+                                  uint32_t *hdr_len_p, uint64_t *payload_len_p, char *why,
+                                  size_t why_len);
 
 /* ---------------------------------------------------------------- decode arena */
 
@@ -114,8 +119,9 @@ enum gv_proto_msg_type {
     GV_PROTO_MSG_HEARTBEAT = 11,
     GV_PROTO_MSG_BYE = 12,
     GV_PROTO_MSG_ERROR = 13,
+    GV_PROTO_MSG_LAYOUT = 14, /* one RAW segment: the model's layout (ps/'s gv_layout) */
 };
-#define GV_PROTO_MSG_COUNT 14
+#define GV_PROTO_MSG_COUNT 15
 
 enum gv_proto_role {
     GV_PROTO_ROLE_NONE = 0,
@@ -201,6 +207,8 @@ struct gv_proto_iter_stats {
     double loss;
     uint32_t n_layer_norms;
     const double *layer_norms; /* double[n_layer_norms], borrowed (decode: in the arena) */
+    uint64_t ckpt_iter;        /* checkpoint report: its iteration (0: none)... */
+    int32_t ckpt_status;       /* ...and whether the sender's part was written (a gv_status_t) */
 };
 
 /* GraVAC controller output for the next iteration. CFs: 0 = not set, else finite >= 1. */
@@ -211,6 +219,8 @@ struct gv_proto_decision {
     double cf_send;      /* compression factor to send with */
     double lr;           /* learning rate, finite >= 0 */
     bool resync;         /* the worker must resync its model (dense MODEL) */
+    uint64_t ckpt_iter;  /* checkpoint verdict: its iteration (0: none)... */
+    int32_t ckpt_status; /* ...committed (0) or not (a gv_status_t) */
 };
 
 struct gv_proto_hello {
@@ -245,6 +255,8 @@ struct gv_proto_push {
     enum gv_proto_level level;   /* what was sent */
     enum gv_proto_enc index_enc; /* encoding of the INDICES segment, NONE when dense */
     struct gv_proto_iter_stats stats;
+    uint64_t replica_checksum; /* --optimizer caller: the worker's parameters of this shard
+                                  before the push (0: not computed) */
 };
 struct gv_proto_update {
     struct gv_proto_decision decision;
@@ -289,7 +301,7 @@ struct gv_proto_msg {
         struct gv_proto_decision decision;   /* DECISION */
         struct gv_proto_stats stats;         /* STATS */
         struct gv_proto_error error;         /* ERROR */
-    } u;                                     /* HEARTBEAT, BYE: none */
+    } u;                                     /* HEARTBEAT, BYE, LAYOUT: none */
 };
 
 /* Zeroes *m and sets its type. */

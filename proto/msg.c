@@ -65,7 +65,7 @@ const char *gv_proto_msg_type_str(enum gv_proto_msg_type type)
 {
     static const char *const names[] = {"none",   "hello",     "challenge", "auth",   "welcome",
                                         "refuse", "model",     "push",      "update", "decision",
-                                        "stats",  "heartbeat", "bye",       "error"};
+                                        "stats",  "heartbeat", "bye",       "error",  "layout"};
     return name_of(names, GV_ARRAY_LEN(names), (int)type);
 }
 
@@ -130,7 +130,8 @@ static bool stats_eq(const struct gv_proto_iter_stats *a, const struct gv_proto_
         !dbl_eq(a->g_c_sq, b->g_c_sq) || !dbl_eq(a->compute_s, b->compute_s) ||
         !dbl_eq(a->compress_s, b->compress_s) || !dbl_eq(a->comm_s, b->comm_s) ||
         a->samples != b->samples || !dbl_eq(a->loss, b->loss) ||
-        a->n_layer_norms != b->n_layer_norms)
+        a->n_layer_norms != b->n_layer_norms || a->ckpt_iter != b->ckpt_iter ||
+        a->ckpt_status != b->ckpt_status)
         return false;
     for (uint32_t i = 0; i < a->n_layer_norms; i++)
         if (!dbl_eq(a->layer_norms[i], b->layer_norms[i]))
@@ -142,7 +143,8 @@ static bool decision_eq(const struct gv_proto_decision *a, const struct gv_proto
 {
     return a->level == b->level && dbl_eq(a->theta_min, b->theta_min) &&
            dbl_eq(a->cf_candidate, b->cf_candidate) && dbl_eq(a->cf_send, b->cf_send) &&
-           dbl_eq(a->lr, b->lr) && a->resync == b->resync;
+           dbl_eq(a->lr, b->lr) && a->resync == b->resync && a->ckpt_iter == b->ckpt_iter &&
+           a->ckpt_status == b->ckpt_status;
 }
 
 static bool body_eq(const struct gv_proto_msg *a, const struct gv_proto_msg *b)
@@ -164,7 +166,8 @@ static bool body_eq(const struct gv_proto_msg *a, const struct gv_proto_msg *b)
         return a->u.model.offset == b->u.model.offset && a->u.model.checksum == b->u.model.checksum;
     case GV_PROTO_MSG_PUSH:
         return a->u.push.level == b->u.push.level && a->u.push.index_enc == b->u.push.index_enc &&
-               stats_eq(&a->u.push.stats, &b->u.push.stats);
+               stats_eq(&a->u.push.stats, &b->u.push.stats) &&
+               a->u.push.replica_checksum == b->u.push.replica_checksum;
     case GV_PROTO_MSG_UPDATE:
         return decision_eq(&a->u.update.decision, &b->u.update.decision) &&
                a->u.update.model_checksum == b->u.update.model_checksum;

@@ -264,6 +264,18 @@ gv_status_t gv_cluster_resolve(struct gv_cluster *cl, enum gv_role role, char *c
                              "or start under mpirun/srun with the servers in the first ranks");
         return GV_ERR_INVAL;
     }
+    bool bind_set = cl->bind.host[0] != '\0' || cl->bind.port != 0;
+    if (role == GV_ROLE_SERVER && bind_set && cl->bind.port == 0 &&
+        (cl->rendezvous_dir[0] == '\0' || cl->servers.n > 0)) {
+        gv_log(GV_LOG_ERROR,
+               "--bind %s:0 asks for any free port, which the others can only learn through "
+               "--rendezvous-dir (%s): give a port, or a rendezvous directory%s",
+               cl->bind.host[0] ? cl->bind.host : "*",
+               cl->servers.n > 0 ? "with --servers they connect to the port listed there"
+                                 : "there is none",
+               cl->servers.n > 0 ? " instead of --servers" : "");
+        return GV_ERR_INVAL;
+    }
     uint32_t n = role == GV_ROLE_SERVER ? cl->n_servers : cl->n_workers;
     if (role == GV_ROLE_SERVER)
         cl->my_rank = cl->proc_rank * cl->lanes; /* the process's first lane */
@@ -323,6 +335,21 @@ static gv_status_t cluster_read_file(const char *path, struct gv_hostport *out, 
         return GV_ERR_PROTO;
     }
     return GV_OK;
+}
+
+gv_status_t gv_cluster_server_addr_try(const struct gv_cluster *cl, uint32_t s,
+                                       struct gv_hostport *out)
+{
+    if (s >= cl->n_servers)
+        return GV_ERR_INVAL;
+    if (cl->servers.n > 0) {
+        *out = cl->servers.v[s];
+        return GV_OK;
+    }
+    char path[1100];
+    int absent;
+    cluster_file(cl, s, path, sizeof(path));
+    return cluster_read_file(path, out, &absent);
 }
 
 gv_status_t gv_cluster_server_addr(const struct gv_cluster *cl, uint32_t s, uint64_t deadline_ns,

@@ -90,6 +90,17 @@ enum gv_job_data {
     GV_JOB_DATA_SYNTHETIC,
 };
 
+/* --model external: the model is not one of nn/'s; its layout comes from the workers
+ * (struct gv_layout). A value of struct gv_job's model beyond nn/'s kinds. */
+#define GV_JOB_MODEL_EXTERNAL ((enum gv_nn_model_kind)16)
+
+/* Who steps the model (--optimizer). */
+enum gv_job_optimizer {
+    GV_JOB_OPTIM_JOB = 0, /* servers and workers step the job's SGD (--lr, --momentum, ...) */
+    GV_JOB_OPTIM_CALLER,  /* servers only average; the caller's optimizer (PyTorch) steps each
+                             replica with the averaged gradient */
+};
+
 enum gv_job_method {
     GV_JOB_DENSE = 0,
     GV_JOB_STATIC,
@@ -97,6 +108,7 @@ enum gv_job_method {
     GV_JOB_GRAVAC_GEO,
     GV_JOB_ACCORDION,
     GV_JOB_DENSE_FP16, /* dense, 16-bit values both ways (no error feedback: DDP's fp16 hook) */
+    GV_JOB_AUTO,       /* adapt/'s AUTO controller over --arms (docs/adapt.md section 4) */
 };
 
 /* What a server sends back in a compressed round. */
@@ -110,6 +122,7 @@ enum gv_job_downlink {
 enum gv_job_scope {
     GV_SCOPE_TENSOR = 0, /* per tensor (a server: per piece of a tensor in its shard) */
     GV_SCOPE_MODEL,      /* one k over the whole model (a server: its whole shard) */
+    GV_SCOPE_AUTO,       /* the option's default; gv_job_resolve makes it one of the above */
 };
 
 struct gv_job {
@@ -143,6 +156,8 @@ struct gv_job {
     enum gv_job_scope topk_scope;
     uint64_t resync_every; /* full model resync every N iterations (0: on join and mismatch) */
     uint64_t piece_size;   /* bytes of a dense round's pieces per shard (0: whole shards) */
+    enum gv_job_optimizer optimizer; /* --optimizer */
+    const char *arms;                /* auto: the ladder, "dense,fp16,4,10,30,100,300,1000" */
 
     /* ---- resolved by gv_job_resolve ---- */
     struct gv_nn_model_cfg model_cfg; /* shape from the data headers; max_batch from batch */
@@ -152,10 +167,18 @@ struct gv_job {
     int64_t steps_per_epoch; /* per worker shard */
     int64_t total_steps;
     enum gv_nn_data_kind data_kind;
+    uint32_t n_arms; /* auto: --arms parsed (1 dense, 2 dense in halves, sparse CFs) */
+    double arm_cf[GV_ADAPT_AUTO_MAX_ARMS];
 };
 
 extern const struct gv_opt gv_job_options[];
 extern const size_t gv_job_options_n;
+
+/* --model external: the layout comes from the workers (gv_layout). */
+static inline bool gv_job_external(const struct gv_job *job)
+{
+    return job->model == GV_JOB_MODEL_EXTERNAL;
+}
 
 /* Resolves the options for num_workers workers: parses widths and schedule, reads the data
  * headers (image shape, classes, training-set size; the text corpus for its vocabulary), and
@@ -172,13 +195,20 @@ enum gv_cmp_kind gv_job_cmp_kind(const struct gv_job *job);
 bool gv_job_dense(const struct gv_job *job);
 /* The value type of sparse payloads both ways (fp16 with --fp16). */
 enum gv_val_type gv_job_sparse_vt(const struct gv_job *job);
-/* The value type of dense pushes and updates (fp16 for dense-fp16 only). */
+/* The value type of dense pushes and updates of the job's dense methods (fp16 for dense-fp16);
+ * a compressed method's dense rounds: gv_ps_dense_vt. */
 enum gv_val_type gv_job_dense_vt(const struct gv_job *job);
+/* Whether the job's dense f32 rounds take the pieces' path (ps.md section 2): not for
+ * dense-fp16, nor --optimizer caller (the servers do not step: the update is the cut vector,
+ * checksummed whole, and the caller steps once it has all of it), nor --model external (the
+ * libgravac callers: their rounds are main's, one message per shard). */
+bool gv_job_pieced(const struct gv_job *job);
 /* A dense round's pieces of an n-element shard (--piece-size; ps.md section 2): np pieces of
  * base elements (the last one shorter), base a multiple of the checksum's block, at most
- * GV_PS_MAX_PIECES; one piece (the whole shard) when the option is 0, the dense values are not
- * f32 (dense-fp16), or the shard is not larger than one piece. Piece k is
- * [k * base, min(n, (k + 1) * base)). */
+ * GV_PS_MAX_PIECES; one piece (the whole shard) when the option is 0, the job is not pieced
+ * (gv_job_pieced), or the shard is not larger than one piece. A round is in pieces only when
+ * its decision's dense values are f32 too (not AUTO's dense-fp16 arm: gv_ps_dense_vt). Piece k
+ * is [k * base, min(n, (k + 1) * base)). */
 #define GV_PS_MAX_PIECES 16
 struct gv_ps_pieces {
     uint64_t n, base;
@@ -194,6 +224,10 @@ static inline uint64_t gv_ps_piece_hi(const struct gv_ps_pieces *pc, uint32_t k)
     uint64_t h = ((uint64_t)k + 1) * pc->base;
     return h < pc->n ? h : pc->n;
 }
+struct gv_ps_decision;
+/* The value type of a dense push or update under decision d: fp16 for the dense-fp16 method,
+ * and for a dense decision at CF 2 (halves: AUTO's dense-fp16 arm); f32 otherwise. */
+enum gv_val_type gv_ps_dense_vt(const struct gv_job *job, const struct gv_ps_decision *d);
 /* The smallest CF a worker is ever asked for (sizes its buffers); 0 for dense. */
 double gv_job_min_cf(const struct gv_job *job);
 /* The smallest candidate CF (level 2); 0 when there is no second level. */
@@ -206,11 +240,77 @@ const char *gv_job_method_str(enum gv_job_method method);
 gv_status_t gv_job_layout(const struct gv_job *job, char (*names)[24], size_t *numel, uint32_t cap,
                           uint32_t *n_p);
 
-/* A 64-bit hash of what every process must agree on: tensor layout, model and data shape,
- * seed, optimizer (schedule included), method and its parameters, compressor and value type.
+/* A 64-bit hash of what every process must agree on: tensor layout, model and data shape, the
+ * number of iterations (--steps, or --epochs through the steps per epoch), seed, optimizer
+ * (schedule included), method and its parameters, compressor and value type.
  * desc (may be NULL) receives the hashed text, for a mismatch report. */
 uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], const size_t *numel,
                             uint32_t n_tensors, char *desc, size_t desc_len);
+/* The same without the number of iterations: what a checkpoint belongs to (a job restarted
+ * with more --steps resumes from it; a cosine schedule's length is in its optimizer). */
+uint64_t gv_job_state_fingerprint(const struct gv_job *job, const char (*names)[24],
+                                  const size_t *numel, uint32_t n_tensors);
+
+/* ================================================================ model layouts (layout.c)
+ *
+ * The layout of a model that is not one of nn/'s (--model external: libgravac, PyTorch): tensor
+ * names and shapes, back to back in the flat vector, as the workers declare them. A worker sends
+ * it to every server in a LAYOUT message right after its AUTH; a server adopts the first one it
+ * receives (shard map, buffers, fingerprint) and refuses a worker whose layout differs, naming
+ * the first differing tensor. The encoding (docs/wire-format.md): u32 count, then per tensor
+ * u16 name length, the name, u8 ndim, ndim x u64 dimensions, little-endian. */
+
+#define GV_LAYOUT_MAX_TENSORS 16384
+#define GV_LAYOUT_NAME_MAX 200 /* bytes of a name, printable (no control characters) */
+#define GV_LAYOUT_MAX_DIMS 8
+#define GV_LAYOUT_MAX_NUMEL (1ull << 40) /* elements of a tensor, and of the whole model */
+/* The largest encoded layout: what a server accepts before it allocates anything. */
+#define GV_LAYOUT_MAX_BYTES                                                                        \
+    (4u + GV_LAYOUT_MAX_TENSORS * (3u + GV_LAYOUT_NAME_MAX + 8u * GV_LAYOUT_MAX_DIMS))
+/* Tensors of an nn/ model (gv_layout_from_job). */
+#define GV_LAYOUT_JOB_MAX 64
+
+struct gv_layout_tensor {
+    char *name; /* owned, NUL-terminated */
+    uint32_t ndim;
+    uint64_t shape[GV_LAYOUT_MAX_DIMS];
+    uint64_t numel; /* product of the shape (1 for a scalar) */
+};
+
+struct gv_layout {
+    uint32_t n, cap;
+    struct gv_layout_tensor *t; /* [n] */
+    size_t *numel;              /* [n]: the tensors' sizes (for gv_shard_map_init) */
+    uint64_t total;             /* elements in all */
+};
+
+void gv_layout_init(struct gv_layout *l);
+void gv_layout_cleanup(struct gv_layout *l);
+/* Appends a tensor (name borrowed, copied). GV_ERR_INVAL with why (may be NULL) for a name that
+ * is empty, longer than GV_LAYOUT_NAME_MAX or has a control character, more than
+ * GV_LAYOUT_MAX_DIMS dimensions, a dimension of 0, or beyond the caps; GV_ERR_NOMEM. */
+gv_status_t gv_layout_add(struct gv_layout *l, const char *name, uint32_t ndim,
+                          const uint64_t *shape, char *why, size_t why_len);
+/* The layout of the job's nn/ model (gv_job_layout; shapes as one dimension). */
+gv_status_t gv_layout_from_job(struct gv_layout *l, const struct gv_job *job);
+size_t gv_layout_encoded_len(const struct gv_layout *l);
+/* out: gv_layout_encoded_len(l) bytes. */
+void gv_layout_encode(const struct gv_layout *l, uint8_t *out);
+/* Decodes a received layout (buf: len bytes, borrowed) into l (initialised here; the caller
+ * cleans it up on success). Nothing is allocated before the count is checked against len and
+ * the caps. GV_ERR_PROTO with why (may be NULL) for anything malformed; GV_ERR_NOMEM. */
+gv_status_t gv_layout_decode(const uint8_t *buf, size_t len, struct gv_layout *l, char *why,
+                             size_t why_len);
+/* "[10, 128]" */
+void gv_layout_shape_str(const struct gv_layout *l, uint32_t t, char *out, size_t len);
+/* Whether a and b differ; why names the first differing tensor ("tensor 3 is 'fc.weight'
+ * [10, 64] on worker 1 but 'fc.weight' [10, 128] on server 0"), a_who and b_who their holders. */
+bool gv_layout_diff(const struct gv_layout *a, const struct gv_layout *b, const char *a_who,
+                    const char *b_who, char *why, size_t why_len);
+/* The fingerprint of a job whose layout comes from the workers: the job's options
+ * (gv_job_fingerprint without tensors) and every name and shape. desc as gv_job_fingerprint. */
+uint64_t gv_layout_fingerprint(const struct gv_job *job, const struct gv_layout *l, char *desc,
+                               size_t desc_len);
 
 /* ================================================================ the cluster
  *
@@ -270,6 +370,11 @@ gv_status_t gv_cluster_resolve(struct gv_cluster *cl, enum gv_role role, char *c
  * (a malformed file), GV_ERR_INVAL. */
 gv_status_t gv_cluster_server_addr(const struct gv_cluster *cl, uint32_t s, uint64_t deadline_ns,
                                    struct gv_hostport *out);
+
+/* The same without waiting: GV_ERR_AGAIN (nothing logged) while server s has not published its
+ * address yet, for a caller that goes on serving its other connections meanwhile. */
+gv_status_t gv_cluster_server_addr_try(const struct gv_cluster *cl, uint32_t s,
+                                       struct gv_hostport *out);
 
 /* Server s publishes "host:port" in DIR/server-<s>.addr (write to a temporary file, rename).
  * No-op without a rendezvous dir. GV_ERR_IO (logged). */
@@ -337,6 +442,7 @@ extern const size_t gv_train_options_n;
 /* The gravac-server program's own options (every program accepts them too). */
 struct gv_server_opts {
     const char *decision_log; /* --decision-log: server 0's controller log, JSON lines */
+    const char *obs_trace;    /* --obs-trace: server 0's observations, CSV (tests/adapt replays) */
 };
 extern const struct gv_opt gv_server_options[];
 extern const size_t gv_server_options_n;
@@ -383,6 +489,8 @@ struct gv_ps_decision {
     double cf_send;      /* compression factor to send with (1: dense) */
     double lr;           /* UPDATE: the learning rate of the step */
     bool resync;         /* UPDATE: a full model follows */
+    uint64_t ckpt_iter;  /* server 0's verdict on the checkpoint of this iteration (0: none): */
+    int32_t ckpt_status; /* committed (GV_OK), or not (why, a gv_status_t) */
 };
 void gv_ps_decision_to_proto(const struct gv_ps_decision *d, struct gv_proto_decision *out);
 void gv_ps_decision_from_proto(const struct gv_proto_decision *in, struct gv_ps_decision *d);
@@ -634,6 +742,15 @@ enum gv_ps_hs_result gv_ps_server_hs_on_msg(struct gv_ps_server_hs *hs,
 gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len, uint32_t shard,
                              uint64_t n, const struct gv_ps_decision *d, enum gv_val_type dense_vt,
                              size_t rcap, bool *dense_p, char *why, size_t why_len);
+/* Whether a PUSH's values are all finite: its payload (the VALUES segment of a sparse push, f32
+ * or f16, or its DENSE segment), as received in `payload` after a passed gv_ps_push_check, and
+ * its statistics (gv_ps_stats_check). GV_ERR_PROTO with why ("NaN at entry 5 of 120") when not.
+ * A push with a non-finite value must not reach an accumulator: one NaN poisons every replica. */
+gv_status_t gv_ps_push_finite(const struct gv_proto_msg *m, const uint8_t *payload, char *why,
+                              size_t why_len);
+/* A push's statistics: the squared norms, the times (and Accordion's layer norms) finite and
+ * >= 0, the loss finite (what adapt/ accepts). GV_ERR_PROTO with why naming the field. */
+gv_status_t gv_ps_stats_check(const struct gv_proto_iter_stats *st, char *why, size_t why_len);
 /* An UPDATE of iteration iter for shard `shard` of n parameters into a buffer of ucap bytes:
  * one dense segment of n values of type dense_vt, or an index and an f32 or f16 value segment
  * that fit, then (Accordion) one RAW segment of n_tensors bytes. *dense_p tells which.

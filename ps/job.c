@@ -9,21 +9,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const model_choices[] = {"softmax", "mlp", "cnn", "lstm", NULL};
+static const char *const model_choices[] = {"softmax", "mlp", "cnn", "lstm", "external", NULL};
 static const char *const data_choices[] = {"auto",    "fashion-mnist", "mnist",     "idx",
                                            "cifar10", "text",          "synthetic", NULL};
 static const char *const method_choices[] = {"dense",     "static",     "gravac-exp", "gravac-geo",
-                                             "accordion", "dense-fp16", NULL};
-static const int model_values[] = {GV_NN_SOFTMAX, GV_NN_MLP, GV_NN_CNN, GV_NN_LSTM};
+                                             "accordion", "dense-fp16", "auto",       NULL};
+static const int model_values[] = {GV_NN_SOFTMAX, GV_NN_MLP, GV_NN_CNN, GV_NN_LSTM,
+                                   (int)GV_JOB_MODEL_EXTERNAL};
+static const char *const optim_choices[] = {"job", "caller", NULL};
+static const int optim_values[] = {GV_JOB_OPTIM_JOB, GV_JOB_OPTIM_CALLER};
 static const int data_values[] = {GV_JOB_DATA_AUTO,     GV_JOB_DATA_FASHION, GV_JOB_DATA_MNIST,
                                   GV_JOB_DATA_IDX,      GV_JOB_DATA_CIFAR10, GV_JOB_DATA_TEXT,
                                   GV_JOB_DATA_SYNTHETIC};
 static const int method_values[] = {GV_JOB_DENSE,      GV_JOB_STATIC,    GV_JOB_GRAVAC_EXP,
-                                    GV_JOB_GRAVAC_GEO, GV_JOB_ACCORDION, GV_JOB_DENSE_FP16};
+                                    GV_JOB_GRAVAC_GEO, GV_JOB_ACCORDION, GV_JOB_DENSE_FP16,
+                                    GV_JOB_AUTO};
 static const char *const downlink_choices[] = {"topk", "union", NULL};
 static const int downlink_values[] = {GV_DOWNLINK_TOPK, GV_DOWNLINK_UNION};
-static const char *const scope_choices[] = {"tensor", "model", NULL};
-static const int scope_values[] = {GV_SCOPE_TENSOR, GV_SCOPE_MODEL};
+static const char *const scope_choices[] = {"auto", "tensor", "model", NULL};
+static const int scope_values[] = {GV_SCOPE_AUTO, GV_SCOPE_TENSOR, GV_SCOPE_MODEL};
 /* dense is a method, not a compressor */
 static const char *const cmp_choices[] = {"topk", "randomk", "dgc", "redsync", NULL};
 static const int cmp_values[] = {GV_CMP_TOPK, GV_CMP_RANDOMK, GV_CMP_DGC, GV_CMP_REDSYNC};
@@ -35,7 +39,8 @@ const struct gv_opt gv_job_options[] = {
      .type = GV_OPT_ENUM,
      .offset = J(model),
      .def = "mlp",
-     .help = "model to train",
+     .help = "model to train (external: the workers' own, e.g. PyTorch through libgravac; its "
+             "layout comes from them)",
      .group = "model",
      .choices = model_choices,
      .values = model_values},
@@ -218,6 +223,15 @@ const struct gv_opt gv_job_options[] = {
      .def = "constant",
      .help = "constant | step:IT[,IT...][@GAMMA] | cosine[:TOTAL[:MIN_LR]]",
      .group = "optimizer"},
+    {.name = "optimizer",
+     .type = GV_OPT_ENUM,
+     .offset = J(optimizer),
+     .def = "job",
+     .help = "job: servers and workers step SGD with the options below; caller: servers only "
+             "average, the caller's optimizer (PyTorch's) steps each replica",
+     .group = "optimizer",
+     .choices = optim_choices,
+     .values = optim_values},
     {.name = "warmup",
      .type = GV_OPT_UINT64,
      .offset = J(warmup),
@@ -337,11 +351,19 @@ const struct gv_opt gv_job_options[] = {
     {.name = "topk-scope",
      .type = GV_OPT_ENUM,
      .offset = J(topk_scope),
-     .def = "tensor",
-     .help = "top-k per tensor, or one k over the whole model (a server: its whole shard)",
+     .def = "auto",
+     .help = "top-k per tensor, or one k over the whole model (a server: its whole shard); "
+             "auto: model, but tensor for accordion (it decides per layer)",
      .group = "compression",
      .choices = scope_choices,
      .values = scope_values},
+    {.name = "arms",
+     .type = GV_OPT_STRING,
+     .offset = J(arms),
+     .def = "dense,fp16,4,10,30,100,300,1000",
+     .help = "auto: the arms it chooses from, ascending: dense (f32) and fp16 (dense in "
+             "halves) first if at all, then sparse CFs above 2",
+     .group = "compression"},
     {.name = "resync-every",
      .type = GV_OPT_UINT64,
      .offset = J(resync_every),
@@ -389,6 +411,12 @@ enum gv_val_type gv_job_dense_vt(const struct gv_job *job)
     return job->method == GV_JOB_DENSE_FP16 ? GV_VAL_F16 : GV_VAL_F32;
 }
 
+bool gv_job_pieced(const struct gv_job *job)
+{
+    return gv_job_dense_vt(job) == GV_VAL_F32 && job->optimizer != GV_JOB_OPTIM_CALLER &&
+           !gv_job_external(job);
+}
+
 void gv_job_pieces(const struct gv_job *job, uint64_t n, struct gv_ps_pieces *pc)
 {
     const uint64_t B = GV_PS_CKSUM_BLOCK;
@@ -396,7 +424,7 @@ void gv_job_pieces(const struct gv_job *job, uint64_t n, struct gv_ps_pieces *pc
     pc->n = n;
     pc->np = 1;
     pc->base = n;
-    if (gv_job_dense_vt(job) != GV_VAL_F32 || want == 0 || n <= B)
+    if (!gv_job_pieced(job) || want == 0 || n <= B)
         return;
     uint64_t base = (want + B - 1) / B * B;
     if ((n + base - 1) / base > GV_PS_MAX_PIECES) /* at most that many: larger pieces */
@@ -405,6 +433,48 @@ void gv_job_pieces(const struct gv_job *job, uint64_t n, struct gv_ps_pieces *pc
         return;
     pc->base = base;
     pc->np = (uint32_t)((n + base - 1) / base);
+}
+
+enum gv_val_type gv_ps_dense_vt(const struct gv_job *job, const struct gv_ps_decision *d)
+{
+    if (job->method == GV_JOB_DENSE_FP16)
+        return GV_VAL_F16;
+    return d->level == GV_ADAPT_LEVEL_DENSE && d->cf_send == 2.0 ? GV_VAL_F16 : GV_VAL_F32;
+}
+
+/* --arms "dense,fp16,4,10,..." into job->arm_cf (dense = CF 1, fp16 = CF 2, dense levels). */
+static gv_status_t job_parse_arms(struct gv_job *job)
+{
+    char buf[512];
+    if (snprintf(buf, sizeof(buf), "%s", job->arms) >= (int)sizeof(buf))
+        goto bad;
+    job->n_arms = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL;
+         t = strtok_r(NULL, ",", &save)) {
+        if (job->n_arms == GV_ADAPT_AUTO_MAX_ARMS)
+            goto bad;
+        double cf;
+        if (strcmp(t, "dense") == 0 || strcmp(t, "fp16") == 0) {
+            cf = t[0] == 'd' ? 1.0 : 2.0;
+        } else {
+            char *end;
+            cf = strtod(t, &end);
+            if (end == t || *end != '\0' || !(cf > 2.0 && cf <= 1e9))
+                goto bad;
+        }
+        if (job->n_arms > 0 && !(cf > job->arm_cf[job->n_arms - 1]))
+            goto bad;
+        job->arm_cf[job->n_arms++] = cf;
+    }
+    if (job->n_arms == 0)
+        goto bad;
+    return GV_OK;
+bad:
+    gv_log(GV_LOG_ERROR,
+           "--arms: '%s' is not a list of up to %d arms: dense and fp16 first if at all, then "
+           "ascending sparse CFs above 2",
+           job->arms, GV_ADAPT_AUTO_MAX_ARMS);
+    return GV_ERR_INVAL;
 }
 
 /* "a,b,c" of ints in [1, hi] into out[max]; count or -1. */
@@ -477,6 +547,24 @@ static gv_status_t job_optim_total(struct gv_job *job)
     return gv_optim_cfg_check(o);
 }
 
+/* --model external: no data and no nn/ model here; the caller's loop decides the steps (the
+ * optimizer's schedule, when the servers step, runs over --steps). */
+static gv_status_t job_resolve_external(struct gv_job *job, uint32_t num_workers)
+{
+    gv_status_t status = job_optim(job);
+    if (status != GV_OK)
+        return status;
+    memset(&job->model_cfg, 0, sizeof(job->model_cfg));
+    job->model_cfg.kind = GV_JOB_MODEL_EXTERNAL;
+    job->num_workers = num_workers;
+    job->n_train = 0;
+    job->steps_per_epoch = 0;
+    /* without --steps the training script sets the length: no bound here (its first BYE at
+     * a round's boundary ends the job) */
+    job->total_steps = job->steps > 0 ? (int64_t)job->steps : INT64_MAX;
+    return job_optim_total(job);
+}
+
 gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
 {
     gv_status_t status;
@@ -484,10 +572,9 @@ gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
         gv_log(GV_LOG_ERROR, "the job needs at least one worker");
         return GV_ERR_INVAL;
     }
-    if (job->data == GV_JOB_DATA_AUTO)
-        job->data = job->model == GV_NN_LSTM ? GV_JOB_DATA_TEXT : GV_JOB_DATA_FASHION;
-    if ((job->model == GV_NN_LSTM) != (job->data == GV_JOB_DATA_TEXT)) {
-        gv_log(GV_LOG_ERROR, "--model lstm trains on --dataset text, and only it");
+    if (job->optimizer == GV_JOB_OPTIM_CALLER && job->resync_every > 0) {
+        gv_log(GV_LOG_ERROR,
+               "--resync-every needs the servers to step the model (--optimizer job)");
         return GV_ERR_INVAL;
     }
     if (job->method == GV_JOB_GRAVAC_EXP || job->method == GV_JOB_GRAVAC_GEO ||
@@ -498,8 +585,23 @@ gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
             return GV_ERR_INVAL;
         }
     }
+    /* auto (for nn/'s models and --model external alike): one k over the model (per tensor, small
+     * tensors get k = 1 at high CFs and, with the bounded downlink, lose most of their gradient:
+     * docs/results.md section 10) */
+    if (job->topk_scope == GV_SCOPE_AUTO)
+        job->topk_scope = job->method == GV_JOB_ACCORDION ? GV_SCOPE_TENSOR : GV_SCOPE_MODEL;
     if (job->method == GV_JOB_ACCORDION && job->topk_scope == GV_SCOPE_MODEL) {
         gv_log(GV_LOG_ERROR, "--method accordion decides per layer: it needs --topk-scope tensor");
+        return GV_ERR_INVAL;
+    }
+    if (job->method == GV_JOB_AUTO && (status = job_parse_arms(job)) != GV_OK)
+        return status;
+    if (gv_job_external(job))
+        return job_resolve_external(job, num_workers);
+    if (job->data == GV_JOB_DATA_AUTO)
+        job->data = job->model == GV_NN_LSTM ? GV_JOB_DATA_TEXT : GV_JOB_DATA_FASHION;
+    if ((job->model == GV_NN_LSTM) != (job->data == GV_JOB_DATA_TEXT)) {
+        gv_log(GV_LOG_ERROR, "--model lstm trains on --dataset text, and only it");
         return GV_ERR_INVAL;
     }
     if ((status = job_model_cfg(job)) != GV_OK || (status = job_optim(job)) != GV_OK)
@@ -534,6 +636,12 @@ void gv_job_adapt_config(const struct gv_job *job, uint32_t num_layers, struct g
         gv_adapt_config_default(cfg, GV_ADAPT_STATIC);
         cfg->static_cf = job->cf;
         break;
+    case GV_JOB_AUTO:
+        gv_adapt_config_default(cfg, GV_ADAPT_AUTO);
+        cfg->autoc.n_arms = job->n_arms;
+        memcpy(cfg->autoc.cf, job->arm_cf, sizeof(cfg->autoc.cf));
+        cfg->autoc.total_iters = job->total_steps > 0 ? (uint64_t)job->total_steps : 0;
+        break;
     case GV_JOB_ACCORDION:
         gv_adapt_config_default(cfg, GV_ADAPT_ACCORDION);
         cfg->accordion.cf_light = job->theta_min;
@@ -562,6 +670,11 @@ double gv_job_min_cf(const struct gv_job *job)
     case GV_JOB_DENSE:
     case GV_JOB_DENSE_FP16: return 0;
     case GV_JOB_STATIC: return job->cf;
+    case GV_JOB_AUTO: /* its lowest sparse CF (a dense arm compresses there too) */
+        for (uint32_t i = 0; i < job->n_arms; i++)
+            if (job->arm_cf[i] > 2.0)
+                return job->arm_cf[i];
+        return 1.0;
     default: return job->theta_min;
     }
 }
@@ -601,6 +714,10 @@ gv_status_t gv_job_layout(const struct gv_job *job, char (*names)[24], size_t *n
     const struct gv_nn_model_cfg *c = &job->model_cfg;
     uint32_t n = 0;
     gv_status_t st = GV_OK;
+    if (gv_job_external(job)) {
+        gv_log(GV_LOG_ERROR, "model layout: --model external: the layout comes from the workers");
+        return GV_ERR_INVAL;
+    }
     char a[24], b[24];
 #define JT(name, d0, d1)                                                                           \
     do {                                                                                           \
@@ -665,8 +782,9 @@ static uint64_t job_fnv(const char *s, size_t n)
     return h;
 }
 
-uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], const size_t *numel,
-                            uint32_t n_tensors, char *desc, size_t desc_len)
+static uint64_t job_fingerprint(const struct gv_job *job, const char (*names)[24],
+                                const size_t *numel, uint32_t n_tensors, bool steps, char *desc,
+                                size_t desc_len)
 {
     char buf[4096];
     size_t off = 0;
@@ -678,10 +796,17 @@ uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], c
     } while (0)
     const struct gv_nn_model_cfg *mc = &job->model_cfg;
     const struct gv_optim_cfg *o = &job->optim;
-    FP_ADD("model %s in %dx%dx%d classes %d;", gv_nn_model_kind_str(mc->kind), mc->in_h, mc->in_w,
-           mc->in_c, mc->n_classes);
+    if (gv_job_external(job))
+        FP_ADD("model external;");
+    else
+        FP_ADD("model %s in %dx%dx%d classes %d;", gv_nn_model_kind_str(mc->kind), mc->in_h,
+               mc->in_w, mc->in_c, mc->n_classes);
     for (uint32_t t = 0; t < n_tensors; t++)
         FP_ADD("%s:%zu,", names[t], numel[t]);
+    /* the length of the job: every worker must run the same iterations (a worker with fewer
+     * would leave the others at its last one) */
+    if (steps)
+        FP_ADD(";steps %lld", (long long)job->total_steps);
     FP_ADD(";seed %" PRIu64 ";optim lr %.9g mom %.9g wd %.9g nest %d sched %d warm %lld", job->seed,
            (double)o->lr, (double)o->momentum, (double)o->weight_decay, o->nesterov, (int)o->sched,
            (long long)o->warmup);
@@ -690,14 +815,28 @@ uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], c
     FP_ADD(" gamma %.9g total %lld min %.9g;", (double)o->gamma, (long long)o->total,
            (double)o->min_lr);
     FP_ADD("method %s cf %.17g theta %.17g-%.17g eps %.17g omega %.17g window %" PRIu64
-           " warm %" PRIu64 " eta %.17g switch %" PRIu64 ";cmp %s fp16 %d down %d scope %d"
+           " warm %" PRIu64 " eta %.17g switch %" PRIu64 ";cmp %s fp16 %d down %d scope %d arms %s"
            " piece %" PRIu64,
            gv_job_method_str(job->method), job->cf, job->theta_min, job->theta_max, job->epsilon,
            job->omega, job->window, job->gravac_warmup, job->eta, job->switch_epochs,
            gv_cmp_kind_str(gv_job_cmp_kind(job)), (int)job->fp16, (int)job->downlink,
-           (int)job->topk_scope, job->piece_size);
+           (int)job->topk_scope, job->method == GV_JOB_AUTO ? job->arms : "-", job->piece_size);
+    if (job->optimizer == GV_JOB_OPTIM_CALLER)
+        FP_ADD(";optimizer caller");
 #undef FP_ADD
     if (desc != NULL && desc_len > 0)
         snprintf(desc, desc_len, "%s", buf);
     return job_fnv(buf, off);
+}
+
+uint64_t gv_job_fingerprint(const struct gv_job *job, const char (*names)[24], const size_t *numel,
+                            uint32_t n_tensors, char *desc, size_t desc_len)
+{
+    return job_fingerprint(job, names, numel, n_tensors, true, desc, desc_len);
+}
+
+uint64_t gv_job_state_fingerprint(const struct gv_job *job, const char (*names)[24],
+                                  const size_t *numel, uint32_t n_tensors)
+{
+    return job_fingerprint(job, names, numel, n_tensors, false, NULL, 0);
 }

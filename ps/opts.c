@@ -121,6 +121,13 @@ const struct gv_opt gv_server_options[] = {
      .def = "",
      .help = "server 0: write the controller's decisions and windows here (JSON lines)",
      .group = "output"},
+    {.name = "obs-trace",
+     .type = GV_OPT_STRING,
+     .offset = offsetof(struct gv_server_opts, obs_trace),
+     .def = "",
+     .help = "server 0: write every observation the controller gets and its decision here "
+             "(CSV, exact doubles: a trace tests/adapt can replay)",
+     .group = "output"},
 };
 const size_t gv_server_options_n = GV_ARRAY_LEN(gv_server_options);
 

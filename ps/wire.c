@@ -8,6 +8,7 @@
 #include "gv_ps.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,7 +38,9 @@ void gv_ps_decision_to_proto(const struct gv_ps_decision *d, struct gv_proto_dec
                                       .cf_candidate = d->cf_candidate,
                                       .cf_send = d->cf_send,
                                       .lr = d->lr,
-                                      .resync = d->resync};
+                                      .resync = d->resync,
+                                      .ckpt_iter = d->ckpt_iter,
+                                      .ckpt_status = d->ckpt_status};
 }
 
 void gv_ps_decision_from_proto(const struct gv_proto_decision *in, struct gv_ps_decision *d)
@@ -47,13 +50,16 @@ void gv_ps_decision_from_proto(const struct gv_proto_decision *in, struct gv_ps_
                                  .cf_candidate = in->cf_candidate,
                                  .cf_send = in->cf_send,
                                  .lr = in->lr,
-                                 .resync = in->resync};
+                                 .resync = in->resync,
+                                 .ckpt_iter = in->ckpt_iter,
+                                 .ckpt_status = in->ckpt_status};
 }
 
 bool gv_ps_decision_equal(const struct gv_ps_decision *a, const struct gv_ps_decision *b)
 {
     return a->level == b->level && a->theta_min == b->theta_min &&
-           a->cf_candidate == b->cf_candidate && a->cf_send == b->cf_send && a->lr == b->lr;
+           a->cf_candidate == b->cf_candidate && a->cf_send == b->cf_send && a->lr == b->lr &&
+           a->ckpt_iter == b->ckpt_iter && a->ckpt_status == b->ckpt_status;
 }
 
 enum gv_proto_enc gv_ps_idx_enc_to_proto(enum gv_idx_enc enc)
@@ -180,6 +186,86 @@ gv_status_t gv_ps_push_check(const struct gv_proto_msg *m, uint64_t payload_len,
         return GV_ERR_PROTO;
     }
     *dense_p = dense;
+    return GV_OK;
+}
+
+static void wire_bad_value(char *why, size_t why_len, float v, uint64_t at, uint64_t n)
+{
+    why_set(why, why_len, "%s at entry %" PRIu64 " of %" PRIu64,
+            isnan(v) ? "NaN"
+            : v > 0  ? "+Inf"
+                     : "-Inf",
+            at, n);
+}
+
+gv_status_t gv_ps_push_finite(const struct gv_proto_msg *m, const uint8_t *payload, char *why,
+                              size_t why_len)
+{
+    gv_status_t status = gv_ps_stats_check(&m->u.push.stats, why, why_len);
+    if (status != GV_OK || m->n_segs == 0)
+        return status;
+    const struct gv_proto_seg *vs = &m->segs[m->n_segs - 1]; /* DENSE, or VALUES after INDICES */
+    const uint8_t *v = payload + (m->n_segs == 2 ? m->segs[0].bytes : 0);
+    bool f16 = vs->enc == GV_PROTO_ENC_F16;
+    uint64_t n = GV_MIN(vs->count, vs->bytes / (f16 ? 2 : 4)); /* within the received bytes */
+    if (f16) {
+        for (uint64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, v + 2 * i, 2);
+            if ((h & 0x7c00u) == 0x7c00u) { /* exponent all ones: Inf or NaN */
+                wire_bad_value(why, why_len, gv_f16_to_f32(h), i, n);
+                return GV_ERR_PROTO;
+            }
+        }
+        return GV_OK;
+    }
+    /* f32: the exponent bits of every value, no branch per entry (the common case is clean) */
+    uint32_t worst = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, v + 4 * i, 4);
+        worst |= (b & 0x7f800000u) == 0x7f800000u;
+    }
+    if (worst == 0)
+        return GV_OK;
+    for (uint64_t i = 0; i < n; i++) {
+        float f;
+        memcpy(&f, v + 4 * i, 4);
+        if (!isfinite(f)) {
+            wire_bad_value(why, why_len, f, i, n);
+            break;
+        }
+    }
+    return GV_ERR_PROTO;
+}
+
+gv_status_t gv_ps_stats_check(const struct gv_proto_iter_stats *st, char *why, size_t why_len)
+{
+    const struct {
+        const char *name;
+        double v;
+        bool signed_ok;
+    } f[] = {
+        {"||g_ef||^2", st->g_ef_sq, false},
+        {"||g_min||^2", st->g_min_sq, false},
+        {"||g_c||^2", st->g_c_sq, false},
+        {"compute time", st->compute_s, false},
+        {"compression time", st->compress_s, false},
+        {"communication time", st->comm_s, false},
+        {"loss", st->loss, true},
+    };
+    for (size_t i = 0; i < GV_ARRAY_LEN(f); i++)
+        if (!isfinite(f[i].v) || (!f[i].signed_ok && f[i].v < 0)) {
+            why_set(why, why_len, "statistic %s = %g (must be finite%s)", f[i].name, f[i].v,
+                    f[i].signed_ok ? "" : " and >= 0");
+            return GV_ERR_PROTO;
+        }
+    for (uint32_t i = 0; st->layer_norms != NULL && i < st->n_layer_norms; i++)
+        if (!isfinite(st->layer_norms[i]) || st->layer_norms[i] < 0) {
+            why_set(why, why_len, "statistic layer norm %u = %g (must be finite and >= 0)", i,
+                    st->layer_norms[i]);
+            return GV_ERR_PROTO;
+        }
     return GV_OK;
 }
 

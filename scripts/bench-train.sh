@@ -18,6 +18,11 @@
 #   scripts/bench-train.sh topk-scope    # per-tensor vs whole-model top-k, 100 Mbit/s
 #   scripts/bench-train.sh topk-scope-cnn  # the same on the CNN (loopback: accuracy only)
 #   scripts/bench-train.sh conns         # --conns-per-server 1, 2, 4 at 1 Gbit/s
+#   scripts/bench-train.sh matrix        # issue 15: 4 jobs (MLP, CNN, char-LSTM, a 1.6 M
+#                                        # parameter MLP) x 100 Mbit/s and 1 Gbit/s x dense,
+#                                        # dense-fp16, static 10/100/1000, gravac-exp,
+#                                        # accordion, auto (one invocation per job)
+#   scripts/bench-train.sh matrix-JOB    # one job of the matrix: mlp, cnn, lstm, mlp-wide
 #   options: --out DIR (default build/bench-results/<name>), --bin DIR (default build/bin);
 #   after "--", more gravac-bench options (they override the ones below)
 # Network namespaces need root; without it `train` runs on loopback and says so.
@@ -25,7 +30,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/bin
 name=${1:-}
-[ -n "$name" ] || { sed -n '2,23p' "$0" >&2; exit 2; }
+[ -n "$name" ] || { sed -n '2,28p' "$0" >&2; exit 2; }
 shift
 out=
 while [ $# -gt 0 ]; do
@@ -43,7 +48,45 @@ if [ ! -x "$bin/gravac-bench" ]; then
     exit 2
 fi
 
+# The matrix of issue 15: every method with its own defaults, the same on every job; each
+# job's targets end about one point under dense's final accuracy in its budget.
+matrix_methods=dense,dense-fp16,static-10,static-100,static-1000,gravac-exp,accordion,auto
+matrix_bench() { # JOB -> the gravac-bench options of that job
+    local common="train --rates 100mbit,1gbit --servers 2 --workers 4 --repeats 1"
+    common="$common --methods $matrix_methods"
+    case $1 in
+    mlp) echo "$common --steps 1000 --eval-every 20 --target 0.87 --also-targets 0.80,0.84,0.86" ;;
+    cnn) echo "$common --steps 600 --eval-every 50 --target 0.89 --also-targets 0.84,0.87" ;;
+    lstm) echo "$common --steps 600 --eval-every 50 --target 0.40 --also-targets 0.30,0.35,0.38" ;;
+    mlp-wide) echo "$common --steps 600 --eval-every 25 --target 0.87 --also-targets 0.80,0.84,0.86" ;;
+    *) return 1 ;;
+    esac
+}
+matrix_job() { # JOB -> its job options (after "--"; the MLP's: the bench's default job)
+    case $1 in
+    mlp) echo "--model mlp --dataset fashion-mnist --batch 64 --lr 0.1 --momentum 0.815 \
+--lr-schedule step:750" ;;
+    cnn) echo "--model cnn --batch 64 --lr 0.05 --momentum 0.9 --lr-schedule step:450" ;;
+    lstm) echo "--model lstm --batch 32 --seq-len 32 --lr 0.5 --momentum 0.9 --lr-schedule step:450" ;;
+    mlp-wide) echo "--model mlp --widths 2048 --batch 64 --lr 0.1 --momentum 0.815 \
+--lr-schedule step:450" ;;
+    esac
+}
+
 case $name in
+matrix)
+    # one invocation per job (each has its own job options), into $out/<job>
+    for mjob in mlp cnn lstm mlp-wide; do
+        "$0" "matrix-$mjob" --out "$out/$mjob" --bin "$bin" -- "$@" || exit 1
+    done
+    exit 0 ;;
+matrix-*)
+    mjob=${name#matrix-}
+    a=$(matrix_bench "$mjob") || { echo "bench-train: no job '$mjob'" >&2; exit 2; }
+    # shellcheck disable=SC2206 # plain words
+    args=($a)
+    # shellcheck disable=SC2206
+    job=($(matrix_job "$mjob")) ;;
 short-train)
     args=(train --rates 100mbit --servers 2 --workers 4 --repeats 1 --steps 400
           --eval-every 20 --target 0.85 --also-targets 0.80,0.84,0.86) ;;

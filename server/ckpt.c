@@ -13,7 +13,7 @@
 
 static void ck_ident(const struct gv_server *srv, struct gv_ckpt_ident *id)
 {
-    *id = (struct gv_ckpt_ident){.model_fingerprint = srv->shard.fingerprint,
+    *id = (struct gv_ckpt_ident){.model_fingerprint = srv->shard.ckpt_fingerprint,
                                  .shard_offset = srv->shard.lo,
                                  .shard_length = srv->shard.n,
                                  .shard_index = srv->rank,
@@ -89,9 +89,19 @@ gv_status_t srv_ckpt_init(struct gv_server *srv)
     if (dir == NULL || dir[0] == '\0')
         return GV_OK;
     srv->ckpt.on = true;
-    gv_status_t status = gv_ps_mkdir(dir);
-    if (status != GV_OK)
-        return status;
+    srv->ckpt.final_rep = gv_calloc(srv->S, sizeof(*srv->ckpt.final_rep));
+    srv->ckpt.final_rep_iter = gv_calloc(srv->S, sizeof(*srv->ckpt.final_rep_iter));
+    if (srv->ckpt.final_rep == NULL || srv->ckpt.final_rep_iter == NULL)
+        return GV_ERR_NOMEM;
+    char why[200] = "see above";
+    if (gv_ps_mkdir(dir) != GV_OK || gv_ckpt_dir_check(dir, why, sizeof(why)) != GV_OK) {
+        gv_log(GV_LOG_ERROR, "server %u: refusing to start: --checkpoint-dir %s is not usable (%s)",
+               srv->rank, dir, why);
+        return GV_ERR_INVAL;
+    }
+    /* what the last run wrote and nobody committed is no checkpoint */
+    (void)gv_ckpt_discard(dir, srv->rank, UINT64_MAX);
+    gv_status_t status;
     struct gv_ckpt_ident id;
     ck_ident(srv, &id);
     struct gv_ckpt *ck = NULL;
@@ -113,6 +123,7 @@ gv_status_t srv_ckpt_init(struct gv_server *srv)
     if (status != GV_OK)
         return status;
     srv->ckpt.own = srv->round.iter;
+    srv->ckpt.committed = srv->round.iter;
     return GV_OK;
 }
 
@@ -152,6 +163,7 @@ gv_status_t srv_ckpt_resume_at(struct gv_server *srv, uint64_t iter)
     gv_ckpt_close(ck);
     if (status != GV_OK)
         return status;
+    srv->ckpt.committed = iter;
     return gv_ps_ckpt_retire_newer(srv->cfg.checkpoint_dir, srv->rank, iter);
 }
 
@@ -160,31 +172,93 @@ static void *ck_thread(void *arg)
     struct gv_server *srv = arg;
     struct gv_ckpt_ident id;
     ck_ident(srv, &id);
-    srv->ckpt.status = gv_ckpt_write(srv->cfg.checkpoint_dir, &id, srv->ckpt.iter, srv->ckpt.sec,
-                                     srv->ckpt.n_sec, srv->cfg.checkpoint_keep, NULL, 0);
+    srv->ckpt.status = gv_ckpt_write_pending(srv->cfg.checkpoint_dir, &id, srv->ckpt.iter,
+                                             srv->ckpt.sec, srv->ckpt.n_sec, NULL, 0);
     atomic_store(&srv->ckpt.busy, 2);
     return NULL;
 }
 
+/* This server's part is written (pending) or failed: it counts once server 0 has heard from
+ * every process (ck_verdict). */
 static void ck_done(struct gv_server *srv)
 {
-    double secs = (double)(gv_now_ns() - srv->ckpt.t0) * 1e-9;
-    bool ok = srv->ckpt.status == GV_OK;
-    if (ok) {
-        char path[PATH_MAX];
-        gv_ps_ckpt_path(srv->cfg.checkpoint_dir, srv->rank, srv->ckpt.iter, path, sizeof(path));
-        gv_log(GV_LOG_DEBUG, "server %u: checkpoint of iteration %" PRIu64 " written in %.2f s: %s",
-               srv->rank, srv->ckpt.iter, secs, path);
-        srv->ckpt.last_iter = srv->ckpt.iter;
-        srv->ckpt.written++;
-    } else {
+    struct srv_ckpt *ck = &srv->ckpt;
+    double secs = (double)(gv_now_ns() - ck->t0) * 1e-9;
+    ck->pend_iter = ck->iter;
+    ck->pend_status = ck->status;
+    if (ck->status == GV_OK)
+        gv_log(GV_LOG_DEBUG,
+               "server %u: its part of the checkpoint of iteration %" PRIu64 " written in %.2f s",
+               srv->rank, ck->iter, secs);
+    else
         gv_log(GV_LOG_ERROR,
-               "server %u: the checkpoint of iteration %" PRIu64 " failed (%s); "
-               "training goes on, the next one is tried in %" PRIu64 " iterations",
-               srv->rank, srv->ckpt.iter, gv_status_str(srv->ckpt.status),
-               srv->cfg.checkpoint_every);
+               "server %u: its part of the checkpoint of iteration %" PRIu64 " failed (%s)",
+               srv->rank, ck->iter, gv_status_str(ck->status));
+    srv_metrics_ckpt(srv, ck->iter, secs, ck->status == GV_OK);
+}
+
+/* Server 0's verdict on the pending checkpoint: committed (renamed, older ones pruned) or
+ * dropped. On server 0 a failure applies --checkpoint-failure-policy. */
+static void ck_apply(struct gv_server *srv, uint64_t it, gv_status_t verdict, const char *why)
+{
+    struct srv_ckpt *ck = &srv->ckpt;
+    const char *dir = srv->cfg.checkpoint_dir;
+    ck->pend_iter = 0;
+    if (verdict == GV_OK) {
+        if (gv_ckpt_commit(dir, srv->rank, it, srv->cfg.checkpoint_keep) == GV_OK) {
+            ck->committed = it;
+            ck->last_iter = it;
+            ck->written++;
+            ck->lost = false;
+            gv_log(GV_LOG_INFO, "server %u: checkpoint of iteration %" PRIu64 " committed",
+                   srv->rank, it);
+            return;
+        }
+        /* the others committed it; here it stays pending, so a restart's choice (the newest
+         * one every server holds) falls back to the previous one, which is kept */
+        ck->lost = true;
+        return;
     }
-    srv_metrics_ckpt(srv, srv->ckpt.iter, secs, ok);
+    (void)gv_ckpt_discard(dir, srv->rank, it);
+    ck->lost = true;
+    char resumable[80];
+    if (ck->committed > 0)
+        snprintf(resumable, sizeof(resumable), "iteration %" PRIu64, ck->committed);
+    else
+        snprintf(resumable, sizeof(resumable), "nothing (no checkpoint committed yet)");
+    if (srv->rank != 0) {
+        gv_log(GV_LOG_WARN,
+               "server %u: the checkpoint of iteration %" PRIu64 " was not written by every "
+               "process: not committed, its part dropped",
+               srv->rank, it);
+        return;
+    }
+    char text[400];
+    snprintf(text, sizeof(text),
+             "the checkpoint of iteration %" PRIu64 " was not written by every process (%.180s); "
+             "the job can be resumed from %s",
+             it, why, resumable);
+    if (srv->cfg.ckpt_fail_policy == GV_CKPT_FAIL_CONTINUE && srv->end.state == SRV_RUNNING) {
+        gv_log(GV_LOG_ERROR,
+               "server 0: %s; it goes on (--checkpoint-failure-policy continue) but cannot be "
+               "resumed from after that until a checkpoint commits",
+               text);
+        return;
+    }
+    if (srv->end.state == SRV_RUNNING) /* stop: fix the storage, then restart from there */
+        srv_abort_now(srv, GV_ERR_CKPT, false, text);
+    else
+        gv_log(GV_LOG_ERROR, "server 0: %s", text);
+}
+
+/* The verdict server 0 sent with the decision in force (round.cur), if it is about this
+ * server's pending checkpoint. */
+static void ck_verdict(struct gv_server *srv)
+{
+    const struct gv_ps_decision *d = &srv->round.cur.d;
+    if (!srv->ckpt.on || d->ckpt_iter == 0 || d->ckpt_iter != srv->ckpt.pend_iter)
+        return;
+    ck_apply(srv, d->ckpt_iter, (gv_status_t)d->ckpt_status, srv->round.ck_why);
 }
 
 /* Snapshots the controller and names the sections (borrowing the shard: the next round does
@@ -203,15 +277,14 @@ static gv_status_t ck_prepare(struct gv_server *srv)
     return GV_OK;
 }
 
-void srv_ckpt_after_round(struct gv_server *srv)
+/* Starts writing this server's part of the checkpoint of the current iteration (pending). */
+static void ck_start(struct gv_server *srv)
 {
-    uint64_t it = srv->round.iter;
-    if (!srv->ckpt.on || srv->cfg.checkpoint_every == 0 || srv->end.state != SRV_RUNNING ||
-        it % srv->cfg.checkpoint_every != 0 || atomic_load(&srv->ckpt.busy) != 0 ||
-        it == srv->ckpt.last_iter)
+    if (ck_prepare(srv) != GV_OK) {
+        srv->ckpt.pend_iter = srv->round.iter; /* reported as failed: nothing was written */
+        srv->ckpt.pend_status = GV_ERR_NOMEM;
         return;
-    if (ck_prepare(srv) != GV_OK)
-        return;
+    }
     atomic_store(&srv->ckpt.busy, 1);
     if (pthread_create(&srv->ckpt.th, NULL, ck_thread, srv) != 0) {
         ck_thread(srv); /* no thread: write here */
@@ -220,6 +293,17 @@ void srv_ckpt_after_round(struct gv_server *srv)
         return;
     }
     srv->ckpt.joinable = true;
+}
+
+void srv_ckpt_after_round(struct gv_server *srv)
+{
+    ck_verdict(srv);
+    uint64_t it = srv->round.iter;
+    if (!srv->ckpt.on || srv->cfg.checkpoint_every == 0 || srv->end.state != SRV_RUNNING ||
+        it % srv->cfg.checkpoint_every != 0 || atomic_load(&srv->ckpt.busy) != 0 ||
+        it == srv->ckpt.committed)
+        return;
+    ck_start(srv);
 }
 
 bool srv_ckpt_busy(struct gv_server *srv)
@@ -236,20 +320,121 @@ bool srv_ckpt_busy(struct gv_server *srv)
     return false;
 }
 
-void srv_ckpt_final(struct gv_server *srv)
+/* ---------------------------------------------------------------- the final checkpoint */
+
+static void ck_final_decided(struct gv_server *srv, gv_status_t verdict, const char *why)
 {
-    while (srv_ckpt_busy(srv))
-        usleep(1000);
-    if (!srv->ckpt.on || !srv->end.final_ok || srv->round.done == 0 ||
-        srv->round.iter == srv->ckpt.last_iter)
+    struct srv_ckpt *ck = &srv->ckpt;
+    ck->final = SRV_FINAL_DECIDED;
+    ck->final_verdict = verdict;
+    if (ck->pend_iter == ck->final_iter && ck->final_iter != 0)
+        ck_apply(srv, ck->final_iter, verdict, why);
+    else if (verdict != GV_OK)
+        ck->lost = true;
+}
+
+/* Server 0: every server's report is in (or its connection is gone, or the deadline passed):
+ * the verdict, to every other server. */
+static bool ck_final_collect(struct gv_server *srv, uint64_t now)
+{
+    struct srv_ckpt *ck = &srv->ckpt;
+    gv_status_t verdict = ck->pend_iter == ck->final_iter ? ck->pend_status : GV_ERR_CKPT;
+    char why[200] = "";
+    if (verdict != GV_OK)
+        snprintf(why, sizeof(why), "server 0: %s", gv_status_str(verdict));
+    bool all = true;
+    for (uint32_t s = 1; s < srv->S; s++) {
+        const struct srv_peer *p = srv->net.servers[s];
+        gv_status_t r = ck->final_rep_iter[s] == ck->final_iter ? ck->final_rep[s] : GV_ERR_AGAIN;
+        if (r == GV_ERR_AGAIN && p != NULL && !p->closed && now < ck->final_deadline) {
+            all = false;
+            continue;
+        }
+        if (r != GV_OK && verdict == GV_OK) {
+            verdict = GV_ERR_CKPT;
+            snprintf(why, sizeof(why), "server %u: %s", s,
+                     r == GV_ERR_AGAIN ? "no report" : gv_status_str(r));
+        }
+    }
+    if (!all)
+        return false;
+    for (uint32_t s = 1; s < srv->S; s++)
+        if (srv->net.servers[s] != NULL && !srv->net.servers[s]->closed)
+            srv_send_ckpt_verdict(srv, srv->net.servers[s], ck->final_iter, verdict);
+    ck_final_decided(srv, verdict, why);
+    return true;
+}
+
+bool srv_ckpt_final_tick(struct gv_server *srv)
+{
+    struct srv_ckpt *ck = &srv->ckpt;
+    if (ck->final == SRV_FINAL_DECIDED)
+        return true;
+    if (srv_ckpt_busy(srv))
+        return false; /* a write in flight (perhaps of this very iteration) */
+    uint64_t now = gv_now_ns(), it = srv->round.iter;
+    struct srv_end *e = &srv->end;
+    bool cut = e->state == SRV_ENDING || e->state == SRV_DONE ? srv->start.settled : e->final_ok;
+    switch (ck->final) {
+    case SRV_FINAL_NONE:
+        if (!ck->on || !cut || srv->round.done == 0 || it == ck->committed) {
+            ck_final_decided(srv, GV_OK, ""); /* nothing to write: what is committed stands */
+            return true;
+        }
+        ck->final_iter = it; /* reports that came before this are kept (final_rep_iter) */
+        ck->final = SRV_FINAL_WRITING;
+        if (ck->pend_iter != it) {
+            gv_log(GV_LOG_INFO, "server %u: writing the final checkpoint (iteration %" PRIu64 ")",
+                   srv->rank, it);
+            ck_start(srv);
+        }
+        return false;
+    case SRV_FINAL_WRITING:
+        ck->final = SRV_FINAL_WAITING;
+        ck->final_deadline =
+            now + (srv->cfg.peer_timeout_ns ? srv->cfg.peer_timeout_ns : 5000000000ull);
+        if (srv->rank > 0) {
+            if (!srv_net_coord_alive(srv)) {
+                ck_final_decided(srv, GV_ERR_CKPT, "server 0 is gone");
+                return true;
+            }
+            srv_send_ckpt_report(srv, srv->net.coord, it, ck->pend_status);
+            return false;
+        }
+        return ck_final_collect(srv, now);
+    case SRV_FINAL_WAITING:
+        if (srv->rank == 0)
+            return ck_final_collect(srv, now);
+        if (now > ck->final_deadline || !srv_net_coord_alive(srv)) {
+            gv_log(GV_LOG_WARN,
+                   "server %u: no verdict from server 0 on the final checkpoint (iteration "
+                   "%" PRIu64 "): not committed",
+                   srv->rank, ck->final_iter);
+            ck_final_decided(srv, GV_ERR_CKPT, "no verdict from server 0");
+            return true;
+        }
+        return false;
+    case SRV_FINAL_DECIDED: return true;
+    }
+    return true;
+}
+
+void srv_ckpt_final_msg(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
+{
+    struct srv_ckpt *ck = &srv->ckpt;
+    if (m->type == GV_PROTO_MSG_STATS && srv->rank == 0 && p->kind == SRV_PEER_SERVER) {
+        /* a report: kept even when it comes before this server's own final phase */
+        if (ck->final_rep != NULL && m->u.stats.stats.ckpt_iter == srv->round.iter) {
+            ck->final_rep_iter[p->rank] = m->u.stats.stats.ckpt_iter;
+            ck->final_rep[p->rank] = (gv_status_t)m->u.stats.stats.ckpt_status;
+        }
         return;
-    if (ck_prepare(srv) != GV_OK)
-        return;
-    gv_log(GV_LOG_INFO, "server %u: writing the final checkpoint (iteration %" PRIu64 ")",
-           srv->rank, srv->round.iter);
-    ck_thread(srv);
-    atomic_store(&srv->ckpt.busy, 0);
-    ck_done(srv);
+    }
+    if (m->type == GV_PROTO_MSG_DECISION && srv->rank > 0 && p->kind == SRV_PEER_COORD &&
+        ck->final == SRV_FINAL_WAITING && m->u.decision.ckpt_iter == ck->final_iter) {
+        gv_status_t v = (gv_status_t)m->u.decision.ckpt_status;
+        ck_final_decided(srv, v, v == GV_OK ? "" : "server 0's verdict");
+    }
 }
 
 void srv_ckpt_cleanup(struct gv_server *srv)
@@ -261,6 +446,10 @@ void srv_ckpt_cleanup(struct gv_server *srv)
     }
     gv_free(srv->ckpt.ctl_blob);
     srv->ckpt.ctl_blob = NULL;
+    gv_free(srv->ckpt.final_rep);
+    gv_free(srv->ckpt.final_rep_iter);
+    srv->ckpt.final_rep = NULL;
+    srv->ckpt.final_rep_iter = NULL;
 }
 
 gv_status_t gv_server_state_sections(struct gv_server *srv, struct gv_ckpt_section *sec, size_t cap,

@@ -10,6 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Lines about connections that have not joined (anyone can open them, in a loop): each kind
+ * at most 10 per 10 s, the rest counted (gv_log_limit). */
+static struct gv_log_limit conn_lim_refused = GV_LOG_LIMIT_INIT(10, 10000);
+static struct gv_log_limit conn_lim_hs = GV_LOG_LIMIT_INIT(10, 10000);
+static struct gv_log_limit conn_lim_unexpected = GV_LOG_LIMIT_INIT(10, 10000);
+
 /* Finishes rounds as long as they complete: metrics, the periodic checkpoint, the next round
  * (held while a checkpoint is written: it borrows the shard). */
 static void conn_round(struct gv_server *srv, enum srv_round_event ev)
@@ -17,12 +23,18 @@ static void conn_round(struct gv_server *srv, enum srv_round_event ev)
     while (ev == SRV_ROUND_DONE) {
         srv_metrics_round(srv, srv->round.t_last_ns);
         srv_ckpt_after_round(srv);
+        if (srv->round.iter >= (uint64_t)srv->job->total_steps) {
+            srv_end_done(srv, "every iteration is done");
+            return;
+        }
         ev = srv_round_try_open(srv, srv_ckpt_busy(srv));
     }
 }
 
 void srv_conn_poll_round(struct gv_server *srv)
 {
+    if (!srv->shard.ready)
+        return; /* --model external: no round before the first layout */
     conn_round(srv, srv_round_try_open(srv, srv_ckpt_busy(srv)));
 }
 
@@ -38,8 +50,14 @@ void srv_conn_worker_silent(struct gv_server *srv, struct srv_peer *p, const cha
 static gv_status_t conn_parse_prefix(const void *prefix, uint32_t *hdr_len_p,
                                      uint64_t *payload_len_p, void *user)
 {
+    static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(10, 10000);
     struct gv_server *srv = user;
-    return gv_proto_parse_prefix(prefix, &srv->caps, hdr_len_p, payload_len_p);
+    char why[160];
+    gv_status_t status =
+        gv_proto_prefix_check(prefix, &srv->caps, hdr_len_p, payload_len_p, why, sizeof(why));
+    if (status != GV_OK)
+        GV_LOG_LIMITED(GV_LOG_WARN, &lim, "server %u: refused a frame: %s", srv->rank, why);
+    return status;
 }
 
 /* Every send on p's link has completed. */
@@ -80,13 +98,14 @@ static void conn_hs_on_msg(struct gv_server *srv, struct srv_peer *p, const stru
         srv_conn_poll_round(srv);
         return;
     case GV_PS_HS_REFUSED:
-        gv_log(GV_LOG_WARN, "server %u: refused %s: %s", srv->rank, p->name, p->shs.why);
+        GV_LOG_LIMITED(GV_LOG_WARN, &conn_lim_refused, "server %u: refused %s: %s", srv->rank,
+                       p->name, p->shs.why);
         srv_metrics_refused(srv, gv_proto_refuse_str(p->shs.code));
         srv_peer_send_close(p, &out);
         return;
     case GV_PS_HS_CLOSED:
-        gv_log(GV_LOG_WARN, "server %u: %s refused the handshake: %s", srv->rank, p->name,
-               p->shs.why);
+        GV_LOG_LIMITED(GV_LOG_WARN, &conn_lim_hs, "server %u: %s refused the handshake: %s",
+                       srv->rank, p->name, p->shs.why);
         srv_metrics_refused(srv, "auth");
         srv_peer_close(p);
         return;
@@ -95,26 +114,34 @@ static void conn_hs_on_msg(struct gv_server *srv, struct srv_peer *p, const stru
 
 /* ---------------------------------------------------------------- the connection to server 0 */
 
-gv_status_t srv_conn_coord(struct gv_server *srv, uint64_t deadline_ns)
+void srv_conn_coord(struct gv_server *srv)
 {
+    /* --model external: not before this server has the layout (server 0 compares
+     * fingerprints at the handshake); the start-up deadline says when none came */
+    if (srv->rank == 0 || srv->net.coord != NULL || srv->end.state != SRV_STARTING ||
+        !srv->shard.ready)
+        return;
     struct gv_hostport hp;
-    gv_status_t status = gv_cluster_server_addr(srv->cl, 0, deadline_ns, &hp);
-    if (status != GV_OK)
-        return status;
-    struct gv_conn *c;
-    status = gv_tp_connect(srv->net.tp, hp.host, hp.port, &c);
-    if (status != GV_OK) {
+    gv_status_t status = gv_cluster_server_addr_try(srv->cl, 0, &hp);
+    if (status == GV_ERR_AGAIN)
+        return; /* server 0 has not published its address yet: the next turn looks again */
+    struct gv_conn *c = NULL;
+    if (status == GV_OK &&
+        (status = gv_tp_connect_start(srv->net.tp, hp.host, hp.port, &c)) != GV_OK)
         gv_log(GV_LOG_ERROR, "server %u: cannot connect to server 0 at %s:%u: %s", srv->rank,
                hp.host, hp.port, gv_status_str(status));
-        return status;
-    }
-    struct srv_peer *p = srv_peer_new(srv, c, SRV_PEER_COORD, conn_link_idle);
-    if (p == NULL) {
+    struct srv_peer *p = NULL;
+    if (status == GV_OK && (p = srv_peer_new(srv, c, SRV_PEER_COORD, conn_link_idle)) == NULL) {
         gv_tp_conn_close(c);
-        return GV_ERR_NOMEM;
+        status = GV_ERR_NOMEM;
+    }
+    if (status != GV_OK) {
+        srv_abort_now(srv, status, false, "cannot connect to server 0 (see above)");
+        return;
     }
     snprintf(p->name, sizeof(p->name), "server 0 (%s)", c->peer);
     srv->net.coord = p;
+    gv_log(GV_LOG_INFO, "server %u: connecting to %s", srv->rank, p->name);
     struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_SERVER,
                                     .rank = srv->rank,
                                     .num_workers = srv->W,
@@ -123,28 +150,7 @@ gv_status_t srv_conn_coord(struct gv_server *srv, uint64_t deadline_ns)
                                     .secret = srv->cfg.secret,
                                     .iteration = srv->ckpt.own};
     if ((status = gv_ps_client_hs_start(&p->hs, &p->link, &info)) != GV_OK)
-        return status;
-    while (srv->end.state != SRV_ABORTED && !p->closed && srv->round.cur.iter == UINT64_MAX) {
-        if (gv_now_ns() > deadline_ns) {
-            gv_log(GV_LOG_ERROR,
-                   "server %u: no welcome and decision from server 0 at %s:%u "
-                   "before the start-up deadline",
-                   srv->rank, hp.host, hp.port);
-            return GV_ERR_TIMEOUT;
-        }
-        if (gv_tp_progress(srv->net.tp, 50) < 0)
-            return GV_ERR_IO;
-    }
-    if (srv->end.state == SRV_ABORTED) {
-        gv_log(GV_LOG_ERROR, "server %u: start-up failed: %s", srv->rank, srv->end.fail);
-        return srv->end.result;
-    }
-    if (p->closed) {
-        gv_log(GV_LOG_ERROR, "server %u: server 0 closed the connection during start-up%s%s",
-               srv->rank, p->hs.why[0] ? ": " : "", p->hs.why);
-        return GV_ERR_CLOSED;
-    }
-    return GV_OK;
+        srv_abort_now(srv, status, false, "cannot start the handshake with server 0");
 }
 
 static void conn_coord_msg(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m)
@@ -174,11 +180,25 @@ static void conn_coord_msg(struct gv_server *srv, struct srv_peer *p, const stru
         /* server 0 ended the job at its iteration m->iteration: this server's state is the
          * same cut when it is at that iteration too (DECISIONs travel before the ERROR) */
         snprintf(text, sizeof(text), "%s", m->u.error.text ? m->u.error.text : "server 0 failed");
-        srv_abort_now(srv, m->u.error.code == GV_OK ? GV_OK : GV_ERR_CLOSED,
+        srv_abort_now(srv,
+                      m->u.error.code == GV_OK         ? GV_OK
+                      : m->u.error.code == GV_ERR_CKPT ? GV_ERR_CKPT
+                                                       : GV_ERR_CLOSED,
                       m->iteration == srv->round.iter, text);
         return;
-    case GV_PROTO_MSG_HEARTBEAT:
-    case GV_PROTO_MSG_BYE: return;
+    case GV_PROTO_MSG_BYE:
+        /* server 0 ended the job well at its iteration m->iteration, which is this server's
+         * (its DECISIONs came first) */
+        if (m->iteration != srv->round.iter) {
+            snprintf(text, sizeof(text),
+                     "server 0 ended the job at iteration %" PRIu64 ", this server is at %" PRIu64,
+                     m->iteration, srv->round.iter);
+            srv_abort_now(srv, GV_ERR_PROTO, false, text);
+            return;
+        }
+        srv_end_done(srv, "server 0 ended it");
+        return;
+    case GV_PROTO_MSG_HEARTBEAT: return;
     default:
         snprintf(text, sizeof(text), "server 0 sent an unexpected %s",
                  gv_proto_msg_type_str(m->type));
@@ -209,6 +229,7 @@ static gv_status_t conn_on_header(struct gv_conn *c, const void *msg, size_t msg
             break;
         return srv_round_push_header(srv, p, m, payload_len, dst, dst_cnt);
     case GV_PROTO_MSG_MODEL: return srv_start_seed_header(srv, p, m, payload_len, dst, dst_cnt);
+    case GV_PROTO_MSG_LAYOUT: return srv_start_layout_header(srv, p, m, payload_len, dst, dst_cnt);
     case GV_PROTO_MSG_DECISION:
         if (p->kind != SRV_PEER_COORD || srv_round_decision_header(srv, m, dst, dst_cnt) != GV_OK)
             break;
@@ -219,8 +240,9 @@ static gv_status_t conn_on_header(struct gv_conn *c, const void *msg, size_t msg
         return GV_OK;
     default: break;
     }
-    gv_log(GV_LOG_WARN, "server %u: %s sent an unexpected %s with a payload", srv->rank, p->name,
-           gv_proto_msg_type_str(m->type));
+    GV_LOG_LIMITED(GV_LOG_WARN, &conn_lim_unexpected,
+                   "server %u: %s sent an unexpected %s with a payload", srv->rank, p->name,
+                   gv_proto_msg_type_str(m->type));
     return GV_ERR_PROTO;
 }
 
@@ -278,6 +300,7 @@ static void conn_worker_msg(struct gv_server *srv, struct srv_peer *p, const str
             snprintf(why, sizeof(why), "%s", t);
             srv_stop(srv, why);
         } else if (srv->cfg.dead_policy != GV_DEAD_CONTINUE) {
+            p->reported = true;
             srv_abort(srv, GV_ERR_CLOSED, "%s reported: %s", p->name, t);
         } else {
             snprintf(why, sizeof(why), "it stopped: %s", t);
@@ -306,19 +329,31 @@ static void conn_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void
     struct srv_peer *p = c->user;
     const struct gv_proto_msg *m;
     if (gv_ps_rx_msg(&p->rx, msg, msg_len, &srv->caps, &srv->net.arena, &m) != GV_OK) {
-        gv_log(GV_LOG_WARN, "server %u: %s sent an undecodable header; closing", srv->rank,
-               p->name);
+        GV_LOG_LIMITED(GV_LOG_WARN, &conn_lim_unexpected,
+                       "server %u: %s sent an undecodable header; closing", srv->rank, p->name);
         srv_peer_close(p);
         return;
     }
     uint64_t bytes = msg_len + m->payload_len;
     p->link.bytes_recv += bytes;
+    if (m->n_segs == 0 && ((m->type == GV_PROTO_MSG_STATS && p->kind == SRV_PEER_SERVER) ||
+                           (m->type == GV_PROTO_MSG_DECISION && p->kind == SRV_PEER_COORD &&
+                            p->hs.state == GV_PS_CLIENT_WELCOMED))) {
+        /* the final checkpoint's report or verdict: they come after the job's end */
+        srv_ckpt_final_msg(srv, p, m);
+        return;
+    }
     if (srv_over(srv))
         return;
     if (p->kind != SRV_PEER_NEW)
         srv_ops_seen(srv, p);
     switch (p->kind) {
-    case SRV_PEER_NEW: conn_hs_on_msg(srv, p, m); return;
+    case SRV_PEER_NEW:
+        if (m->type == GV_PROTO_MSG_LAYOUT)
+            srv_start_layout(srv, p, m);
+        else
+            conn_hs_on_msg(srv, p, m);
+        return;
     case SRV_PEER_COORD: conn_coord_msg(srv, p, m); return;
     case SRV_PEER_SERVER: conn_server_msg(srv, p, m); return;
     case SRV_PEER_WORKER: conn_worker_msg(srv, p, m, bytes); return;
@@ -344,31 +379,43 @@ static void conn_on_accept(struct gv_listener *l, struct gv_conn *c, void *user)
     gv_log(GV_LOG_DEBUG, "server %u: connection from %s", srv->rank, c->peer);
 }
 
+/* A connection that closed before it joined: logged (rate-limited: a flood of them is one
+ * client's doing) and its record freed. */
+static void conn_new_closed(struct gv_server *srv, struct srv_peer *p, gv_status_t reason,
+                            const char *why)
+{
+    static struct gv_log_limit lim_bad = GV_LOG_LIMIT_INIT(10, 10000);
+    static struct gv_log_limit lim_left = GV_LOG_LIMIT_INIT(10, 10000);
+    if (reason == GV_ERR_PROTO || reason == GV_ERR_VERSION) {
+        /* garbage, a truncated or oversized frame, another wire version: proto/ logged the
+         * detail; this connection only is closed */
+        GV_LOG_LIMITED(GV_LOG_WARN, &lim_bad, "server %u: closed %s before it joined: %s",
+                       srv->rank, p->name,
+                       reason == GV_ERR_VERSION ? "it speaks another wire version"
+                                                : "it sent a malformed frame");
+        srv_metrics_refused(srv, reason == GV_ERR_VERSION ? "version" : "protocol");
+    } else if (!p->close_after_send) {
+        GV_LOG_LIMITED(GV_LOG_INFO, &lim_left, "server %u: %s left before joining (%s)", srv->rank,
+                       p->name, why);
+    }
+    srv_peer_release(srv, p);
+}
+
 static void conn_on_close(struct gv_conn *c, gv_status_t reason, void *user)
 {
     struct gv_server *srv = user;
     struct srv_peer *p = c->user;
     if (p == NULL)
         return;
+    c->user = NULL;
     p->closed = true;
     p->link.c = NULL;
     const char *why = reason == GV_OK ? "closed here" : gv_status_str(reason);
     if (p->kind != SRV_PEER_NEW) /* no timeout for a closed connection */
         srv_ops_forget(srv, p, why);
-    char text[200];
+    char text[400];
     switch (p->kind) {
-    case SRV_PEER_NEW:
-        if (reason == GV_ERR_PROTO || reason == GV_ERR_VERSION) {
-            /* garbage, a truncated or oversized frame, another wire version: proto/ logged the
-             * detail; this connection only is closed */
-            gv_log(GV_LOG_WARN, "server %u: closed %s before it joined: %s", srv->rank, p->name,
-                   reason == GV_ERR_VERSION ? "it speaks another wire version"
-                                            : "it sent a malformed frame");
-            srv_metrics_refused(srv, reason == GV_ERR_VERSION ? "version" : "protocol");
-        } else {
-            gv_log(GV_LOG_INFO, "server %u: %s left before joining (%s)", srv->rank, p->name, why);
-        }
-        return;
+    case SRV_PEER_NEW: conn_new_closed(srv, p, reason, why); return;
     case SRV_PEER_WORKER:
         if (p->bye || !srv_live(srv) || srv->round.dead[p->rank])
             return;
@@ -383,7 +430,17 @@ static void conn_on_close(struct gv_conn *c, gv_status_t reason, void *user)
     case SRV_PEER_COORD:
         if (srv_over(srv))
             return;
-        snprintf(text, sizeof(text), "server 0 (%s) disconnected (%s)", c->peer, why);
+        if (p->hs.state == GV_PS_CLIENT_WELCOMED)
+            snprintf(text, sizeof(text), "server 0 (%s) disconnected (%s)", c->peer, why);
+        else if (reason == GV_ERR_TIMEOUT && c->bytes_sent == 0)
+            snprintf(text, sizeof(text),
+                     "cannot reach server 0 at %s within --connect-timeout: nothing accepted "
+                     "the connection (is it up, and is that its address?)",
+                     c->peer);
+        else
+            snprintf(text, sizeof(text),
+                     "server 0 (%s) closed the connection during start-up (%s)%s%.100s", c->peer,
+                     why, p->hs.why[0] ? ": " : "", p->hs.why);
         srv_abort_now(srv, GV_ERR_CLOSED, srv_end_at_cut(srv), text);
         return;
     }

@@ -18,6 +18,12 @@ void srv_abort_now(struct gv_server *srv, gv_status_t status, bool consistent, c
     struct srv_end *e = &srv->end;
     if (e->state == SRV_ABORTED)
         return;
+    if (e->state == SRV_ENDING || e->state == SRV_DONE) {
+        /* the job already ended well (server 0 decided it): what happens to a peer now
+         * changes nothing of the training, and every process reports the same end */
+        gv_log(GV_LOG_INFO, "server %u: after the end of the job: %s", srv->rank, text);
+        return;
+    }
     snprintf(e->fail, sizeof(e->fail), "%s", text);
     e->stopped = status == GV_OK;
     e->final_ok = consistent && srv->start.settled && !e->refused;
@@ -73,6 +79,10 @@ void srv_abort(struct gv_server *srv, gv_status_t status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    if (srv->end.state == SRV_ENDING || srv->end.state == SRV_DONE) {
+        gv_log(GV_LOG_INFO, "server %u: after the end of the job: %s", srv->rank, text);
+        return;
+    }
     if (srv->rank > 0 && srv_net_coord_alive(srv)) {
         end_request(srv, status, text);
         return;
@@ -82,13 +92,62 @@ void srv_abort(struct gv_server *srv, gv_status_t status, const char *fmt, ...)
 
 void srv_stop(struct gv_server *srv, const char *why)
 {
-    if (srv->end.state == SRV_ABORTED)
-        return;
+    if (srv->end.state != SRV_STARTING && srv->end.state != SRV_RUNNING)
+        return; /* ending already: a stop request has nothing left to stop */
     if (srv->rank > 0 && srv_net_coord_alive(srv)) {
         end_request(srv, GV_OK, why);
         return;
     }
     srv_abort_now(srv, GV_OK, srv_end_at_cut(srv), why);
+}
+
+void srv_end_done(struct gv_server *srv, const char *why)
+{
+    struct srv_end *e = &srv->end;
+    if (e->state != SRV_STARTING && e->state != SRV_RUNNING)
+        return;
+    e->state = SRV_ENDING;
+    e->abort_requested = false; /* server 0 ended the job well: a pending request is moot */
+    uint64_t iter = srv->round.iter;
+    gv_log(GV_LOG_INFO, "server %u: the job ends at iteration %" PRIu64 ": %s", srv->rank, iter,
+           why);
+    if (srv->rank == 0)
+        for (uint32_t s = 1; s < srv->S; s++)
+            srv_send_bye(srv, srv->net.servers[s], iter);
+    /* the workers are answered once the final checkpoint is decided (srv_end_answer) */
+    /* pushes deferred for the round that will not happen are read (and dropped) now, and the
+     * BYEs behind them */
+    for (uint32_t w = 0; w < srv->W; w++) {
+        struct srv_peer *q = srv->net.workers[w];
+        if (q != NULL && q->link.c != NULL) {
+            q->deferred = false;
+            (void)gv_tp_conn_resume_recv(q->link.c);
+        }
+    }
+}
+
+void srv_end_answer(struct gv_server *srv, gv_status_t verdict)
+{
+    struct srv_end *e = &srv->end;
+    if (e->state != SRV_ENDING || e->answered)
+        return;
+    e->answered = true;
+    uint64_t iter = srv->round.iter;
+    if (verdict == GV_OK) {
+        srv_send_bye_all(srv, iter);
+        return;
+    }
+    char text[300], from[64];
+    if (srv->ckpt.committed > 0)
+        snprintf(from, sizeof(from), "iteration %" PRIu64, srv->ckpt.committed);
+    else
+        snprintf(from, sizeof(from), "nothing (no checkpoint committed)");
+    snprintf(text, sizeof(text),
+             "the job is done, but its final checkpoint (iteration %" PRIu64 ") was not written "
+             "by every server: it can be resumed from %s",
+             iter, from);
+    gv_log(GV_LOG_ERROR, "server %u: %s", srv->rank, text);
+    srv_send_error_workers(srv, iter, GV_ERR_CKPT, text);
 }
 
 void srv_end_tick(struct gv_server *srv, uint64_t now)

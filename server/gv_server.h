@@ -26,6 +26,7 @@ struct gv_server_config {
     const struct gv_auth_secret *secret; /* borrowed; empty = --insecure */
     uint64_t handshake_timeout_ns;
     const char *decision_log; /* server 0: JSON lines of the controller ("" none) */
+    const char *obs_trace;    /* server 0: CSV of the controller's observations ("" none) */
 
     /* ---- operations (docs/operations.md); zero-initialised fields disable each ---- */
     uint64_t heartbeat_interval_ns;  /* a HEARTBEAT on every idle link this often (0: none) */
@@ -36,7 +37,8 @@ struct gv_server_config {
     uint64_t checkpoint_every;       /* iterations between checkpoints (0: only at the end) */
     int checkpoint_keep;             /* files kept per shard (0 means 3) */
     bool checkpoint_fallback;        /* a corrupt newest checkpoint: fall back to an older one */
-    struct gv_hostport metrics_addr; /* host "" and port 0: no HTTP endpoint */
+    enum gv_ckpt_fail_policy ckpt_fail_policy; /* a checkpoint not written everywhere */
+    struct gv_hostport metrics_addr;           /* host "" and port 0: no HTTP endpoint */
     struct gv_trace *trace; /* borrowed, NULL: no timeline; used by gv_server_run's thread only */
 };
 
@@ -71,12 +73,15 @@ struct gv_server_summary {
     double last_cf;
     uint64_t cf_changes;
     /* operations */
-    bool stopped;          /* ended on request (a signal, or a peer's stop request) */
-    bool refused;          /* refused to start: checkpoint unusable or not shared by all */
-    uint32_t workers_left; /* workers still in the job at the end */
-    uint64_t resumed_from; /* the checkpoint iteration the run started from (0: fresh) */
-    uint64_t ckpt_iter;    /* iteration of the last checkpoint written (0: none) */
-    uint64_t ckpt_written; /* checkpoints written by this run */
+    bool stopped;            /* ended on request (a signal, or a peer's stop request) */
+    bool refused;            /* refused to start: checkpoint unusable or not shared by all */
+    uint32_t workers_left;   /* workers still in the job at the end */
+    uint64_t resumed_from;   /* the checkpoint iteration the run started from (0: fresh) */
+    uint64_t ckpt_iter;      /* iteration of the last checkpoint written (0: none) */
+    uint64_t ckpt_written;   /* checkpoints written by this run */
+    uint64_t ckpt_committed; /* the newest checkpoint every process wrote (0: none) */
+    bool ckpt_lost;          /* a checkpoint failure stopped the job, or the end state is not
+                                committed: resumable only from ckpt_committed (exit status 4) */
 };
 void gv_server_get_summary(const struct gv_server *srv, struct gv_server_summary *sum);
 

@@ -15,6 +15,7 @@ struct srv_metrics {
     struct gv_metric *iteration, *rounds, *samples, *rate, *bytes_in, *bytes_out;
     struct gv_metric *cf, *cf_floor, *cf_cand, *gain_floor, *gain_cand, *loss;
     struct gv_metric *workers, *dead, *round_s, *ckpt_iter, *ckpt_s, *ckpt_fail, *ckpt_total;
+    struct gv_metric *pending;
     struct gv_metric **last_seen; /* [W] */
     uint64_t in_prev, out_prev;   /* bytes already counted */
     uint32_t dead_prev;
@@ -71,6 +72,8 @@ static gv_status_t mx_register(struct gv_server *srv, struct srv_metrics *x)
     MX(cf_cand, GV_METRIC_GAUGE, "gravac_compression_factor_candidate",
        "GraVAC's candidate compression factor under evaluation.");
     MX(workers, GV_METRIC_GAUGE, "gravac_workers", "Workers in the job (alive, expected).");
+    MX(pending, GV_METRIC_GAUGE, "gravac_connections_pending",
+       "Connections accepted whose handshake is not complete (a flood of them shows here).");
     MX(dead, GV_METRIC_COUNTER, "gravac_workers_dead_total",
        "Workers this server declared dead (the continue policy went on without them).");
     MX(round_s, GV_METRIC_SUMMARY, "gravac_round_seconds",
@@ -156,11 +159,13 @@ uint16_t gv_server_metrics_port(const struct gv_server *srv)
 
 static void mx_bytes(struct gv_server *srv, struct srv_metrics *x)
 {
-    uint64_t in = 0, out = 0;
-    for (const struct srv_peer *p = srv->net.peers; p != NULL; p = p->next) {
-        in += p->link.bytes_recv;
-        out += p->link.bytes_sent;
-    }
+    uint64_t in = srv->net.gone_recv, out = srv->net.gone_sent;
+    const struct srv_peer_list *lists[] = {&srv->net.pending, &srv->net.joined};
+    for (size_t i = 0; i < GV_ARRAY_LEN(lists); i++)
+        for (const struct srv_peer *p = lists[i]->head; p != NULL; p = p->next) {
+            in += p->link.bytes_recv;
+            out += p->link.bytes_sent;
+        }
     gv_metric_inc(x->bytes_in, (double)(in - x->in_prev));
     gv_metric_inc(x->bytes_out, (double)(out - x->out_prev));
     x->in_prev = in;
@@ -219,6 +224,7 @@ void srv_metrics_tick(struct gv_server *srv, uint64_t now)
             gv_metric_set(x->last_seen[w], unix_now - (double)(now - p->t_seen_ns) * 1e-9);
     }
     gv_metric_set(x->workers, alive);
+    gv_metric_set(x->pending, (double)srv->net.pending.n);
     gv_metric_inc(x->dead, (double)(srv->round.n_dead - x->dead_prev));
     x->dead_prev = srv->round.n_dead;
 }

@@ -39,6 +39,18 @@ gv_status_t srv_net_listen(struct gv_server *srv, const struct gv_tp_handler *h)
         if (adv == NULL)
             adv = cl->servers.v[proc].host;
     }
+    if (cl->servers.n > 0) {
+        /* the address every peer is given for this server must at least resolve here */
+        char why[160];
+        const char *own = cl->servers.v[srv->rank].host;
+        if (gv_tp_addr_resolves(own, why, sizeof(why)) != GV_OK) {
+            gv_log(GV_LOG_ERROR,
+                   "server %u: refusing to start: its own --servers entry %s:%u does not resolve "
+                   "(%s); the workers and the other servers could not reach it",
+                   srv->rank, own, cl->servers.v[srv->rank].port, why);
+            return GV_ERR_INVAL;
+        }
+    }
     gv_status_t status = gv_tp_create(cl->transport, &srv->tp_cfg, h, srv, &net->tp);
     if (status != GV_OK) {
         gv_log(GV_LOG_ERROR, "server: cannot create the %s transport: %s", cl->transport,
@@ -67,18 +79,56 @@ gv_status_t srv_net_listen(struct gv_server *srv, const struct gv_tp_handler *h)
     return gv_cluster_publish(cl, srv->rank, net->advertise_str);
 }
 
+static void net_list_add(struct srv_peer_list *l, struct srv_peer *p)
+{
+    p->list = l;
+    p->next = NULL;
+    p->prev = l->tail;
+    if (l->tail != NULL)
+        l->tail->next = p;
+    else
+        l->head = p;
+    l->tail = p;
+    l->n++;
+}
+
+static void net_list_del(struct srv_peer *p)
+{
+    struct srv_peer_list *l = p->list;
+    if (p->prev != NULL)
+        p->prev->next = p->next;
+    else
+        l->head = p->next;
+    if (p->next != NULL)
+        p->next->prev = p->prev;
+    else
+        l->tail = p->prev;
+    l->n--;
+    p->list = NULL;
+    p->prev = p->next = NULL;
+}
+
+static void net_peer_free(struct gv_server *srv, struct srv_peer *p)
+{
+    srv->net.gone_recv += p->link.bytes_recv;
+    srv->net.gone_sent += p->link.bytes_sent;
+    net_list_del(p);
+    gv_ps_link_cleanup(&p->link);
+    gv_ps_rx_cleanup(&p->rx);
+    gv_free(p->layout_buf);
+    gv_layout_cleanup(&p->held_layout);
+    gv_free(p);
+}
+
 void srv_net_cleanup(struct gv_server *srv)
 {
     struct srv_net *net = &srv->net;
-    gv_tp_destroy(net->tp); /* closes every conn: on_close marks the peers */
+    gv_tp_destroy(net->tp); /* closes every conn: on_close marks (or frees) the peers */
     net->tp = NULL;
-    for (struct srv_peer *p = net->peers, *next; p != NULL; p = next) {
-        next = p->next;
-        gv_ps_link_cleanup(&p->link);
-        gv_ps_rx_cleanup(&p->rx);
-        gv_free(p);
-    }
-    net->peers = NULL;
+    while (net->pending.head != NULL)
+        net_peer_free(srv, net->pending.head);
+    while (net->joined.head != NULL)
+        net_peer_free(srv, net->joined.head);
     gv_free(net->workers);
     gv_free(net->servers);
     gv_free(net->arena_buf);
@@ -104,9 +154,25 @@ struct srv_peer *srv_peer_new(struct gv_server *srv, struct gv_conn *c, enum srv
     p->t_accept_ns = gv_now_ns();
     snprintf(p->name, sizeof(p->name), "peer %s", c->peer);
     c->user = p;
-    p->next = srv->net.peers;
-    srv->net.peers = p;
+    net_list_add(kind == SRV_PEER_NEW ? &srv->net.pending : &srv->net.joined, p);
     return p;
+}
+
+void srv_peer_joined(struct gv_server *srv, struct srv_peer *p, enum srv_peer_kind kind)
+{
+    p->kind = kind;
+    if (p->list != &srv->net.joined) {
+        net_list_del(p);
+        net_list_add(&srv->net.joined, p);
+    }
+}
+
+bool srv_peer_release(struct gv_server *srv, struct srv_peer *p)
+{
+    if (!p->closed || p->kind != SRV_PEER_NEW)
+        return false;
+    net_peer_free(srv, p);
+    return true;
 }
 
 void srv_peer_close(struct srv_peer *p)
@@ -130,7 +196,8 @@ void srv_peer_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char *
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    gv_log(GV_LOG_WARN, "server %u: refused %s: %s", p->srv->rank, p->name, text);
+    static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(10, 10000);
+    GV_LOG_LIMITED(GV_LOG_WARN, &lim, "server %u: refused %s: %s", p->srv->rank, p->name, text);
     srv_metrics_refused(p->srv, gv_proto_refuse_str(code));
     struct gv_proto_msg m;
     gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_REFUSE, 0);
@@ -139,12 +206,17 @@ void srv_peer_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char *
     srv_peer_send_close(p, &m);
 }
 
-bool srv_net_idle(const struct gv_server *srv)
+static bool net_list_idle(const struct srv_peer_list *l)
 {
-    for (const struct srv_peer *p = srv->net.peers; p != NULL; p = p->next)
+    for (const struct srv_peer *p = l->head; p != NULL; p = p->next)
         if (!p->closed && p->link.c != NULL && !gv_ps_link_idle(&p->link))
             return false;
     return true;
+}
+
+bool srv_net_idle(const struct gv_server *srv)
+{
+    return net_list_idle(&srv->net.pending) && net_list_idle(&srv->net.joined);
 }
 
 bool srv_net_coord_alive(const struct gv_server *srv)
@@ -221,7 +293,7 @@ gv_status_t srv_send_model(struct gv_server *srv, struct srv_peer *p, uint64_t i
     const struct srv_shard *sh = &srv->shard;
     uint64_t bytes = 0, ck = gv_ps_checksum(sh->params, sh->n);
     gv_status_t status = net_send_chunks(srv, p, iter, sh->params, 0, ck, &bytes);
-    if (status == GV_OK)
+    if (status == GV_OK && srv->job->optimizer != GV_JOB_OPTIM_CALLER) /* else no momentum here */
         status = net_send_chunks(srv, p, iter, sh->momentum, 1, 0, &bytes);
     if (status != GV_OK)
         gv_log(GV_LOG_ERROR, "server %u: cannot send the model to %s: %s", srv->rank, p->name,
@@ -249,13 +321,16 @@ void srv_send_bye_all(struct gv_server *srv, uint64_t iteration)
 
 void srv_send_error_all(struct gv_server *srv, uint64_t iter, gv_status_t code, const char *text)
 {
-    for (struct srv_peer *p = srv->net.peers; p != NULL; p = p->next) {
-        if (p->closed || p->kind == SRV_PEER_NEW)
+    /* cut to the wire's cap: a longer text could not be encoded and nobody would be told */
+    char cut[SRV_ERROR_TEXT_MAX + 1];
+    snprintf(cut, sizeof(cut), "%s", text);
+    for (struct srv_peer *p = srv->net.joined.head; p != NULL; p = p->next) {
+        if (p->closed)
             continue;
         struct gv_proto_msg m;
         gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_ERROR, iter);
         m.u.error.code = code;
-        m.u.error.text = text;
+        m.u.error.text = cut;
         (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
     }
 }
@@ -280,4 +355,40 @@ void srv_send_heartbeat(struct gv_server *srv, struct srv_peer *p, uint64_t iter
     struct gv_proto_msg m;
     gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_HEARTBEAT, iter);
     (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL); /* busy: try again next tick */
+}
+
+void srv_send_ckpt_report(struct gv_server *srv, struct srv_peer *p, uint64_t iter,
+                          gv_status_t status)
+{
+    struct gv_proto_msg m;
+    gv_ps_msg_init(&m, &srv->env, GV_PROTO_MSG_STATS, iter);
+    m.u.stats.stats.ckpt_iter = iter;
+    m.u.stats.stats.ckpt_status = status;
+    (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
+}
+
+void srv_send_ckpt_verdict(struct gv_server *srv, struct srv_peer *p, uint64_t iter,
+                           gv_status_t status)
+{
+    (void)srv;
+    struct gv_proto_msg m;
+    gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_DECISION, iter);
+    m.u.decision.ckpt_iter = iter;
+    m.u.decision.ckpt_status = status;
+    (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
+}
+
+void srv_send_error_workers(struct gv_server *srv, uint64_t iter, gv_status_t code,
+                            const char *text)
+{
+    for (uint32_t w = 0; w < srv->W; w++) {
+        struct srv_peer *p = srv->net.workers[w];
+        if (p == NULL || p->closed || p->link.c == NULL)
+            continue;
+        struct gv_proto_msg m;
+        gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_ERROR, iter);
+        m.u.error.code = code;
+        m.u.error.text = text;
+        (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
+    }
 }

@@ -61,7 +61,7 @@ void srv_ops_forget(struct gv_server *srv, struct srv_peer *p, const char *why)
 static bool ops_joined(const struct gv_server *srv, const struct srv_peer *p)
 {
     return p->kind != SRV_PEER_NEW && !p->closed && p->link.c != NULL && !ops_worker_out(srv, p) &&
-           (p->kind != SRV_PEER_COORD || p->hs.state == GV_PS_CLIENT_WELCOMED);
+           !p->welcome_due && (p->kind != SRV_PEER_COORD || p->hs.state == GV_PS_CLIENT_WELCOMED);
 }
 
 /* A server silent past the timeout ends the job. */
@@ -108,7 +108,7 @@ int srv_ops_tick(struct gv_server *srv, uint64_t now, struct srv_peer **silent, 
     lv->t_tick_ns = now;
     /* liveness while the job runs; heartbeats until the end (the end has its own deadline) */
     bool active = srv_live(srv);
-    for (struct srv_peer *p = srv->net.peers; p != NULL && !srv_over(srv); p = p->next) {
+    for (struct srv_peer *p = srv->net.joined.head; p != NULL && !srv_over(srv); p = p->next) {
         if (!ops_joined(srv, p))
             continue;
         srv_send_heartbeat(srv, p, srv->round.iter, now);

@@ -49,7 +49,10 @@ void srv_piece_open(struct gv_server *srv)
 {
     struct srv_pieces *pc = &srv->pieces;
     const struct srv_round *r = &srv->round;
-    pc->on = r->cur.d.level == GV_ADAPT_LEVEL_DENSE && gv_job_dense_vt(srv->job) == GV_VAL_F32;
+    /* dense f32 only (not AUTO's dense-fp16 arm: a dense decision at CF 2), in a job that takes
+     * pieces (not --optimizer caller nor --model external) */
+    pc->on = gv_job_pieced(srv->job) && r->cur.d.level == GV_ADAPT_LEVEL_DENSE &&
+             gv_ps_dense_vt(srv->job, &r->cur.d) == GV_VAL_F32;
     if (!pc->on)
         return;
     uint32_t first = piece_member_from(srv, 0);
@@ -65,6 +68,15 @@ void srv_piece_open(struct gv_server *srv)
         if (q != NULL && q->link.c != NULL && srv_round_member(srv, w))
             (void)gv_tp_conn_resume_recv(q->link.c);
     }
+}
+
+const uint8_t *srv_piece_landed(const struct gv_server *srv, const struct gv_proto_msg *m)
+{
+    const struct srv_pieces *pc = &srv->pieces;
+    uint64_t k = m->offset / pc->lay.base; /* checked by srv_piece_push_header */
+    const float *at =
+        pc->p[k].added == 0 ? srv->round.acc : (const float *)(const void *)srv->round.rbuf;
+    return (const uint8_t *)(const void *)(at + m->offset);
 }
 
 gv_status_t srv_piece_push_header(struct gv_server *srv, struct srv_peer *p,

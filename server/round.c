@@ -11,12 +11,15 @@
 #include "srv.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 static gv_status_t round_controller(struct gv_server *srv);
 static void round_controller_cleanup(struct gv_server *srv);
 static gv_status_t round_decide(struct gv_server *srv);
+static enum srv_round_event round_worker_bad(struct gv_server *srv, struct srv_peer *p,
+                                             const char *why);
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -44,9 +47,12 @@ gv_status_t srv_round_init(struct gv_server *srv)
     r->memb = gv_calloc(W, 1);
     r->reports = gv_calloc((size_t)srv->S * W, 1);
     r->got_report = gv_calloc(srv->S, sizeof(bool));
+    r->ck_srv_iter = gv_calloc(srv->S, sizeof(*r->ck_srv_iter));
+    r->ck_srv_st = gv_calloc(srv->S, sizeof(*r->ck_srv_st));
     if (!r->acc || !r->rbuf || !r->layer_norms || !r->held_norms || !r->layer_cf || !r->cur.heavy ||
         !r->next.heavy || !r->held || !r->resync_req || !r->expected || !r->arrived || !r->dead ||
-        !r->scratch || !r->memb || !r->reports || !r->got_report) {
+        !r->scratch || !r->memb || !r->reports || !r->got_report || !r->ck_srv_iter ||
+        !r->ck_srv_st) {
         gv_log(GV_LOG_ERROR, "server: cannot allocate the buffers of a %" PRIu64 "-parameter shard",
                n);
         return GV_ERR_NOMEM;
@@ -81,6 +87,8 @@ void srv_round_cleanup(struct gv_server *srv)
     gv_free(r->memb);
     gv_free(r->reports);
     gv_free(r->got_report);
+    gv_free(r->ck_srv_iter);
+    gv_free(r->ck_srv_st);
     memset(r, 0, sizeof(*r));
 }
 
@@ -121,6 +129,15 @@ static gv_status_t round_controller(struct gv_server *srv)
         }
         gv_adapt_set_log(r->ctl, decide_log, r);
     }
+    if (srv->cfg.obs_trace != NULL && srv->cfg.obs_trace[0] != '\0') {
+        r->obstrace = fopen(srv->cfg.obs_trace, "w");
+        if (r->obstrace == NULL) {
+            gv_log(GV_LOG_ERROR, "server: cannot open the observation trace %s",
+                   srv->cfg.obs_trace);
+            return GV_ERR_IO;
+        }
+        fprintf(r->obstrace, "%s\n", GV_ADAPT_TRACE_HEADER);
+    }
     if ((status = srv_decide_load(srv)) != GV_OK)
         return status;
     gv_log(GV_LOG_INFO, "controller: %s, first decision %s at CF %g", gv_adapt_kind_str(ac.kind),
@@ -147,6 +164,9 @@ static void round_controller_cleanup(struct gv_server *srv)
     if (r->declog != NULL)
         fclose(r->declog);
     r->declog = NULL;
+    if (r->obstrace != NULL)
+        fclose(r->obstrace);
+    r->obstrace = NULL;
     gv_adapt_destroy(r->ctl);
     r->ctl = NULL;
 }
@@ -178,6 +198,41 @@ static void decide_log_change(struct gv_server *srv, const struct srv_decision *
            n->d.cf_send, n->d.theta_min, n->d.cf_candidate);
 }
 
+/* Server 0, the round of a checkpoint's iteration: committed only when this server wrote its
+ * part and every server and every worker that reported did too (a server that reported none
+ * failed it: no --checkpoint-dir there, or another --checkpoint-every); the verdict goes with
+ * the decision, to the servers (DECISION) and the workers (UPDATE). */
+static void round_ckpt_verdict(struct gv_server *srv, struct gv_ps_decision *d)
+{
+    struct srv_round *r = &srv->round;
+    const struct srv_ckpt *ck = &srv->ckpt;
+    d->ckpt_iter = 0;
+    d->ckpt_status = GV_OK;
+    r->ck_why[0] = '\0';
+    if (!ck->on || ck->pend_iter == 0 || ck->pend_iter != r->iter)
+        return;
+    gv_status_t st = ck->pend_status;
+    if (st != GV_OK)
+        snprintf(r->ck_why, sizeof(r->ck_why), "server 0: %s", gv_status_str(st));
+    for (uint32_t s = 1; s < srv->S && st == GV_OK; s++) {
+        if (r->ck_srv_iter[s] != r->iter) {
+            st = GV_ERR_CKPT;
+            snprintf(r->ck_why, sizeof(r->ck_why),
+                     "server %u wrote none (no --checkpoint-dir, or another --checkpoint-every?)",
+                     s);
+        } else if (r->ck_srv_st[s] != GV_OK) {
+            st = r->ck_srv_st[s];
+            snprintf(r->ck_why, sizeof(r->ck_why), "server %u: %s", s, gv_status_str(st));
+        }
+    }
+    if (st == GV_OK && r->ck_wk_bad != GV_OK) {
+        st = (gv_status_t)r->ck_wk_bad;
+        snprintf(r->ck_why, sizeof(r->ck_why), "worker %u: %s", r->ck_wk_rank, gv_status_str(st));
+    }
+    d->ckpt_iter = r->iter;
+    d->ckpt_status = st;
+}
+
 static gv_status_t round_decide(struct gv_server *srv)
 {
     struct srv_round *r = &srv->round;
@@ -199,6 +254,7 @@ static gv_status_t round_decide(struct gv_server *srv)
         .samples = a->samples,
         .num_workers = GV_MAX(1u, r->n_stats),
         .lr = (double)gv_optim_lr(&srv->job->optim, (int64_t)r->iter),
+        .loss = a->loss_sum / GV_MAX(1u, r->n_stats),
         .epoch_end = norms,
         .num_layers = norms ? a->n_layer_norms : 0,
         .layer_norms = norms ? r->layer_norms : NULL,
@@ -212,7 +268,14 @@ static gv_status_t round_decide(struct gv_server *srv)
                   r->iter, a->g_ef, a->loss_sum / GV_MAX(1u, r->n_stats));
         return status;
     }
+    if (r->obstrace != NULL) {
+        char line[GV_ADAPT_TRACE_LINE];
+        gv_adapt_trace_line(&obs, &d, line, sizeof(line));
+        fprintf(r->obstrace, "%s\n", line);
+        fflush(r->obstrace);
+    }
     decide_adopt(srv, &r->next, &d);
+    round_ckpt_verdict(srv, &r->next.d);
     decide_log_change(srv, &r->cur, &r->next);
     for (uint32_t s = 1; s < srv->S; s++) {
         struct srv_peer *p = srv->net.servers[s];
@@ -313,7 +376,9 @@ static void round_dropped(struct gv_server *srv, struct srv_peer *p)
 
 static enum srv_round_event round_aggregated(struct gv_server *srv);
 
-static void round_stats(struct gv_server *srv, uint32_t rank, const struct gv_proto_iter_stats *st)
+/* Adds one push's statistics (checked finite on arrival) to the round's; false when a sum
+ * overflows (each was finite: a worker sent values near the double range). */
+static bool round_stats(struct gv_server *srv, uint32_t rank, const struct gv_proto_iter_stats *st)
 {
     struct srv_round *r = &srv->round;
     struct srv_agg *a = &r->agg;
@@ -324,12 +389,26 @@ static void round_stats(struct gv_server *srv, uint32_t rank, const struct gv_pr
     a->compress_max = GV_MAX(a->compress_max, st->compress_s);
     a->loss_sum += st->loss;
     a->samples += st->samples;
+    if (st->ckpt_iter == r->iter && st->ckpt_status != GV_OK && r->ck_wk_bad == GV_OK) {
+        r->ck_wk_bad = st->ckpt_status; /* its residual checkpoint failed */
+        r->ck_wk_rank = rank;
+    }
     uint32_t nt = srv->shard.n_tensors;
     if (rank == 0 && st->n_layer_norms == nt && st->layer_norms != NULL) {
         memcpy(r->layer_norms, st->layer_norms, nt * sizeof(double));
         a->epoch_end = true;
         a->n_layer_norms = st->n_layer_norms;
     }
+    return isfinite(a->g_ef + a->g_min + a->g_c + a->loss_sum);
+}
+
+static void round_stats_overflow(struct gv_server *srv, const struct srv_peer *p)
+{
+    const struct srv_agg *a = &srv->round.agg;
+    srv_abort(srv, GV_ERR_PROTO,
+              "%s's statistics of iteration %" PRIu64 " overflow the round's sums (||g_ef||^2 %g, "
+              "||g_min||^2 %g, ||g_c||^2 %g, loss %g): it sent values near the float range",
+              p->name, srv->round.iter, a->g_ef, a->g_min, a->g_c, a->loss_sum);
 }
 
 /* The next push to aggregate: the lowest rank not yet added that is expected and alive (ranks
@@ -354,8 +433,10 @@ static enum srv_round_event round_next(struct gv_server *srv)
         /* an empty push held for its turn counts now: no entries, only its statistics, summed
          * in rank order like the others */
         h->on = false;
-        if (srv->rank == 0)
-            round_stats(srv, q->rank, &h->stats);
+        if (srv->rank == 0 && !round_stats(srv, q->rank, &h->stats)) {
+            round_stats_overflow(srv, q);
+            return SRV_ROUND_BUSY;
+        }
         r->arrived[q->rank] = true;
         r->recv += h->bytes;
         r->next_rank++;
@@ -366,7 +447,7 @@ enum srv_round_event srv_round_try_open(struct gv_server *srv, bool hold)
 {
     struct srv_round *r = &srv->round;
     if (srv->end.state != SRV_RUNNING || r->phase != SRV_ROUND_WAIT_OPEN || !srv->start.settled ||
-        hold)
+        hold || r->iter >= (uint64_t)srv->job->total_steps)
         return SRV_ROUND_BUSY;
     for (uint32_t w = 0; w < srv->W; w++) {
         const struct srv_peer *p = srv->net.workers[w];
@@ -382,6 +463,7 @@ enum srv_round_event srv_round_try_open(struct gv_server *srv, bool hold)
         memset(r->acc, 0, srv->shard.n * sizeof(float));
     memset(&r->agg, 0, sizeof(r->agg));
     memset(r->arrived, 0, srv->W * sizeof(bool));
+    r->ck_wk_bad = GV_OK;
     r->next_rank = 0;
     r->recv = r->sent = 0;
     r->t_agg_ns = 0;
@@ -421,7 +503,8 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
     bool dense;
     char why[300];
     if (gv_ps_push_check(m, payload_len, srv->rank, srv->shard.n, &r->cur.d,
-                         gv_job_dense_vt(srv->job), r->rcap, &dense, why, sizeof(why)) != GV_OK) {
+                         gv_ps_dense_vt(srv->job, &r->cur.d), r->rcap, &dense, why,
+                         sizeof(why)) != GV_OK) {
         gv_log(GV_LOG_WARN, "server %u: %s pushed a malformed gradient: %s", srv->rank, p->name,
                why);
         return GV_ERR_PROTO;
@@ -471,8 +554,9 @@ static bool round_empty_ok(struct gv_server *srv, const struct srv_peer *p,
                srv->rank, p->name, m->iteration, r->iter);
         return false;
     }
-    if (gv_ps_push_check(m, 0, srv->rank, srv->shard.n, &r->cur.d, gv_job_dense_vt(srv->job),
-                         r->rcap, &dense, why, sizeof(why)) != GV_OK) {
+    if (gv_ps_push_check(m, 0, srv->rank, srv->shard.n, &r->cur.d,
+                         gv_ps_dense_vt(srv->job, &r->cur.d), r->rcap, &dense, why,
+                         sizeof(why)) != GV_OK) {
         gv_log(GV_LOG_WARN, "server %u: %s pushed a malformed gradient: %s", srv->rank, p->name,
                why);
         return false;
@@ -482,19 +566,25 @@ static bool round_empty_ok(struct gv_server *srv, const struct srv_peer *p,
 
 /* A push without payload that arrived out of turn (the transport asks on_header only for
  * messages with a payload, so it could not be deferred): checked and held for its turn. */
-static void round_hold(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m,
-                       uint64_t msg_bytes)
+static enum srv_round_event round_hold(struct gv_server *srv, struct srv_peer *p,
+                                       const struct gv_proto_msg *m, uint64_t msg_bytes)
 {
     struct srv_round *r = &srv->round;
     struct srv_held *h = &r->held[p->rank];
+    char why[300];
     if (m->payload_len != 0 || h->on) {
         srv_abort(srv, GV_ERR_PROTO, "%s pushed twice in round %" PRIu64, p->name, r->iter);
-        return;
+        return SRV_ROUND_BUSY;
     }
     if (!round_empty_ok(srv, p, m)) {
         srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed gradient at iteration %" PRIu64,
                   p->name, r->iter);
-        return;
+        return SRV_ROUND_BUSY;
+    }
+    if (gv_ps_stats_check(&m->u.push.stats, why, sizeof(why)) != GV_OK) {
+        char what[360];
+        snprintf(what, sizeof(what), "a non-finite statistic (%.300s)", why);
+        return round_worker_bad(srv, p, what);
     }
     uint32_t nt = srv->shard.n_tensors;
     h->on = true;
@@ -505,6 +595,7 @@ static void round_hold(struct gv_server *srv, struct srv_peer *p, const struct g
         memcpy(r->held_norms, m->u.push.stats.layer_norms, nt * sizeof(double));
         h->stats.layer_norms = r->held_norms;
     }
+    return SRV_ROUND_BUSY;
 }
 
 /* A piece of a round in pieces landed (on_header accepted only pieces in their turn). */
@@ -517,6 +608,15 @@ static enum srv_round_event round_piece_done(struct gv_server *srv, struct srv_p
                   r->iter);
         return SRV_ROUND_BUSY;
     }
+    /* before it is added: one NaN would poison every replica (a first push of its piece that
+     * landed in the accumulator is overwritten by the next member's, or zeroed) */
+    char why[300];
+    if (gv_ps_push_finite(m, srv_piece_landed(srv, m), why, sizeof(why)) != GV_OK) {
+        char what[360];
+        snprintf(what, sizeof(what), "a non-finite %s (%.300s)",
+                 strncmp(why, "statistic", 9) == 0 ? "statistic" : "gradient", why);
+        return round_worker_bad(srv, p, what);
+    }
     uint64_t t = gv_trace_now(srv->cfg.trace);
     bool whole = false;
     if (srv_piece_push_done(srv, p, m, &whole) != GV_OK)
@@ -525,8 +625,10 @@ static enum srv_round_event round_piece_done(struct gv_server *srv, struct srv_p
                   r->cur.d.cf_send, msg_bytes, (int32_t)p->rank);
     r->recv += msg_bytes;
     if (whole) { /* its last piece carried the statistics */
-        if (srv->rank == 0)
-            round_stats(srv, p->rank, &m->u.push.stats);
+        if (srv->rank == 0 && !round_stats(srv, p->rank, &m->u.push.stats)) {
+            round_stats_overflow(srv, p);
+            return SRV_ROUND_BUSY;
+        }
         r->arrived[p->rank] = true;
     }
     return srv_piece_all_in(srv) ? round_aggregated(srv) : SRV_ROUND_BUSY;
@@ -536,18 +638,27 @@ enum srv_round_event srv_round_push_done(struct gv_server *srv, struct srv_peer 
                                          const struct gv_proto_msg *m, uint64_t msg_bytes)
 {
     struct srv_round *r = &srv->round;
+    char why[300];
     if (srv->end.state != SRV_RUNNING)
-        return SRV_ROUND_BUSY; /* dropped unread: the job is ending */
+        return SRV_ROUND_BUSY;    /* dropped unread: the job is ending */
+    srv_replica_check(srv, p, m); /* --optimizer caller */
+    if (srv->end.state != SRV_RUNNING)
+        return SRV_ROUND_BUSY;
     if (r->phase == SRV_ROUND_OPEN && srv->pieces.on)
         return round_piece_done(srv, p, m, msg_bytes);
-    if (r->phase != SRV_ROUND_OPEN || p->rank != r->next_rank) {
-        round_hold(srv, p, m, msg_bytes); /* on_header deferred every push with a payload */
-        return SRV_ROUND_BUSY;
-    }
+    if (r->phase != SRV_ROUND_OPEN || p->rank != r->next_rank)
+        return round_hold(srv, p, m, msg_bytes); /* on_header deferred every push with a payload */
     if (m->payload_len == 0 && !round_empty_ok(srv, p, m)) {
         srv_abort(srv, GV_ERR_PROTO, "%s pushed a malformed gradient at iteration %" PRIu64,
                   p->name, r->iter);
         return SRV_ROUND_BUSY;
+    }
+    /* before anything is added: one NaN would poison every replica */
+    if (gv_ps_push_finite(m, r->rbuf, why, sizeof(why)) != GV_OK) {
+        char what[360];
+        snprintf(what, sizeof(what), "a non-finite %s (%.300s)",
+                 strncmp(why, "statistic", 9) == 0 ? "statistic" : "gradient", why);
+        return round_worker_bad(srv, p, what);
     }
     uint64_t t = gv_trace_now(srv->cfg.trace);
     if (round_add(srv, m) != GV_OK) {
@@ -559,8 +670,10 @@ enum srv_round_event srv_round_push_done(struct gv_server *srv, struct srv_peer 
                   r->cur.d.cf_send, msg_bytes, (int32_t)p->rank);
     if (r->t_agg_ns == 0) /* a push without payload: on_header never saw it */
         r->t_agg_ns = t;
-    if (srv->rank == 0)
-        round_stats(srv, p->rank, &m->u.push.stats);
+    if (srv->rank == 0 && !round_stats(srv, p->rank, &m->u.push.stats)) {
+        round_stats_overflow(srv, p);
+        return SRV_ROUND_BUSY;
+    }
     r->arrived[p->rank] = true;
     r->recv += msg_bytes;
     r->next_rank++;
@@ -670,6 +783,10 @@ static enum srv_round_event round_aggregated(struct gv_server *srv)
     struct gv_proto_msg m;
     gv_ps_msg_init(&m, &srv->env, GV_PROTO_MSG_STATS, r->iter);
     m.u.stats.workers = n;
+    if (srv->ckpt.on && srv->ckpt.pend_iter == r->iter) { /* its part of this checkpoint */
+        m.u.stats.stats.ckpt_iter = r->iter;
+        m.u.stats.stats.ckpt_status = srv->ckpt.pend_status;
+    }
     gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, srv->W, srv->W);
     struct gv_iov pl = {rep, srv->W};
     if (c == NULL || gv_ps_link_send(&c->link, &m, &pl, 1, NULL) != GV_OK)
@@ -721,6 +838,8 @@ enum srv_round_event srv_round_on_report(struct gv_server *srv, const struct srv
     }
     r->got_report[p->rank] = true;
     r->n_reports++;
+    r->ck_srv_iter[p->rank] = m->u.stats.stats.ckpt_iter;
+    r->ck_srv_st[p->rank] = (gv_status_t)m->u.stats.stats.ckpt_status;
     return round_maybe_decide(srv);
 }
 
@@ -784,13 +903,16 @@ enum srv_round_event srv_round_on_decision(struct gv_server *srv, const struct g
 
 /* ---------------------------------------------------------------- workers leaving */
 
-enum srv_round_event srv_round_worker_dead(struct gv_server *srv, struct srv_peer *p,
-                                           const char *why, bool hold)
+/* Worker p is out of the job: `what` says why as a predicate ("is dead: disconnected", "pushed
+ * a gradient with NaN at entry 5 of 120"). The policy decides: an abort naming it, or the job
+ * goes on without it (told why, disconnected). */
+static enum srv_round_event round_worker_out(struct gv_server *srv, struct srv_peer *p,
+                                             const char *what, const char *told, bool hold)
 {
     struct srv_round *r = &srv->round;
     if (r->dead[p->rank])
         return SRV_ROUND_BUSY;
-    srv_ops_forget(srv, p, why);
+    srv_ops_forget(srv, p, what);
     /* the job has started once every worker has the model: before, it starts with all */
     bool started = r->done > 0;
     for (uint32_t w = 0; !started && w < srv->W; w++)
@@ -799,26 +921,21 @@ enum srv_round_event srv_round_worker_dead(struct gv_server *srv, struct srv_pee
         started = srv->net.workers[w] != NULL && srv->net.workers[w]->synced;
     if (srv->end.state != SRV_RUNNING || srv->cfg.dead_policy != GV_DEAD_CONTINUE || !started) {
         /* the abort policy, or start-up: a job starts with every one of its workers */
-        srv_abort(srv, GV_ERR_CLOSED, "%s is dead: %s; the dead-worker policy is %s", p->name, why,
+        srv_abort(srv, GV_ERR_CLOSED, "%s %s; the dead-worker policy is %s", p->name, what,
                   srv->cfg.dead_policy != GV_DEAD_CONTINUE
                       ? "abort"
                       : "continue, but training had not started");
         return SRV_ROUND_BUSY;
     }
-    round_drop(srv, p, why);
+    round_drop(srv, p, what);
     uint32_t left = 0;
     for (uint32_t w = 0; w < srv->W; w++)
         left += srv_round_member(srv, w) && srv->net.workers[w] != NULL;
     gv_log(GV_LOG_WARN,
-           "server %u: %s is dead at iteration %" PRIu64 ": %s; continuing without it "
+           "server %u: %s %s at iteration %" PRIu64 "; continuing without it "
            "(dead-worker policy continue, %u of %u workers left)",
-           srv->rank, p->name, r->iter, why, left, srv->W);
-    char text[300];
-    snprintf(text, sizeof(text),
-             "server %u declared worker %u dead (%.200s): the job goes on "
-             "without it",
-             srv->rank, p->rank, why);
-    srv_send_evict(srv, p, r->iter, text);
+           srv->rank, p->name, what, r->iter, left, srv->W);
+    srv_send_evict(srv, p, r->iter, told);
     if (r->phase == SRV_ROUND_OPEN && srv->pieces.on) {
         /* what it pushed counts; its missing pieces count as zero, as a push that reached some
          * servers only */
@@ -834,6 +951,31 @@ enum srv_round_event srv_round_worker_dead(struct gv_server *srv, struct srv_pee
     return SRV_ROUND_BUSY;
 }
 
+enum srv_round_event srv_round_worker_dead(struct gv_server *srv, struct srv_peer *p,
+                                           const char *why, bool hold)
+{
+    char what[300], told[360];
+    snprintf(what, sizeof(what), "is dead: %.280s", why);
+    snprintf(told, sizeof(told),
+             "server %u declared worker %u dead (%.200s): the job goes on without it", srv->rank,
+             p->rank, why);
+    return round_worker_out(srv, p, what, told, hold);
+}
+
+/* Worker p sent what no replica may take (a non-finite value or statistic): the same policy as
+ * a dead worker; its push is not added. */
+static enum srv_round_event round_worker_bad(struct gv_server *srv, struct srv_peer *p,
+                                             const char *why)
+{
+    char what[400], told[460];
+    snprintf(what, sizeof(what), "pushed %.380s", why);
+    snprintf(told, sizeof(told),
+             "server %u dropped worker %u at iteration %" PRIu64 ": it %.380s: the job goes on "
+             "without it",
+             srv->rank, p->rank, srv->round.iter, what);
+    return round_worker_out(srv, p, what, told, true); /* the loop opens the next round */
+}
+
 void srv_round_resync(struct gv_server *srv, struct srv_peer *p)
 {
     srv->round.resync_req[p->rank] = true;
@@ -841,22 +983,34 @@ void srv_round_resync(struct gv_server *srv, struct srv_peer *p)
 
 void srv_round_on_bye(struct gv_server *srv, struct srv_peer *p, uint64_t iteration)
 {
+    struct srv_round *r = &srv->round;
+    uint64_t total = (uint64_t)srv->job->total_steps;
     p->bye = true;
     gv_log(GV_LOG_INFO, "server %u: %s ends after %" PRIu64 " iterations", srv->rank, p->name,
            iteration);
-    if (srv_live(srv)) {
-        /* every worker runs the same number of iterations, and worker 0 may stop early (target
-         * reached): the first BYE ends the job for everyone */
-        srv->end.state = SRV_ENDING;
-        srv_send_bye_all(srv, srv->round.done);
-        /* pushes deferred for this round are read (and dropped) now, and the BYEs behind them */
-        for (uint32_t w = 0; w < srv->W; w++) {
-            struct srv_peer *q = srv->net.workers[w];
-            if (q != NULL && q->link.c != NULL) {
-                q->deferred = false;
-                (void)gv_tp_conn_resume_recv(q->link.c);
-            }
-        }
+    if (srv_live(srv) && r->iter >= total) {
+        srv_end_done(srv, "every iteration is done");
+    } else if (srv_live(srv) && gv_job_external(srv->job) && srv->job->steps == 0 &&
+               iteration == r->iter && !r->dead[p->rank]) {
+        /* --model external without --steps: the training scripts set the length, and the first
+         * to finish at a round's boundary ends the job (--steps makes an early one a leaver) */
+        if (srv->rank == 0)
+            srv_end_done(srv, "a worker finished its training script");
+    } else if (srv_live(srv) && p->rank == 0 && iteration == r->iter && !r->dead[0]) {
+        /* worker 0 stops the job early (--target-accuracy): server 0 ends it, the others
+         * follow its BYE (so that an abort racing with it ends the job once, the same way
+         * everywhere) */
+        if (srv->rank == 0)
+            srv_end_done(srv, "worker 0 stopped it (its target reached)");
+    } else if (srv_live(srv)) {
+        char what[200];
+        snprintf(what, sizeof(what),
+                 "left the job: it said BYE after %" PRIu64 " of %" PRIu64 " iterations", iteration,
+                 total);
+        (void)round_worker_out(srv, p, what, "a worker leaving before the end is out of the job",
+                               true);
+        return;
     }
-    srv_send_bye(srv, p, srv->round.done); /* the answer: the worker closes once it has it */
+    /* the answer (BYE, or how the end failed) comes from srv_end_answer once the final
+     * checkpoint is decided; the worker closes once it has it */
 }

@@ -8,56 +8,21 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
-static void srv_log_line(const char *line, void *arg)
+/* What the job's model and optimizer rule out: checkpoints need the servers to hold the model
+ * (SGD on the servers) and its layout at start (nn/'s). */
+static gv_status_t srv_server_check(const struct gv_server *srv)
 {
-    (void)arg;
-    gv_log(GV_LOG_INFO, "%s", line);
-}
-
-/* The model's layout (nn/'s tensors), the shard map, the fingerprint, and the shard's
- * parameters and momentum (zeroed: untouched pages cost no memory until written). */
-static gv_status_t srv_shard_init(struct gv_server *srv)
-{
-    struct srv_shard *sh = &srv->shard;
-    sh->names = gv_calloc(SRV_MAX_TENSORS, sizeof(*sh->names));
-    sh->numel = gv_calloc(SRV_MAX_TENSORS, sizeof(*sh->numel));
-    if (sh->names == NULL || sh->numel == NULL)
-        return GV_ERR_NOMEM;
-    gv_status_t status =
-        gv_job_layout(srv->job, sh->names, sh->numel, SRV_MAX_TENSORS, &sh->n_tensors);
-    if (status != GV_OK)
-        return status;
-    status = gv_shard_map_init(&sh->map, sh->numel, sh->n_tensors, srv->S);
-    if (status != GV_OK)
-        return status;
-    sh->lo = sh->map.lo[srv->rank];
-    sh->n = gv_shard_numel(&sh->map, srv->rank);
-    const char *names[SRV_MAX_TENSORS];
-    for (uint32_t t = 0; t < sh->n_tensors; t++)
-        names[t] = sh->names[t];
-    gv_shard_map_describe(&sh->map, names, srv_log_line, NULL);
-    char desc[4096];
-    sh->fingerprint = gv_job_fingerprint(srv->job, (const char(*)[24])sh->names, sh->numel,
-                                         sh->n_tensors, desc, sizeof(desc));
-    gv_log(GV_LOG_DEBUG, "model fingerprint %016" PRIx64 " of: %s", sh->fingerprint, desc);
-    sh->params = gv_calloc(sh->n, sizeof(float));
-    sh->momentum = gv_calloc(sh->n, sizeof(float));
-    if (sh->params == NULL || sh->momentum == NULL) {
-        gv_log(GV_LOG_ERROR, "server: cannot allocate a %" PRIu64 "-parameter shard", sh->n);
-        return GV_ERR_NOMEM;
+    bool ckpt = srv->cfg.checkpoint_dir != NULL && srv->cfg.checkpoint_dir[0] != '\0';
+    if (ckpt && (gv_job_external(srv->job) || srv->job->optimizer == GV_JOB_OPTIM_CALLER)) {
+        gv_log(GV_LOG_ERROR, "--checkpoint-dir needs one of nn/'s models and --optimizer job: "
+                             "with the workers' optimizer the servers do not hold the model "
+                             "(checkpoint it from the training script, e.g. torch.save on "
+                             "worker 0)");
+        return GV_ERR_INVAL;
     }
     return GV_OK;
-}
-
-static void srv_shard_cleanup(struct gv_server *srv)
-{
-    struct srv_shard *sh = &srv->shard;
-    gv_shard_map_cleanup(&sh->map);
-    gv_free(sh->names);
-    gv_free(sh->numel);
-    gv_free(sh->params);
-    gv_free(sh->momentum);
 }
 
 gv_status_t gv_server_create(const struct gv_server_config *cfg, struct gv_server **srv_p)
@@ -77,12 +42,14 @@ gv_status_t gv_server_create(const struct gv_server_config *cfg, struct gv_serve
         srv->cfg.min_workers = 1;
     if (srv->cfg.checkpoint_keep <= 0)
         srv->cfg.checkpoint_keep = 3;
-    gv_status_t status = srv_shard_init(srv);
+    gv_status_t status = srv_server_check(srv);
+    if (status == GV_OK)
+        status = srv_shard_init(srv);
     if (status == GV_OK)
         status = srv_net_init(srv);
-    if (status == GV_OK)
-        status = srv_round_init(srv); /* server 0: the controller */
-    if (status == GV_OK)
+    if (status == GV_OK && srv->shard.ready)
+        status = srv_round_init(srv); /* server 0: the controller (external: at the layout) */
+    if (status == GV_OK && srv->shard.ready)
         status = srv_down_create(srv->job, &srv->shard.map, srv->rank, &srv->down);
     if (status == GV_OK)
         status = srv_ops_init(srv);
@@ -100,11 +67,18 @@ gv_status_t gv_server_create(const struct gv_server_config *cfg, struct gv_serve
     }
     char b[32];
     gv_ps_fmt_bytes((double)srv->shard.n * 4.0, b, sizeof(b));
-    gv_log(GV_LOG_INFO,
-           "server %u: shard [%" PRIu64 ", %" PRIu64 ") of %" PRIu64
-           " parameters (%s), %u workers, method %s, dead-worker policy %s",
-           srv->rank, srv->shard.lo, srv->shard.lo + srv->shard.n, srv->shard.map.total, b, srv->W,
-           gv_job_method_str(srv->job->method), gv_dead_policy_str(srv->cfg.dead_policy));
+    if (srv->shard.ready)
+        gv_log(GV_LOG_INFO,
+               "server %u: shard [%" PRIu64 ", %" PRIu64 ") of %" PRIu64
+               " parameters (%s), %u workers, method %s, dead-worker policy %s",
+               srv->rank, srv->shard.lo, srv->shard.lo + srv->shard.n, srv->shard.map.total, b,
+               srv->W, gv_job_method_str(srv->job->method),
+               gv_dead_policy_str(srv->cfg.dead_policy));
+    else
+        gv_log(GV_LOG_INFO, "server %u: %u workers, method %s, optimizer %s, dead-worker policy %s",
+               srv->rank, srv->W, gv_job_method_str(srv->job->method),
+               srv->job->optimizer == GV_JOB_OPTIM_CALLER ? "the workers'" : "SGD on the servers",
+               gv_dead_policy_str(srv->cfg.dead_policy));
     *srv_p = srv;
     return GV_OK;
 }
@@ -128,17 +102,22 @@ uint16_t gv_server_port(const struct gv_server *srv)
     return srv->net.port;
 }
 
+/* Connections that have not completed the handshake in time are closed. They are in accept
+ * order and share one timeout, so only the expired ones at the head are visited. */
 static void srv_check_handshakes(struct gv_server *srv, uint64_t now)
 {
-    for (struct srv_peer *p = srv->net.peers; p != NULL; p = p->next)
-        if (p->kind == SRV_PEER_NEW && !p->closed && p->link.c != NULL &&
-            now - p->t_accept_ns > srv->cfg.handshake_timeout_ns) {
-            gv_log(GV_LOG_WARN,
-                   "server %u: %s did not complete the handshake within %.1f s; "
-                   "closed",
-                   srv->rank, p->name, (double)srv->cfg.handshake_timeout_ns * 1e-9);
-            srv_peer_close(p);
-        }
+    static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(10, 10000);
+    for (struct srv_peer *p = srv->net.pending.head, *next; p != NULL; p = next) {
+        next = p->next;
+        if (p->t_accept_ns > now || now - p->t_accept_ns <= srv->cfg.handshake_timeout_ns)
+            break;
+        if (p->closed || p->link.c == NULL)
+            continue;
+        GV_LOG_LIMITED(GV_LOG_WARN, &lim,
+                       "server %u: %s did not complete the handshake within %.1f s; closed",
+                       srv->rank, p->name, (double)srv->cfg.handshake_timeout_ns * 1e-9);
+        srv_peer_close(p); /* frees p */
+    }
 }
 
 /* Every worker (and on server 0 every other server) has said BYE or left. */
@@ -152,6 +131,20 @@ static bool srv_peers_gone(const struct gv_server *srv)
     for (uint32_t s = 1; s < srv->S && srv->rank == 0; s++) {
         const struct srv_peer *p = srv->net.servers[s];
         if (p != NULL && !p->closed && !p->bye)
+            return false;
+    }
+    return true;
+}
+
+/* Liveness is on and every peer that has not said BYE was heard from (a message, bytes or a
+ * heartbeat) within the peer timeout. */
+static bool srv_peers_heard(const struct gv_server *srv, uint64_t now)
+{
+    if (!srv->live.on)
+        return false;
+    for (const struct srv_peer *p = srv->net.joined.head; p != NULL; p = p->next) {
+        bool member = p->kind == SRV_PEER_WORKER || (p->kind == SRV_PEER_SERVER && srv->rank == 0);
+        if (member && !p->closed && !p->bye && now - p->t_seen_ns > srv->cfg.peer_timeout_ns)
             return false;
     }
     return true;
@@ -184,12 +177,17 @@ static int srv_tick(struct gv_server *srv, volatile int *stop, bool *signalled,
         srv_stop(srv, why);
     }
     srv_check_handshakes(srv, now);
+    srv_conn_coord(srv);
     if (srv_live(srv))
         srv_start_check_deadline(srv, now);
-    if (srv->end.state == SRV_ENDING) {
+    if (srv->end.state == SRV_ENDING && srv_ckpt_final_tick(srv)) {
+        /* the final checkpoint is decided: the workers learn how the job ended, and leave */
+        srv_end_answer(srv, srv->ckpt.final_verdict);
         if (*end_deadline == 0)
             *end_deadline = now + 5000000000ull;
-        if (srv_peers_gone(srv) || now > *end_deadline)
+        /* past the deadline the end waits only for peers still heard from: a training script
+         * may evaluate or save for a while after its last step before it says BYE */
+        if (srv_peers_gone(srv) || (now > *end_deadline && !srv_peers_heard(srv, now)))
             srv_finish(srv);
     }
     struct srv_peer *silent[16];
@@ -204,26 +202,32 @@ static int srv_tick(struct gv_server *srv, volatile int *stop, bool *signalled,
         timeout_ms = GV_MIN(timeout_ms, 5);
     else if (srv->round.phase == SRV_ROUND_WAIT_OPEN)
         srv_conn_poll_round(srv); /* a checkpoint that just finished lets the round open */
+    if (srv->rank > 0 && srv->net.coord == NULL && srv->end.state == SRV_STARTING)
+        timeout_ms = GV_MIN(timeout_ms, 20); /* server 0's address may appear any moment */
     return timeout_ms;
+}
+
+static bool srv_reporter_alive(const struct gv_server *srv)
+{
+    for (uint32_t w = 0; w < srv->W; w++) {
+        const struct srv_peer *p = srv->net.workers[w];
+        if (p != NULL && p->reported && !p->closed)
+            return true;
+    }
+    return false;
 }
 
 gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
 {
     srv->start.t_start_ns = gv_now_ns();
     srv->end.state = SRV_STARTING;
-    if (srv->rank > 0) {
-        gv_status_t status = srv_conn_coord(srv, srv->start.t_start_ns + srv->cl->connect_timeout);
-        if (status != GV_OK) {
-            srv->end.state = SRV_ABORTED;
-            return status;
-        }
-    } else {
+    if (srv->rank == 0) {
         srv_start_settle(srv); /* a single server settles at once */
         srv_conn_poll_round(srv);
     }
     uint64_t end_deadline = 0;
     bool signalled = false;
-    int timeout_ms = 100;
+    int timeout_ms = 0; /* servers 1..S-1: the first turn connects to server 0 */
     while (!srv_over(srv)) {
         int n = gv_tp_progress(srv->net.tp, timeout_ms);
         if (n < 0) {
@@ -232,11 +236,20 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
         }
         timeout_ms = srv_tick(srv, stop, &signalled, &end_deadline);
     }
-    /* let the last messages (BYE, ERROR) leave before the connections close */
+    /* an end at a point every server shares (a stop, an abort there): its final checkpoint,
+     * coordinated like the others (DONE has decided it in the loop already) */
+    while (!srv_ckpt_final_tick(srv))
+        if (gv_tp_progress(srv->net.tp, 5) < 0)
+            break;
+    /* let the last messages (BYE, ERROR) leave before the connections close, and a worker
+     * that reported its own failure go first (so that a launcher sees the cause exit first) */
     uint64_t flush_end = gv_now_ns() + 1000000000ull;
-    while (!srv_net_idle(srv) && gv_now_ns() < flush_end)
+    bool reporter = srv_reporter_alive(srv);
+    while ((!srv_net_idle(srv) || srv_reporter_alive(srv)) && gv_now_ns() < flush_end)
         if (gv_tp_progress(srv->net.tp, 20) < 0)
             break;
+    if (reporter) /* its exit reaches a launcher's wait before ours */
+        usleep(250000);
     if (srv->end.state == SRV_DONE) {
         gv_log(GV_LOG_INFO,
                "server %u: job finished after %" PRIu64 " iterations (at iteration %" PRIu64 ")",
@@ -244,7 +257,6 @@ gv_status_t gv_server_run(struct gv_server *srv, volatile int *stop)
         srv->end.result = GV_OK;
         srv->end.final_ok = srv->start.settled;
     }
-    srv_ckpt_final(srv);
     srv_metrics_tick(srv, gv_now_ns());
     return srv->end.result;
 }
@@ -273,4 +285,6 @@ void gv_server_get_summary(const struct gv_server *srv, struct gv_server_summary
     sum->resumed_from = srv->ckpt.resumed_from;
     sum->ckpt_iter = srv->ckpt.written > 0 ? srv->ckpt.last_iter : 0;
     sum->ckpt_written = srv->ckpt.written;
+    sum->ckpt_committed = srv->ckpt.committed;
+    sum->ckpt_lost = srv->ckpt.lost || srv->end.result == GV_ERR_CKPT;
 }

@@ -3,7 +3,9 @@
  * environment variables and the config file ([server] and common sections);
  * the cluster from --servers/--rank, a rendezvous directory, or MPI/Slurm variables. Exit
  * status: 0 when the job finished, 1 when it failed or was aborted, 2 for bad options or a
- * refused checkpoint (retrying cannot help), 3 when it was stopped on request (SIGTERM or
+ * refused checkpoint (retrying cannot help), 4 when a checkpoint could not be written by every
+ * process (the job stopped under --checkpoint-failure-policy stop, or its final checkpoint
+ * failed: resumable only from the last committed one), 3 when it was stopped on request (SIGTERM or
  * SIGINT here or at another process of the job; with --checkpoint-dir a checkpoint was written
  * and a restart resumes from it). */
 #include "gv_server.h"
@@ -117,6 +119,7 @@ int main(int argc, char **argv)
                                   .secret = secret,
                                   .handshake_timeout_ns = o.oc.handshake_timeout,
                                   .decision_log = o.so.decision_log,
+                                  .obs_trace = o.so.obs_trace,
                                   .heartbeat_interval_ns = o.oc.heartbeat_interval,
                                   .peer_timeout_ns = o.oc.peer_timeout,
                                   .dead_policy = o.os.dead_worker_policy,
@@ -125,6 +128,7 @@ int main(int argc, char **argv)
                                   .checkpoint_every = o.os.checkpoint_every,
                                   .checkpoint_keep = o.os.checkpoint_keep,
                                   .checkpoint_fallback = o.os.checkpoint_fallback,
+                                  .ckpt_fail_policy = o.os.checkpoint_failure_policy,
                                   .metrics_addr = o.os.metrics_addr};
     if ((uint32_t)o.os.min_workers > o.cl.n_workers) {
         gv_log(GV_LOG_ERROR, "--min-workers %d is more than the job's %u workers", o.os.min_workers,
@@ -182,7 +186,8 @@ int main(int argc, char **argv)
         else
             lane_run(&ln[l]); /* no thread: after the others (the job then waits for it) */
     }
-    bool refused = false, failed = false, stopped = false, ckpt = false;
+    bool refused = false, failed = false, stopped = false, ckpt = false, lost = false;
+    uint64_t committed = UINT64_MAX;
     for (uint32_t l = 0; l < o.cl.lanes; l++) {
         struct gv_server_summary sum;
         gv_server_get_summary(ln[l].srv, &sum);
@@ -199,17 +204,27 @@ int main(int argc, char **argv)
         }
         refused |= sum.refused;
         stopped |= sum.stopped;
-        failed |= !sum.refused && !sum.stopped && ln[l].status != GV_OK;
-        ckpt |= sum.ckpt_written > 0;
+        lost |= sum.ckpt_lost;
+        failed |=
+            !sum.refused && !sum.stopped && ln[l].status != GV_OK && ln[l].status != GV_ERR_CKPT;
+        ckpt |= sum.ckpt_committed > 0;
+        committed = GV_MIN(committed, sum.ckpt_committed);
     }
-    rc = refused ? 2 : failed ? 1 : stopped ? 3 : 0;
+    rc = refused ? 2 : failed ? 1 : lost ? 4 : stopped ? 3 : 0;
+    char resume[120] = "";
+    if (ckpt)
+        snprintf(resume, sizeof(resume),
+                 "; a restart resumes from iteration %" PRIu64
+                 " (the last checkpoint every process wrote)",
+                 committed);
     if (rc != 0)
         gv_log(rc == 3 ? GV_LOG_WARN : GV_LOG_ERROR, "gravac-server %u: exit status %d (%s)%s",
                o.cl.proc_rank, rc,
                rc == 2   ? "refused: fix the configuration or the checkpoints"
                : rc == 3 ? "stopped on request"
+               : rc == 4 ? "a checkpoint could not be written everywhere: fix the storage"
                          : "the job failed",
-               ckpt ? "; a restart resumes from the last checkpoint" : "");
+               resume);
 out_lanes:
     for (uint32_t l = 0; l < o.cl.lanes; l++) {
         gv_server_destroy(ln[l].srv);

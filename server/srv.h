@@ -1,6 +1,7 @@
 /* srv.h: what server/'s files share privately. The server object is a set of parts,
  * each owned by one file, which alone writes it (the others may read it):
- *   shard   server.c   the model's layout, the shard map, the shard's parameters and momentum
+ *   shard   shard.c    the model's layout (nn/'s, or the workers' with --model external), the
+ *                      shard map, the shard's parameters and momentum
  *   net     net.c      the transport, the peers and their links, every message sent
  *   end     end.c      how the job ends: aborts, stops, the result
  *   live    ops.c      heartbeats and the peers' liveness
@@ -11,11 +12,12 @@
  *   down    update.c   the bounded downlink's residual; update.c also makes the optimizer
  *                      step and sends the update to the workers
  *   ckpt    ckpt.c     checkpoints and resuming
+ *   replica replica.c  --optimizer caller: the workers' parameter checksums compared
  *   mx      metrics.c  the Prometheus registry and endpoint
  * Calls go one way, down these layers (docs/architecture.md draws them):
  *   server.c (create, the run loop) -> conn.c (the connection dispatch: the only entry into
- *   the round) -> start.c -> ckpt.c -> round.c -> piece.c -> update.c -> ops.c -> end.c ->
- *   net.c -> metrics.c.
+ *   the round) -> start.c -> shard.c -> ckpt.c -> round.c -> piece.c -> replica.c -> update.c
+ *   -> ops.c -> end.c -> net.c -> metrics.c.
  * What comes back up does so through callback tables: the transport's handler and the links'
  * on_idle (conn.c installs both). Tests may include this header. */
 #ifndef GV_SRV_H
@@ -31,6 +33,8 @@
 #define SRV_HDR_BYTES 1024
 /* MODEL chunks: at most this many elements per message (1 GiB of floats). */
 #define SRV_MODEL_CHUNK (256ull << 20)
+/* The longest text an ERROR carries (the default caps' max_text_len). */
+#define SRV_ERROR_TEXT_MAX 256
 
 /* ================================================================ peers (net.c) */
 
@@ -56,13 +60,29 @@ struct srv_peer {
     bool synced;           /* worker: initial model and decision sent (start.c) */
     bool bye;              /* said BYE */
     bool bye_sent;         /* we said BYE to it */
+    bool welcome_due;      /* WORKER on servers 1..S-1: joined before server 0 welcomed
+                              this server (the starting iteration unknown): WELCOME then */
     bool close_after_send; /* a REFUSE or an eviction is in flight: close when it has left */
     bool closed;           /* on_close ran */
     bool deferred;         /* WORKER: its push waits for its turn, unread; its heartbeats wait
                               behind it, so its silence is not held against it meanwhile */
-    uint64_t seen_bytes;   /* conn bytes_recv at the last liveness tick (ops.c) */
-    uint64_t t_seen_ns;    /* when it was last heard from (a message or bytes) */
-    struct srv_peer *next; /* in net.peers */
+    bool awaiting_layout;  /* --model external: an authenticated worker whose LAYOUT is due */
+    bool layout_ok;        /* its layout equals the shard's (it may take its slot) */
+    uint8_t *layout_buf;   /* the LAYOUT's payload while it arrives */
+    uint64_t layout_len;
+    struct gv_layout held_layout; /* a worker > 0's layout, until worker 0's is the model's */
+    bool held;
+    bool reported;                /* WORKER: it told us it failed (ERROR): the job's root cause */
+    uint64_t seen_bytes;          /* conn bytes_recv at the last liveness tick (ops.c) */
+    uint64_t t_seen_ns;           /* when it was last heard from (a message or bytes) */
+    struct srv_peer_list *list;   /* net.pending (NEW) or net.joined (the others) */
+    struct srv_peer *prev, *next; /* in that list */
+};
+
+/* Peer records, doubly linked: a record leaves its list (and is freed) in O(1). */
+struct srv_peer_list {
+    struct srv_peer *head, *tail;
+    uint32_t n;
 };
 
 struct srv_net {
@@ -72,23 +92,33 @@ struct srv_net {
     char bind_str[300], advertise_str[300];
     struct gv_proto_arena arena;
     void *arena_buf;
-    struct srv_peer *peers;    /* every connection */
-    struct srv_peer **workers; /* [W], welcomed workers */
-    struct srv_peer **servers; /* [S] on server 0 */
-    struct srv_peer *coord;    /* servers 1..S-1 */
+    /* A record lives as long as its connection, except a joined peer's, which keeps its slot
+     * (and so its record) until the server is destroyed: at most W + S records outlive their
+     * connection, so memory and the per-turn sweeps are bounded by the connections open now.
+     * pending: connections still in the handshake (or refused, their REFUSE leaving), in
+     * accept order, so the handshake deadline is checked from the head only; joined: workers,
+     * servers and (servers 1..S-1) the connection to server 0. */
+    struct srv_peer_list pending, joined;
+    uint64_t gone_recv, gone_sent; /* bytes of the records already freed (metrics) */
+    struct srv_peer **workers;     /* [W], welcomed workers */
+    struct srv_peer **servers;     /* [S] on server 0 */
+    struct srv_peer *coord;        /* servers 1..S-1 */
     uint32_t n_workers_in, n_servers_in;
 };
 
-/* The shard this server holds (server.c builds it; round.c steps it; ckpt.c saves and loads). */
+/* The shard this server holds (shard.c builds it; round.c steps it; ckpt.c saves and loads).
+ * With --model external it is built when the first worker's layout arrives (ready). */
 struct srv_shard {
-    char (*names)[24];
-    size_t *numel;
+    bool ready;
+    struct gv_layout layout;
+    char layout_from[96]; /* who the layout came from ("nn/'s mlp", "worker 1 (...)") */
     uint32_t n_tensors;
     struct gv_shard_map map;
-    uint64_t lo, n; /* shard [lo, lo + n) of the flat vector */
-    uint64_t fingerprint;
-    float *params;   /* float[n] */
-    float *momentum; /* float[n] */
+    uint64_t lo, n;            /* shard [lo, lo + n) of the flat vector */
+    uint64_t fingerprint;      /* the job's (gv_job_fingerprint): every peer must have it */
+    uint64_t ckpt_fingerprint; /* its state's (gv_job_state_fingerprint): checkpoints' identity */
+    float *params;             /* float[n] */
+    float *momentum;           /* float[n] */
 };
 
 /* ================================================================ how the job ends (end.c) */
@@ -111,6 +141,8 @@ struct srv_end {
     bool stopped;  /* ended on request (signal or a peer's stop request) */
     bool refused;  /* a checkpoint was refused: the job cannot start */
     bool final_ok; /* the state at the end is a consistent cut with server 0's */
+    bool answered; /* ENDING: the workers were told how the job ended (after the final
+                      checkpoint's verdict) */
 };
 
 /* ================================================================ liveness (ops.c) */
@@ -205,7 +237,14 @@ struct srv_round {
                          sends until the next round); s > 0: the STATS payload, then the
                          DECISION's received membership */
     uint8_t *reports; /* server 0: [S x W] the STATS membership of each server */
-    bool *got_report; /* server 0: [S] STATS of this round received */
+    /* server 0, the checkpoint of this round's iteration: the processes' reports (in the STATS
+     * and the workers' pushes), the verdict that goes with the decision */
+    uint64_t *ck_srv_iter;  /* [S] the iteration each server reported (0: none) */
+    gv_status_t *ck_srv_st; /* [S] and how its write went */
+    int32_t ck_wk_bad;      /* a worker's failed report this round (GV_OK: none)... */
+    uint32_t ck_wk_rank;    /* ...from this worker */
+    char ck_why[200];       /* the verdict's cause (for the log) */
+    bool *got_report;       /* server 0: [S] STATS of this round received */
     uint32_t n_reports;
     uint32_t n_avg;   /* the round's divisor: workers counted in the average */
     uint32_t n_stats; /* server 0: pushes whose statistics reached the controller */
@@ -214,6 +253,7 @@ struct srv_round {
     /* server 0: the controller */
     struct gv_adapt *ctl;
     FILE *declog;
+    FILE *obstrace;   /* --obs-trace */
     double *layer_cf; /* [n_tensors] scratch for Accordion decisions */
 };
 
@@ -269,12 +309,34 @@ struct srv_down {
 
 /* ================================================================ checkpoints (ckpt.c) */
 
+/* The final checkpoint's coordination, once the job has ended at a point every server shares:
+ * each server writes it (pending), servers 1..S-1 report to server 0 (STATS without payload),
+ * server 0 commits it only when every server wrote its part and says so (DECISION without
+ * payload); the workers are answered after that (docs/operations.md, section 5). */
+enum srv_final {
+    SRV_FINAL_NONE = 0, /* not started */
+    SRV_FINAL_WRITING,  /* this server's part is being written */
+    SRV_FINAL_WAITING,  /* server 0: the others' reports; servers 1..S-1: server 0's verdict */
+    SRV_FINAL_DECIDED,  /* committed or dropped (verdict), or nothing to write */
+};
+
 struct srv_ckpt {
     bool on;
     uint64_t resumed_from; /* iteration resumed from (0: fresh) */
     uint64_t own;          /* the newest checkpoint found at start (0: none) */
     uint64_t last_iter;    /* last written (or resumed from) */
     uint64_t written;
+    /* coordination: a checkpoint is written pending and counts once server 0 has said that
+     * every process wrote its part (the verdict travels with the next decision) */
+    uint64_t pend_iter;      /* this server's pending checkpoint (0: none) */
+    gv_status_t pend_status; /* how its write went */
+    uint64_t committed;      /* the newest checkpoint every process wrote (resumed from counts) */
+    bool lost;               /* the job is not resumable from after `committed` right now */
+    enum srv_final final;
+    uint64_t final_iter, final_deadline;
+    gv_status_t final_verdict; /* DECIDED: GV_OK committed (or nothing to write), else why not */
+    gv_status_t *final_rep;    /* server 0: [S] the servers' reports on the final checkpoint... */
+    uint64_t *final_rep_iter;  /* ...[S] and the iteration each is about (0: none yet) */
     pthread_t th;
     atomic_int busy; /* 1 while the writer thread runs, 2 when it finished */
     bool joinable;
@@ -285,6 +347,18 @@ struct srv_ckpt {
     size_t n_sec;
     void *ctl_blob; /* the controller's saved state */
     size_t ctl_blob_len;
+};
+
+/* ================================================================ replicas (replica.c) */
+
+/* --optimizer caller: every push carries the checksum of its worker's parameters of this
+ * shard; within a round every worker's must be the same. */
+struct srv_replica {
+    uint64_t iter;     /* the round of ck */
+    uint64_t ck;       /* the first checksum reported in that round */
+    uint32_t from;     /* by this worker */
+    bool have;         /* ck is set for iter */
+    uint64_t compared; /* checksums compared */
 };
 
 /* ================================================================ the server */
@@ -306,6 +380,7 @@ struct gv_server {
     struct srv_pieces pieces;
     struct srv_down *down; /* NULL: dense methods, or --downlink union */
     struct srv_ckpt ckpt;
+    struct srv_replica replica;
     struct gv_metrics *reg;
     struct gv_metrics_http *http;
     struct srv_metrics *mx;
@@ -314,8 +389,10 @@ struct gv_server {
 /* ================================================================ conn.c: the dispatch */
 
 struct gv_tp_handler srv_conn_handler(void);
-/* Servers 1..S-1: connects to server 0 and waits for its welcome and decision. */
-gv_status_t srv_conn_coord(struct gv_server *srv, uint64_t deadline_ns);
+/* Servers 1..S-1, from every loop turn during start-up: once server 0's address is known,
+ * starts the connection to it (without waiting: the workers are answered meanwhile) and queues
+ * the HELLO; its welcome and first decision arrive through the dispatch. */
+void srv_conn_coord(struct gv_server *srv);
 /* Liveness found worker p silent past the timeout (why: for the log). */
 void srv_conn_worker_silent(struct gv_server *srv, struct srv_peer *p, const char *why);
 /* The loop's turn: a round waiting to open (a checkpoint that just finished) may open. */
@@ -346,6 +423,24 @@ void srv_start_sync_workers(struct gv_server *srv);
 /* The start-up deadline: names whoever is missing. */
 void srv_start_check_deadline(struct gv_server *srv, uint64_t now);
 
+/* The layout (--model external): where a worker's LAYOUT payload goes (on_header), and the
+ * layout itself (on_msg): adopted when it is the first, else compared; then the worker joins. */
+gv_status_t srv_start_layout_header(struct gv_server *srv, struct srv_peer *p,
+                                    const struct gv_proto_msg *m, uint64_t payload_len,
+                                    struct gv_iov *dst, int *cnt);
+void srv_start_layout(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m);
+
+/* ================================================================ shard.c: the shard */
+
+/* At create: nn/'s layout of the job's model and the shard built from it; with --model
+ * external nothing yet (the first worker's layout comes through srv_shard_adopt). */
+gv_status_t srv_shard_init(struct gv_server *srv);
+/* --model external: builds the shard from a worker's layout (taken over: l is left empty),
+ * then the round's buffers (and server 0's controller). from: who sent it. GV_ERR_INVAL (a
+ * layout the servers cannot shard, logged), GV_ERR_NOMEM. */
+gv_status_t srv_shard_adopt(struct gv_server *srv, struct gv_layout *l, const char *from);
+void srv_shard_cleanup(struct gv_server *srv);
+
 /* ================================================================ ckpt.c: checkpoints */
 
 /* At create: finds and loads the newest valid checkpoint (GV_OK with none: fresh start). */
@@ -356,8 +451,12 @@ gv_status_t srv_ckpt_resume_at(struct gv_server *srv, uint64_t iter);
 void srv_ckpt_after_round(struct gv_server *srv);
 /* Polls the writer thread; true while one runs (the next round waits). */
 bool srv_ckpt_busy(struct gv_server *srv);
-/* At the end of the run: waits for the writer, then writes the final checkpoint if due. */
-void srv_ckpt_final(struct gv_server *srv);
+/* The final checkpoint (srv_final above), step by step from the loop: true once it is decided
+ * (or there is none to write). The verdict is in ckpt.final_verdict. */
+bool srv_ckpt_final_tick(struct gv_server *srv);
+/* A report (server 0, from server p) or server 0's verdict (servers 1..S-1) on the final
+ * checkpoint: a STATS or a DECISION without payload. */
+void srv_ckpt_final_msg(struct gv_server *srv, struct srv_peer *p, const struct gv_proto_msg *m);
 void srv_ckpt_cleanup(struct gv_server *srv);
 
 /* ================================================================ round.c: the round */
@@ -435,6 +534,9 @@ void srv_piece_cleanup(struct gv_server *srv);
 void srv_piece_open(struct gv_server *srv);
 /* on_header of a PUSH of a round in pieces: GV_OK with the destination, GV_ERR_AGAIN (not its
  * turn for that piece) or GV_ERR_PROTO (logged). */
+/* Where the payload of push m (a piece) landed: the accumulator for its piece's first push,
+ * else the piece's region of rbuf. */
+const uint8_t *srv_piece_landed(const struct gv_server *srv, const struct gv_proto_msg *m);
 gv_status_t srv_piece_push_header(struct gv_server *srv, struct srv_peer *p,
                                   const struct gv_proto_msg *m, uint64_t payload_len,
                                   struct gv_iov *dst, int *cnt);
@@ -452,6 +554,13 @@ static inline bool srv_piece_all_in(const struct gv_server *srv)
 /* The round's end (its decision taken, n_avg known): pieces not stepped yet are (the continue
  * policy), the last one leaves with the decision and the checksum; SRV_ROUND_DONE. */
 enum srv_round_event srv_piece_end(struct gv_server *srv);
+
+/* ================================================================ replica.c */
+
+/* --optimizer caller: a push's replica checksum (0: not computed) against the round's first;
+ * a difference aborts the job naming both workers (their optimizers diverged). */
+void srv_replica_check(struct gv_server *srv, const struct srv_peer *p,
+                       const struct gv_proto_msg *m);
 
 /* ================================================================ update.c: the downlink */
 
@@ -519,6 +628,14 @@ void srv_abort(struct gv_server *srv, gv_status_t status, const char *fmt, ...)
 void srv_abort_now(struct gv_server *srv, gv_status_t status, bool consistent, const char *text);
 /* A stop on request (signal, a peer's stop): server 0 stops the job; others ask it to. */
 void srv_stop(struct gv_server *srv, const char *why);
+/* The job ends well at round.iter: every iteration is done, or worker 0 stopped it (its
+ * target reached). Server 0 decides it (an abort or a stop asked for afterwards changes
+ * nothing) and says BYE to the other servers; every server says BYE to its workers (the
+ * answer to theirs, or instead of the next update) and lets their deferred pushes drain. */
+void srv_end_done(struct gv_server *srv, const char *why);
+/* ENDING, once the final checkpoint is decided: every worker is told how the job ended (BYE,
+ * or ERROR(GV_ERR_CKPT) when the final checkpoint could not be committed). */
+void srv_end_answer(struct gv_server *srv, gv_status_t verdict);
 /* Whether this server is at a consistent cut with server 0 (not waiting for its decision). */
 bool srv_end_at_cut(const struct gv_server *srv);
 /* The deadline of an abort request to server 0. */
@@ -539,9 +656,17 @@ gv_status_t srv_net_init(struct gv_server *srv);
 gv_status_t srv_net_listen(struct gv_server *srv, const struct gv_tp_handler *h);
 /* Closes the transport (on_close marks the peers) and frees every peer. */
 void srv_net_cleanup(struct gv_server *srv);
-/* A record for connection c (on_idle: the link's callback, conn.c's). NULL: out of memory. */
+/* A record for connection c (on_idle: the link's callback, conn.c's). NULL: out of memory.
+ * A NEW peer goes to net.pending, a COORD to net.joined. */
 struct srv_peer *srv_peer_new(struct gv_server *srv, struct gv_conn *c, enum srv_peer_kind kind,
                               void (*on_idle)(struct gv_ps_link *l, void *arg));
+/* A NEW peer took a slot as kind (WORKER or SERVER): it moves to net.joined. */
+void srv_peer_joined(struct gv_server *srv, struct srv_peer *p, enum srv_peer_kind kind);
+/* Frees p if nothing refers to it any more: its connection has closed (on_close ran, so its
+ * sends' callbacks have fired) and it holds no slot (a NEW peer). Returns whether it did. */
+bool srv_peer_release(struct gv_server *srv, struct srv_peer *p);
+/* Closes p's connection (on_close follows at once; a NEW peer's record is then freed: the
+ * caller must not use p afterwards). */
 void srv_peer_close(struct srv_peer *p);
 /* Refuses a connection that has not joined: REFUSE, then close once it is sent. */
 void srv_peer_refuse(struct srv_peer *p, enum gv_proto_refuse code, const char *fmt, ...)
@@ -567,6 +692,16 @@ void srv_send_error_all(struct gv_server *srv, uint64_t iter, gv_status_t code, 
 void srv_send_evict(struct gv_server *srv, struct srv_peer *p, uint64_t iter, const char *text);
 /* A HEARTBEAT when the link has been idle for the interval. */
 void srv_send_heartbeat(struct gv_server *srv, struct srv_peer *p, uint64_t iter, uint64_t now);
+/* The final checkpoint: a server's report to server 0 (a STATS without payload), server 0's
+ * verdict to a server (a DECISION without payload): iteration and status (GV_OK: written /
+ * committed). */
+void srv_send_ckpt_report(struct gv_server *srv, struct srv_peer *p, uint64_t iter,
+                          gv_status_t status);
+void srv_send_ckpt_verdict(struct gv_server *srv, struct srv_peer *p, uint64_t iter,
+                           gv_status_t status);
+/* ERROR(code, text) at iteration iter to every joined worker (not the servers). */
+void srv_send_error_workers(struct gv_server *srv, uint64_t iter, gv_status_t code,
+                            const char *text);
 /* Whether every connection's sends have completed (or it is closed). */
 bool srv_net_idle(const struct gv_server *srv);
 /* The connection to server 0 is up and welcomed. */

@@ -144,8 +144,9 @@ static gv_status_t update_build(struct gv_server *srv, struct gv_proto_msg *m, s
     uint64_t c = 0;
     for (uint64_t i = 0; i < n; i++)
         c += bits[i] != 0;
-    if (c * 2 > n || srv->job->method == GV_JOB_DENSE_FP16) {
-        enum gv_val_type vt = gv_job_dense_vt(srv->job);
+    enum gv_val_type dvt = gv_ps_dense_vt(srv->job, &r->cur.d);
+    if (c * 2 > n || dvt == GV_VAL_F16) {
+        enum gv_val_type vt = dvt;
         gv_proto_seg_add(m, GV_PROTO_SEG_DENSE, gv_ps_val_type_to_proto(vt), n,
                          gv_sparse_val_len(n, vt));
         m->nnz = n;
@@ -205,12 +206,20 @@ enum srv_round_event srv_update_apply(struct gv_server *srv)
         srv_abort(srv, status, "the downlink of iteration %" PRIu64 " failed", r->iter);
         return SRV_ROUND_BUSY;
     }
-    if (job->method == GV_JOB_DENSE_FP16)
+    if (gv_ps_dense_vt(job, &r->cur.d) == GV_VAL_F16) /* dense-fp16, or auto's fp16 arm */
         for (uint64_t i = 0; i < sh->n; i++)
             r->acc[i] = gv_f16_round_sat(r->acc[i]);
     float lr = gv_optim_lr(&job->optim, (int64_t)r->iter);
-    uint64_t checksum = gv_ps_cksum_final(
-        gv_ps_step_range(&job->optim, lr, sh->params, sh->momentum, r->acc, 0, sh->n, true), sh->n);
+    uint64_t checksum;
+    if (job->optimizer == GV_JOB_OPTIM_CALLER) {
+        /* the workers' optimizer steps their replicas: the checksum is of the averaged
+         * gradient, which every worker must hold bit for bit once it decoded the update */
+        checksum = gv_ps_checksum(r->acc, sh->n);
+    } else {
+        checksum = gv_ps_cksum_final(
+            gv_ps_step_range(&job->optim, lr, sh->params, sh->momentum, r->acc, 0, sh->n, true),
+            sh->n);
+    }
 
     struct gv_proto_msg m;
     gv_ps_msg_init(&m, &srv->env, GV_PROTO_MSG_UPDATE, r->iter);

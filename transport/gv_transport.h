@@ -96,7 +96,8 @@ void gv_tp_config_default(struct gv_tp_config *cfg);
 typedef void (*gv_tp_send_cb)(struct gv_conn *c, gv_status_t status, void *arg);
 
 /* Optional backend capabilities (gv_tp_ops.caps). */
-#define GV_TP_CAP_DEFER_RECV (1u << 0) /* on_header may defer a message (GV_ERR_AGAIN) */
+#define GV_TP_CAP_DEFER_RECV (1u << 0)    /* on_header may defer a message (GV_ERR_AGAIN) */
+#define GV_TP_CAP_CONNECT_ASYNC (1u << 1) /* connect_start returns at once (below) */
 
 /* The backend ops table. One static const table per backend; no slot is NULL (an op a backend
  * lacks points to a stub returning GV_ERR_UNSUPPORTED), except the optional ops below `caps`,
@@ -121,6 +122,9 @@ struct gv_tp_ops {
     unsigned caps; /* GV_TP_CAP_* (0 when the table does not set it) */
     /* GV_TP_CAP_DEFER_RECV: resume a connection whose on_header deferred a message. */
     gv_status_t (*resume_recv)(struct gv_conn *c);
+    /* GV_TP_CAP_CONNECT_ASYNC: start connecting without blocking (gv_tp_connect_start). */
+    gv_status_t (*connect_start)(struct gv_tp *tp, const char *host, uint16_t port,
+                                 struct gv_conn **c_p);
 };
 
 /* The base every backend embeds as its first member. */
@@ -187,8 +191,9 @@ static inline void gv_tp_listener_close(struct gv_tp *tp, struct gv_listener *l)
         tp->ops->listener_close(l);
 }
 
-/* Connects to host:port (IPv4, IPv6 or a name), retrying refused/unreachable attempts until
- * cfg.connect_timeout_ms has passed (peers may start later than us). Blocks (no callbacks run
+/* Connects to host:port (IPv4, IPv6 or a name), retrying refused/unreachable attempts and names
+ * that do not resolve (yet) until cfg.connect_timeout_ms has passed (peers may start later
+ * than us). Blocks (no callbacks run
  * and no other connection of tp progresses meanwhile); returns an established connection or
  * GV_ERR_TIMEOUT / GV_ERR_IO / GV_ERR_INVAL. Several connections to the same peer are
  * independent streams. */
@@ -196,6 +201,23 @@ static inline gv_status_t gv_tp_connect(struct gv_tp *tp, const char *host, uint
                                         struct gv_conn **c_p)
 {
     return tp->ops->connect(tp, host, port, c_p);
+}
+
+/* Starts connecting to host:port and returns at once (GV_TP_CAP_CONNECT_ASYNC): *c_p is a
+ * connection being established, which progress() retries (the name does not resolve yet, the
+ * peer refuses, is unreachable or does not answer) until cfg.connect_timeout_ms from now; then
+ * it is closed: on_close(GV_ERR_TIMEOUT), the last cause logged. Sends on it are queued
+ * (GV_INPROGRESS; GV_ERR_AGAIN at the queue's bound) and leave once it is established; nothing
+ * is received before. c->peer is "host:port" as given until then, the peer's address after.
+ * This is what a process that must go on answering its other connections while a peer is not
+ * up yet uses. A backend without the capability connects here as gv_tp_connect does
+ * (blocking). GV_ERR_INVAL (no host or port 0), GV_ERR_NOMEM. */
+static inline gv_status_t gv_tp_connect_start(struct gv_tp *tp, const char *host, uint16_t port,
+                                              struct gv_conn **c_p)
+{
+    if (tp->ops->connect_start == NULL)
+        return tp->ops->connect(tp, host, port, c_p);
+    return tp->ops->connect_start(tp, host, port, c_p);
 }
 
 /* Sends one message: iov[0] is the prefix+header, iov[1..iovcnt) the payload segments
@@ -278,6 +300,10 @@ gv_status_t gv_tp_addr_split(const char *addr, char *host, size_t host_len, uint
  * not fit. */
 gv_status_t gv_tp_addr_advertise(const char *bind_host, const char *advertise_host, uint16_t port,
                                  char *out, size_t out_len);
+
+/* Whether host resolves to an address now (a name through the resolver, or a literal).
+ * GV_ERR_INVAL with the resolver's reason in why[why_len] when it does not. */
+gv_status_t gv_tp_addr_resolves(const char *host, char *why, size_t why_len);
 
 #ifdef __cplusplus
 }

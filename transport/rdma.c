@@ -111,8 +111,10 @@ gv_status_t gv_rdma_conn_new(struct rdma_tp *tp, struct rdma_cm_id *id, struct r
     while (idx < tp->rc_cfg.max_conns && tp->conns[idx] != NULL)
         idx++;
     if (idx == tp->rc_cfg.max_conns) {
-        gv_log(GV_LOG_ERROR, "rdma: connection limit reached (GV_RDMA_MAX_CONNS=%" PRIu32 ")",
-               tp->rc_cfg.max_conns);
+        static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(5, 10000);
+        GV_LOG_LIMITED(GV_LOG_ERROR, &lim,
+                       "rdma: connection limit reached (GV_RDMA_MAX_CONNS=%" PRIu32 ")",
+                       tp->rc_cfg.max_conns);
         return GV_ERR_AGAIN;
     }
     struct rdma_conn *c = gv_calloc(1, sizeof(*c));
@@ -158,8 +160,10 @@ gv_status_t gv_rdma_conn_setup(struct rdma_conn *c, const struct gv_rp_params *p
     if (rdma_create_qp(c->id, tp->pd, &qa) != 0) {
         qa.cap.max_inline_data = 0; /* some devices refuse inline data of that size */
         if (tp->rc_cfg.inline_bytes == 0 || rdma_create_qp(c->id, tp->pd, &qa) != 0) {
-            gv_log(GV_LOG_ERROR, "rdma: cannot create a queue pair (%u/%u WRs) on %s: %s",
-                   tp->pcfg.sq_depth, tp->pcfg.rx_depth + 1, tp->devname, strerror(errno));
+            static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(5, 10000);
+            GV_LOG_LIMITED(GV_LOG_ERROR, &lim,
+                           "rdma: cannot create a queue pair (%u/%u WRs) on %s: %s",
+                           tp->pcfg.sq_depth, tp->pcfg.rx_depth + 1, tp->devname, strerror(errno));
             return GV_ERR_IO;
         }
     }
@@ -189,8 +193,10 @@ void gv_rdma_conn_accepted(struct rdma_conn *c)
     if (c->state != RDMA_CONN_ACCEPTING)
         return;
     gv_rdma_conn_established(c);
-    gv_log(GV_LOG_INFO, "rdma conn %" PRIu64 ": accepted from %s (qp 0x%x)", c->base.id,
-           c->base.peer, c->qp->qp_num);
+    /* anyone can connect in a loop: rate-limited, like every per-connection line */
+    static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(10, 10000);
+    GV_LOG_LIMITED(GV_LOG_INFO, &lim, "rdma conn %" PRIu64 ": accepted from %s (qp 0x%x)",
+                   c->base.id, c->base.peer, c->qp->qp_num);
     if (tp->base.h.on_accept != NULL) {
         gv_rdma_conn_ref(c);
         tp->base.h.on_accept((struct gv_listener *)c->lst, &c->base, tp->base.user);
@@ -258,9 +264,10 @@ void gv_rdma_conn_fail(struct rdma_conn *c, gv_status_t reason)
     if (c->proto_ready)
         gv_rp_fail(&c->pc, reason == GV_OK ? GV_ERR_CLOSED : reason);
     if (prev == RDMA_CONN_OPEN) {
-        gv_log(reason == GV_OK || reason == GV_ERR_CLOSED ? GV_LOG_INFO : GV_LOG_WARN,
-               "rdma conn %" PRIu64 " peer %s closed: %s", c->base.id, c->base.peer,
-               gv_status_str(reason));
+        static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(10, 10000);
+        GV_LOG_LIMITED(reason == GV_OK || reason == GV_ERR_CLOSED ? GV_LOG_INFO : GV_LOG_WARN, &lim,
+                       "rdma conn %" PRIu64 " peer %s closed: %s", c->base.id, c->base.peer,
+                       gv_status_str(reason));
         if (tp->base.h.on_close != NULL)
             tp->base.h.on_close(&c->base, reason, tp->base.user);
     }

@@ -407,6 +407,11 @@ static void cm_refuse(struct rdma_tp *tp, struct rdma_cm_id *id)
     rdma_destroy_id(id);
 }
 
+/* Connection requests anyone can send in a loop: their refusals are rate-limited. A request
+ * that cannot be served (connection limit, queue pairs exhausted) is rejected at once, so the
+ * event channel never spins on it (the TCP listener's back-off, for RDMA). */
+static struct gv_log_limit cm_lim_request = GV_LOG_LIMIT_INIT(10, 10000);
+
 static void cm_on_request(struct rdma_tp *tp, const struct cm_ev *e)
 {
     struct rdma_cm_id *id = e->id;
@@ -416,16 +421,16 @@ static void cm_on_request(struct rdma_tp *tp, const struct cm_ev *e)
     struct gv_rp_params peer;
     gv_status_t status = gv_rp_params_decode(e->pdata, e->plen, &peer);
     if (status != GV_OK) {
-        gv_log(GV_LOG_WARN, "rdma: refusing connection from %s: %s", who,
-               status == GV_ERR_VERSION ? "other protocol version" : "bad connection parameters");
+        GV_LOG_LIMITED(GV_LOG_WARN, &cm_lim_request, "rdma: refusing connection from %s: %s", who,
+                       status == GV_ERR_VERSION ? "other protocol version"
+                                                : "bad connection parameters");
         cm_refuse(tp, id);
         return;
     }
     if (id->verbs != tp->ctx) {
-        gv_log(GV_LOG_WARN,
-               "rdma: refusing connection from %s on device %s: this transport "
-               "uses %s",
-               who, ibv_get_device_name(id->verbs->device), tp->devname);
+        GV_LOG_LIMITED(GV_LOG_WARN, &cm_lim_request,
+                       "rdma: refusing connection from %s on device %s: this transport uses %s",
+                       who, ibv_get_device_name(id->verbs->device), tp->devname);
         cm_refuse(tp, id);
         return;
     }
@@ -445,7 +450,8 @@ static void cm_on_request(struct rdma_tp *tp, const struct cm_ev *e)
         return;
     }
     if (rdma_accept(id, &prm) != 0) {
-        gv_log(GV_LOG_WARN, "rdma: rdma_accept from %s: %s", who, strerror(errno));
+        GV_LOG_LIMITED(GV_LOG_WARN, &cm_lim_request, "rdma: rdma_accept from %s: %s", who,
+                       strerror(errno));
         gv_rdma_conn_discard(c);
     }
 }

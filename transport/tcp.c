@@ -1,6 +1,7 @@
 /* tcp.c: the TCP backend's lifecycle: create/destroy, socket options, listen and accept,
- * connect with retry until a deadline, connection references and teardown, and the ops table.
- * The data path (send, receive) is in tcp_io.c, the event loop and timeouts in tcp_loop.c. */
+ * connection references and teardown, and the ops table. Connecting (blocking, and without
+ * blocking) is in tcp_connect.c, the data path (send, receive) in tcp_io.c, the event loop and
+ * timeouts in tcp_loop.c. */
 #include "tcp_internal.h"
 
 #include <arpa/inet.h>
@@ -8,16 +9,13 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#define TCP_BACKOFF_MIN_MS 10
-#define TCP_BACKOFF_MAX_MS 200
+#define TCP_ACCEPT_PAUSE_MS 100 /* accept out of descriptors: wait this long before retrying */
 
 gv_status_t tcp_status_of_errno(int err)
 {
@@ -34,7 +32,7 @@ static void tcp_setsockopt_int(int fd, int level, int opt, int val, const char *
 
 /* Buffer sizes must be set before connect/listen so that the window scale is negotiated
  * for them; accepted sockets inherit the listener's. */
-static void tcp_sock_set_bufs(int fd, const struct gv_tp_config *cfg)
+void tcp_sock_set_bufs(int fd, const struct gv_tp_config *cfg)
 {
     if (cfg->sock_buf_bytes <= 0)
         return;
@@ -44,7 +42,7 @@ static void tcp_sock_set_bufs(int fd, const struct gv_tp_config *cfg)
 
 /* Latency and dead-peer options on an established socket. TCP_USER_TIMEOUT bounds how long
  * written data may stay unacknowledged; keepalive probes an idle peer. */
-static void tcp_sock_set_conn_opts(int fd, const struct gv_tp_config *cfg)
+void tcp_sock_set_conn_opts(int fd, const struct gv_tp_config *cfg)
 {
     tcp_setsockopt_int(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
     tcp_setsockopt_int(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE");
@@ -54,7 +52,7 @@ static void tcp_sock_set_conn_opts(int fd, const struct gv_tp_config *cfg)
     tcp_setsockopt_int(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, cfg->io_timeout_ms, "TCP_USER_TIMEOUT");
 }
 
-static void tcp_addr_str(const struct sockaddr *sa, socklen_t len, char *out, size_t out_len)
+void tcp_addr_str(const struct sockaddr *sa, socklen_t len, char *out, size_t out_len)
 {
     char host[64], serv[8];
     if (getnameinfo(sa, len, host, sizeof(host), serv, sizeof(serv),
@@ -86,7 +84,7 @@ static void tcp_list_unlink(struct tcp_conn **head, struct tcp_conn *c)
     c->prev = c->next = NULL;
 }
 
-static void tcp_list_push(struct tcp_conn **head, struct tcp_conn *c)
+void tcp_list_push(struct tcp_conn **head, struct tcp_conn *c)
 {
     c->prev = NULL;
     c->next = *head;
@@ -95,12 +93,18 @@ static void tcp_list_push(struct tcp_conn **head, struct tcp_conn *c)
     *head = c;
 }
 
-static void tcp_conn_free(struct tcp_conn *c)
+void tcp_conn_free_unlisted(struct tcp_conn *c)
 {
-    tcp_list_unlink(&c->tp->zombies, c);
+    gv_free(c->host);
     gv_free(c->sq);
     gv_free(c->rbuf);
     gv_free(c);
+}
+
+static void tcp_conn_free(struct tcp_conn *c)
+{
+    tcp_list_unlink(&c->tp->zombies, c);
+    tcp_conn_free_unlisted(c);
 }
 
 void tcp_conn_put(struct tcp_conn *c)
@@ -127,15 +131,10 @@ void tcp_reap(struct tcp_tp *tp)
     }
 }
 
-/* Wraps an established, non-blocking socket. On failure fd is left open for the caller. */
-gv_status_t tcp_conn_new(struct tcp_tp *tp, int fd, struct tcp_conn **c_p)
+gv_status_t tcp_conn_alloc(struct tcp_tp *tp, struct tcp_conn **c_p)
 {
     const struct gv_tp_config *cfg = &tp->base.cfg;
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    gv_status_t status = GV_ERR_NOMEM;
     struct tcp_conn *c = gv_calloc(1, sizeof(*c));
-
     if (c == NULL)
         goto err;
     c->rcap = cfg->max_hdr_len + TCP_STAGE_BYTES;
@@ -145,24 +144,11 @@ gv_status_t tcp_conn_new(struct tcp_tp *tp, int fd, struct tcp_conn **c_p)
         goto err_free;
     c->base.tp = &tp->base;
     c->base.id = gv_tp_conn_id_next();
-    if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
-        tcp_addr_str((struct sockaddr *)&ss, len, c->base.peer, sizeof(c->base.peer));
     c->ev_kind = TCP_EV_CONN;
-    c->fd = fd;
+    c->fd = -1;
     c->tp = tp;
     c->refs = 1;
     c->rcvlowat = 1;
-    tcp_sock_set_conn_opts(fd, cfg);
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = &c->ev_kind};
-    if (epoll_ctl(tp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        gv_log(GV_LOG_ERROR, "tcp: epoll_ctl add conn %s: %s", c->base.peer, strerror(errno));
-        status = GV_ERR_IO;
-        goto err_free;
-    }
-    c->ep_events = ev.events;
-    tcp_list_push(&tp->conns, c);
-    gv_log(GV_LOG_DEBUG, "tcp: conn %llu peer %s open (fd %d)", (unsigned long long)c->base.id,
-           c->base.peer, fd);
     *c_p = c;
     return GV_OK;
 
@@ -171,14 +157,46 @@ err_free:
     gv_free(c->rbuf);
     gv_free(c);
 err:
-    if (status == GV_ERR_NOMEM)
-        gv_log(GV_LOG_ERROR, "tcp: out of memory for a connection");
-    return status;
+    gv_log(GV_LOG_ERROR, "tcp: out of memory for a connection");
+    return GV_ERR_NOMEM;
+}
+
+void tcp_conn_set_peer(struct tcp_conn *c)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &len) == 0)
+        tcp_addr_str((struct sockaddr *)&ss, len, c->base.peer, sizeof(c->base.peer));
+}
+
+/* Wraps an established, non-blocking socket. On failure fd is left open for the caller. */
+gv_status_t tcp_conn_new(struct tcp_tp *tp, int fd, struct tcp_conn **c_p)
+{
+    struct tcp_conn *c;
+    gv_status_t status = tcp_conn_alloc(tp, &c);
+    if (status != GV_OK)
+        return status;
+    c->fd = fd;
+    tcp_conn_set_peer(c);
+    tcp_sock_set_conn_opts(fd, &tp->base.cfg);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = &c->ev_kind};
+    if (epoll_ctl(tp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        gv_log(GV_LOG_ERROR, "tcp: epoll_ctl add conn %s: %s", c->base.peer, strerror(errno));
+        c->fd = -1;
+        tcp_conn_free_unlisted(c);
+        return GV_ERR_IO;
+    }
+    c->ep_events = ev.events;
+    tcp_list_push(&tp->conns, c);
+    gv_log(GV_LOG_DEBUG, "tcp: conn %llu peer %s open (fd %d)", (unsigned long long)c->base.id,
+           c->base.peer, fd);
+    *c_p = c;
+    return GV_OK;
 }
 
 void tcp_conn_fail_later(struct tcp_conn *c, gv_status_t reason)
 {
-    if (c->state != TCP_CONN_OPEN)
+    if (c->state != TCP_CONN_OPEN && c->state != TCP_CONN_CONNECTING)
         return;
     c->state = TCP_CONN_FAILED;
     c->fail_reason = reason;
@@ -200,10 +218,12 @@ void tcp_conn_teardown(struct tcp_conn *c, gv_status_t reason)
         tp->n_resume--;
     }
     c->state = TCP_CONN_CLOSING;
-    tp->depth++; /* nothing is freed under the callbacks below */
-    epoll_ctl(tp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
-    c->fd = -1;
+    tp->depth++;      /* nothing is freed under the callbacks below */
+    if (c->fd >= 0) { /* a connect between attempts has none */
+        epoll_ctl(tp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+        c->fd = -1;
+    }
     /* debug: the cause of an error close was logged where it was detected */
     gv_log(GV_LOG_DEBUG, "tcp: conn %llu peer %s closed: %s (sent %llu, received %llu bytes)",
            (unsigned long long)c->base.id, c->base.peer, gv_status_str(reason),
@@ -362,6 +382,52 @@ static void tcp_listener_close(struct gv_listener *bl)
     }
 }
 
+/* accept failed for want of a resource (descriptors, buffers): the pending connection stays
+ * queued, so the listener would stay readable and the loop would spin on the failing call.
+ * The listener is left out of the poll for a while instead; the queued connections are
+ * accepted once descriptors are free again (nothing is shed). */
+static void tcp_listener_pause(struct tcp_listener *l, int err)
+{
+    static struct gv_log_limit lim = GV_LOG_LIMIT_INIT(5, 10000);
+    struct tcp_tp *tp = l->tp;
+    struct epoll_event ev = {.events = 0, .data.ptr = &l->ev_kind};
+    if (epoll_ctl(tp->epfd, EPOLL_CTL_MOD, l->fd, &ev) != 0) {
+        gv_log(GV_LOG_ERROR, "tcp: epoll_ctl mod listener: %s", strerror(errno));
+        return;
+    }
+    l->paused_until = gv_now_ns() + TCP_ACCEPT_PAUSE_MS * 1000000ull;
+    tp->listen_resume_ns = GV_MIN(tp->listen_resume_ns, l->paused_until);
+    GV_LOG_LIMITED(GV_LOG_WARN, &lim,
+                   "tcp: accept on port %u: %s; not accepting for %d ms (the connections wait in "
+                   "the listen queue)",
+                   (unsigned)l->port, strerror(err), TCP_ACCEPT_PAUSE_MS);
+}
+
+int tcp_listeners_resume(struct tcp_tp *tp)
+{
+    uint64_t now = tp->now_ns, next = UINT64_MAX;
+    int n = 0;
+    if (now < tp->listen_resume_ns)
+        return 0;
+    for (struct tcp_listener *l = tp->listeners; l != NULL; l = l->next) {
+        if (l->paused_until == 0)
+            continue;
+        if (now < l->paused_until) {
+            next = GV_MIN(next, l->paused_until);
+            continue;
+        }
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->ev_kind};
+        if (epoll_ctl(tp->epfd, EPOLL_CTL_MOD, l->fd, &ev) != 0) {
+            gv_log(GV_LOG_ERROR, "tcp: epoll_ctl mod listener: %s", strerror(errno));
+            continue;
+        }
+        l->paused_until = 0;
+        n++;
+    }
+    tp->listen_resume_ns = next;
+    return n;
+}
+
 void tcp_listener_on_readable(struct tcp_listener *l)
 {
     struct tcp_tp *tp = l->tp;
@@ -370,10 +436,13 @@ void tcp_listener_on_readable(struct tcp_listener *l)
     for (int i = 0; i < 16 && l->fd >= 0; i++) {
         int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
+            int err = errno;
+            if (err == EINTR || err == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                gv_log(GV_LOG_WARN, "tcp: accept: %s", strerror(errno));
+            if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
+                tcp_listener_pause(l, err);
+            else if (err != EAGAIN && err != EWOULDBLOCK)
+                gv_log(GV_LOG_WARN, "tcp: accept: %s", strerror(err));
             return;
         }
         struct tcp_conn *c;
@@ -386,142 +455,6 @@ void tcp_listener_on_readable(struct tcp_listener *l)
             h->on_accept((struct gv_listener *)(void *)l, &c->base, tp->base.user);
             tcp_conn_put(c);
         }
-    }
-}
-
-/* ---------------------------------------------------------------- connect */
-
-static int tcp_retryable(int err)
-{
-    return err == ECONNREFUSED || err == ENETUNREACH || err == EHOSTUNREACH || err == ETIMEDOUT ||
-           err == ECONNRESET || err == ECONNABORTED || err == ENETDOWN || err == EAGAIN ||
-           err == EINTR;
-}
-
-/* One non-blocking connect attempt, waiting at most until deadline. Returns the connected fd,
- * or -1 with the cause in *err_p. */
-static int tcp_connect_once(struct tcp_tp *tp, const struct addrinfo *ai, uint64_t deadline,
-                            int *err_p)
-{
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-        *err_p = errno;
-        return -1;
-    }
-    tcp_sock_set_bufs(fd, &tp->base.cfg);
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        if (errno != EINPROGRESS) {
-            *err_p = errno;
-            goto err_close;
-        }
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        for (;;) {
-            uint64_t now = gv_now_ns();
-            int wait_ms = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
-            int ret = poll(&pfd, 1, wait_ms);
-            if (ret > 0)
-                break;
-            if (ret == 0) {
-                *err_p = ETIMEDOUT;
-                goto err_close;
-            }
-            if (errno != EINTR) {
-                *err_p = errno;
-                goto err_close;
-            }
-        }
-        int soerr = 0;
-        socklen_t len = sizeof(soerr);
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
-            soerr = errno;
-        if (soerr != 0) {
-            *err_p = soerr;
-            goto err_close;
-        }
-    }
-    return fd;
-
-err_close:
-    close(fd);
-    return -1;
-}
-
-/* Tries every address of host:port once. Returns an fd or -1 with *err_p (EINVAL when the
- * name cannot be resolved for good). */
-static int tcp_connect_round(struct tcp_tp *tp, const char *host, const char *serv,
-                             uint64_t deadline, int *err_p)
-{
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int fd = -1;
-    int ret = getaddrinfo(host, serv, &hints, &res);
-
-    if (ret != 0) {
-        *err_p = ret == EAI_AGAIN ? EAGAIN : EINVAL;
-        if (ret != EAI_AGAIN)
-            gv_log(GV_LOG_ERROR, "tcp: connect: cannot resolve '%s': %s", host, gai_strerror(ret));
-        return -1;
-    }
-    for (struct addrinfo *ai = res; ai != NULL && fd < 0; ai = ai->ai_next)
-        fd = tcp_connect_once(tp, ai, deadline, err_p);
-    freeaddrinfo(res);
-    return fd;
-}
-
-static void tcp_sleep_ms(uint64_t ms)
-{
-    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static gv_status_t tcp_connect(struct gv_tp *btp, const char *host, uint16_t port,
-                               struct gv_conn **c_p)
-{
-    struct tcp_tp *tp = tcp_tp_of(btp);
-    uint64_t start = gv_now_ns();
-    uint64_t deadline = start + (uint64_t)btp->cfg.connect_timeout_ms * 1000000ull;
-    uint64_t backoff_ms = TCP_BACKOFF_MIN_MS;
-    int err = 0, attempts = 0;
-    char serv[8];
-
-    if (host == NULL || port == 0) {
-        gv_log(GV_LOG_ERROR, "tcp: connect needs a host and a non-zero port");
-        return GV_ERR_INVAL;
-    }
-    snprintf(serv, sizeof(serv), "%u", (unsigned)port);
-    for (;;) {
-        attempts++;
-        int fd = tcp_connect_round(tp, host, serv, deadline, &err);
-        if (fd >= 0) {
-            struct tcp_conn *c;
-            gv_status_t status = tcp_conn_new(tp, fd, &c);
-            if (status != GV_OK) {
-                close(fd);
-                return status;
-            }
-            *c_p = &c->base;
-            return GV_OK;
-        }
-        if (err == EINVAL)
-            return GV_ERR_INVAL;
-        uint64_t now = gv_now_ns();
-        if (!tcp_retryable(err)) {
-            gv_log(GV_LOG_ERROR, "tcp: connect to %s port %s: %s", host, serv, strerror(err));
-            return GV_ERR_IO;
-        }
-        if (now >= deadline) {
-            gv_log(GV_LOG_ERROR,
-                   "tcp: connect to %s port %s: gave up after %d attempts in %d ms"
-                   " (last error: %s)",
-                   host, serv, attempts, btp->cfg.connect_timeout_ms, strerror(err));
-            return GV_ERR_TIMEOUT;
-        }
-        gv_log(GV_LOG_DEBUG, "tcp: connect to %s port %s: %s; retrying in %llu ms", host, serv,
-               strerror(err), (unsigned long long)backoff_ms);
-        uint64_t left_ms = (deadline - now + 999999) / 1000000;
-        tcp_sleep_ms(GV_MIN(backoff_ms, left_ms));
-        backoff_ms = GV_MIN(backoff_ms * 2, TCP_BACKOFF_MAX_MS);
     }
 }
 
@@ -557,6 +490,7 @@ static gv_status_t tcp_create(const struct gv_tp_config *cfg, const struct gv_tp
     tp->base.h = *h;
     tp->base.user = user;
     tp->next_check_ns = UINT64_MAX;
+    tp->listen_resume_ns = UINT64_MAX;
     tp->scratch = gv_malloc(TCP_SCRATCH_BYTES);
     if (tp->scratch == NULL)
         goto err_destroy;
@@ -585,11 +519,12 @@ const struct gv_tp_ops gv_tp_tcp_ops = {
     .listener_port = tcp_listener_port,
     .listener_close = tcp_listener_close,
     .connect = tcp_connect,
+    .connect_start = tcp_connect_start,
     .send = tcp_send,
     .progress = tcp_progress,
     .conn_close = tcp_conn_close,
     .mem_reg = gv_tp_mem_reg_noop,
     .mem_dereg = gv_tp_mem_dereg_noop,
-    .caps = GV_TP_CAP_DEFER_RECV,
+    .caps = GV_TP_CAP_DEFER_RECV | GV_TP_CAP_CONNECT_ASYNC,
     .resume_recv = tcp_resume_recv,
 };

@@ -6,6 +6,7 @@
 
 #include "tp_internal.h"
 
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #define TCP_STAGE_BYTES (8u << 10)    /* read-ahead past the current message (see tcp_io.c) */
@@ -28,6 +29,10 @@ enum tcp_conn_state {
     /* A write in send() failed outside progress; the close (with fail_reason) runs in the next
      * progress call so that callbacks only fire from there. send returns GV_ERR_CLOSED. */
     TCP_CONN_FAILED,
+    /* gv_tp_connect_start: not established yet (an attempt in flight, fd >= 0 polled for
+     * EPOLLOUT, or a retry due at retry_ns, fd -1). send queues (GV_INPROGRESS, GV_ERR_AGAIN at
+     * the queue's bound); the queue leaves once established. Nothing is received. */
+    TCP_CONN_CONNECTING,
     /* Tearing down: pending send callbacks and then on_close are running. send returns
      * GV_ERR_CLOSED. */
     TCP_CONN_CLOSING,
@@ -86,6 +91,18 @@ struct tcp_conn {
     int rcvlowat;    /* SO_RCVLOWAT currently set (1: the kernel default); see tcp_io.c */
     int rx_inq_seen; /* bytes queued in the kernel at the last timeout check (lowat armed) */
 
+    /* connecting (TCP_CONN_CONNECTING): where to, until when, what happened so far */
+    char *host; /* as the caller gave it (resolved again before each round) */
+    uint16_t port;
+    uint64_t connect_deadline; /* gv_now_ns() at which connecting gives up (GV_ERR_TIMEOUT) */
+    uint64_t retry_ns;         /* fd -1: the next attempt is due then */
+    uint32_t backoff_ms;       /* the wait before the next round of attempts */
+    uint32_t attempts;
+    int addr_idx;    /* the address of the resolved list the attempt in flight uses */
+    int last_err;    /* errno of the last failed attempt */
+    int last_gai;    /* getaddrinfo's error when the name did not resolve (0: it did) */
+    bool dns_warned; /* the name did not resolve: said once */
+
     /* send: a ring of max_send_queue entries, allocated once */
     struct tcp_sendq_ent *sq;
     uint32_t sq_head, sq_count;
@@ -96,6 +113,7 @@ struct tcp_listener {
     int ev_kind; /* TCP_EV_LISTENER */
     int fd;
     uint16_t port;
+    uint64_t paused_until; /* accept failed for want of descriptors: not polled until then */
     struct tcp_tp *tp;
     struct tcp_listener *next; /* in tp->listeners, or tp->dead_listeners once closed */
 };
@@ -103,13 +121,14 @@ struct tcp_listener {
 struct tcp_tp {
     struct gv_tp base; /* first */
     int epfd;
-    int depth;                /* > 0 while inside progress (or a teardown) : frees are deferred */
-    int n_failed;             /* conns in TCP_CONN_FAILED, closed at the next progress */
-    int n_resume;             /* conns with rx_resume set */
-    uint64_t now_ns;          /* clock read once per progress call, after epoll_wait */
-    uint64_t next_check_ns;   /* earliest time an I/O timeout may expire; UINT64_MAX: none */
-    struct tcp_conn *conns;   /* open and failed conns */
-    struct tcp_conn *zombies; /* closed conns waiting for their last reference */
+    int depth;                 /* > 0 while inside progress (or a teardown) : frees are deferred */
+    int n_failed;              /* conns in TCP_CONN_FAILED, closed at the next progress */
+    int n_resume;              /* conns with rx_resume set */
+    uint64_t now_ns;           /* clock read once per progress call, after epoll_wait */
+    uint64_t next_check_ns;    /* earliest time an I/O timeout may expire; UINT64_MAX: none */
+    uint64_t listen_resume_ns; /* earliest paused listener's resume time; UINT64_MAX: none */
+    struct tcp_conn *conns;    /* open and failed conns */
+    struct tcp_conn *zombies;  /* closed conns waiting for their last reference */
     struct tcp_listener *listeners, *dead_listeners;
     uint8_t *scratch; /* TCP_SCRATCH_BYTES, for discarded payload */
 };
@@ -126,6 +145,15 @@ static inline struct tcp_tp *tcp_tp_of(struct gv_tp *tp)
 
 /* tcp.c */
 extern const struct gv_tp_ops gv_tp_tcp_ops;
+void tcp_sock_set_bufs(int fd, const struct gv_tp_config *cfg);
+void tcp_sock_set_conn_opts(int fd, const struct gv_tp_config *cfg);
+void tcp_addr_str(const struct sockaddr *sa, socklen_t len, char *out, size_t out_len);
+void tcp_list_push(struct tcp_conn **head, struct tcp_conn *c);
+/* A connection's memory (buffers, id, one reference), fd -1, on no list. */
+gv_status_t tcp_conn_alloc(struct tcp_tp *tp, struct tcp_conn **c_p);
+void tcp_conn_free_unlisted(struct tcp_conn *c);
+/* c->base.peer from the socket's peer address. */
+void tcp_conn_set_peer(struct tcp_conn *c);
 gv_status_t tcp_conn_new(struct tcp_tp *tp, int fd, struct tcp_conn **c_p);
 void tcp_conn_get(struct tcp_conn *c);
 void tcp_conn_put(struct tcp_conn *c);
@@ -134,8 +162,20 @@ void tcp_conn_teardown(struct tcp_conn *c, gv_status_t reason);
 /* Marks c failed; the teardown runs from the next progress call. */
 void tcp_conn_fail_later(struct tcp_conn *c, gv_status_t reason);
 void tcp_listener_on_readable(struct tcp_listener *l);
+/* Polls the listeners whose pause (accept out of descriptors) has ended; returns how many. */
+int tcp_listeners_resume(struct tcp_tp *tp);
 void tcp_reap(struct tcp_tp *tp);
 gv_status_t tcp_status_of_errno(int err);
+
+/* tcp_connect.c */
+gv_status_t tcp_connect(struct gv_tp *btp, const char *host, uint16_t port, struct gv_conn **c_p);
+gv_status_t tcp_connect_start(struct gv_tp *btp, const char *host, uint16_t port,
+                              struct gv_conn **c_p);
+/* A connecting conn's socket is writable (or failed): established, or the next attempt. */
+void tcp_connect_on_event(struct tcp_conn *c);
+/* From the timeout check: a connecting conn's next attempt when due, or its end at the
+ * deadline (GV_ERR_TIMEOUT; returns true: c was torn down). *next_p: when it needs a look. */
+bool tcp_connect_tick(struct tcp_conn *c, uint64_t now, uint64_t *next_p);
 
 /* tcp_io.c */
 gv_status_t tcp_send(struct gv_conn *bc, const struct gv_iov *iov, int iovcnt, gv_tp_send_cb cb,

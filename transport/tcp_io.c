@@ -23,6 +23,11 @@ _Static_assert(sizeof(struct gv_iov) == sizeof(struct iovec) &&
 
 #define TCP_EV_BASE (EPOLLIN | EPOLLRDHUP)
 
+/* Per-connection errors a peer can cause at will (garbage, resets, truncated frames): each
+ * family at most 10 lines per 10 s, the rest counted (gv_log_limit). */
+static struct gv_log_limit tcp_lim_rx = GV_LOG_LIMIT_INIT(10, 10000);
+static struct gv_log_limit tcp_lim_close = GV_LOG_LIMIT_INIT(10, 10000);
+
 static uint64_t tcp_io_timeout_ns(const struct tcp_conn *c)
 {
     return (uint64_t)c->tp->base.cfg.io_timeout_ms * 1000000ull;
@@ -134,6 +139,13 @@ gv_status_t tcp_send(struct gv_conn *bc, const struct gv_iov *iov, int iovcnt, g
 
     if (status != GV_OK)
         return status;
+    if (c->state == TCP_CONN_CONNECTING) { /* leaves once established (tcp_connect.c) */
+        if (c->sq_count >= cfg->max_send_queue ||
+            (c->sq_count > 0 && c->sq_bytes + total > cfg->max_send_queue_bytes))
+            return GV_ERR_AGAIN;
+        tcp_sq_push(c, iov, iovcnt, total, 0, cb, arg);
+        return GV_INPROGRESS;
+    }
     if (c->state != TCP_CONN_OPEN)
         return GV_ERR_CLOSED;
     if (c->sq_count > 0) {
@@ -148,8 +160,8 @@ gv_status_t tcp_send(struct gv_conn *bc, const struct gv_iov *iov, int iovcnt, g
     if (ret < 0) {
         int err = errno;
         if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != ENOBUFS) {
-            gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: send: %s", (unsigned long long)bc->id,
-                   bc->peer, strerror(err));
+            GV_LOG_LIMITED(GV_LOG_WARN, &tcp_lim_close, "tcp: conn %llu peer %s: send: %s",
+                           (unsigned long long)bc->id, bc->peer, strerror(err));
             tcp_conn_fail_later(c, tcp_status_of_errno(err));
             return GV_ERR_IO;
         }
@@ -230,8 +242,8 @@ void tcp_conn_flush(struct tcp_conn *c)
                 continue;
             if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS)
                 return;
-            gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: send: %s", (unsigned long long)c->base.id,
-                   c->base.peer, strerror(err));
+            GV_LOG_LIMITED(GV_LOG_WARN, &tcp_lim_close, "tcp: conn %llu peer %s: send: %s",
+                           (unsigned long long)c->base.id, c->base.peer, strerror(err));
             tcp_conn_teardown(c, tcp_status_of_errno(err));
             return;
         }
@@ -338,18 +350,18 @@ static gv_status_t tcp_rx_prefix(struct tcp_conn *c)
     gv_status_t status = tp->h.parse_prefix(c->rbuf + c->rstart, &hdr_len, &payload_len, tp->user);
 
     if (status != GV_OK) {
-        gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: prefix refused: %s",
-               (unsigned long long)c->base.id, c->base.peer, gv_status_str(status));
+        GV_LOG_LIMITED(GV_LOG_WARN, &tcp_lim_rx, "tcp: conn %llu peer %s: prefix refused: %s",
+                       (unsigned long long)c->base.id, c->base.peer, gv_status_str(status));
         return status;
     }
     if ((uint64_t)tp->h.prefix_len + hdr_len > tp->cfg.max_hdr_len ||
         payload_len > tp->cfg.max_payload_len) {
-        gv_log(GV_LOG_WARN,
-               "tcp: conn %llu peer %s: message of header %u, payload %llu bytes "
-               "above the caps (%u, %llu)",
-               (unsigned long long)c->base.id, c->base.peer, hdr_len,
-               (unsigned long long)payload_len, tp->cfg.max_hdr_len,
-               (unsigned long long)tp->cfg.max_payload_len);
+        GV_LOG_LIMITED(GV_LOG_WARN, &tcp_lim_rx,
+                       "tcp: conn %llu peer %s: message of header %u, payload %llu bytes "
+                       "above the caps (%u, %llu)",
+                       (unsigned long long)c->base.id, c->base.peer, hdr_len,
+                       (unsigned long long)payload_len, tp->cfg.max_hdr_len,
+                       (unsigned long long)tp->cfg.max_payload_len);
         return GV_ERR_PROTO;
     }
     c->msg_len = tp->h.prefix_len + hdr_len;
@@ -548,18 +560,17 @@ void tcp_conn_on_readable(struct tcp_conn *c)
                 continue;
             if (err == EAGAIN || err == EWOULDBLOCK)
                 return;
-            gv_log(GV_LOG_WARN, "tcp: conn %llu peer %s: receive: %s",
-                   (unsigned long long)c->base.id, c->base.peer, strerror(err));
+            GV_LOG_LIMITED(GV_LOG_WARN, &tcp_lim_close, "tcp: conn %llu peer %s: receive: %s",
+                           (unsigned long long)c->base.id, c->base.peer, strerror(err));
             tcp_conn_teardown(c, tcp_status_of_errno(err));
             return;
         }
         if (got == 0) {
             int mid = tcp_rx_busy(c);
             if (mid)
-                gv_log(GV_LOG_WARN,
-                       "tcp: conn %llu peer %s: peer closed in the middle of a "
-                       "message",
-                       (unsigned long long)c->base.id, c->base.peer);
+                GV_LOG_LIMITED(GV_LOG_WARN, &tcp_lim_close,
+                               "tcp: conn %llu peer %s: peer closed in the middle of a message",
+                               (unsigned long long)c->base.id, c->base.peer);
             tcp_conn_teardown(c, mid ? GV_ERR_IO : GV_ERR_CLOSED);
             return;
         }
@@ -585,6 +596,8 @@ int tcp_conn_busy(const struct tcp_conn *c)
 gv_status_t tcp_resume_recv(struct gv_conn *bc)
 {
     struct tcp_conn *c = tcp_conn_of(bc);
+    if (c->state == TCP_CONN_CONNECTING)
+        return GV_OK; /* nothing received yet, nothing deferred */
     if (c->state != TCP_CONN_OPEN)
         return GV_ERR_CLOSED;
     if (!c->rx_deferred || c->rx_resume)

@@ -38,6 +38,15 @@ static int tcp_check_timeouts(struct tcp_tp *tp)
 restart:
     next = UINT64_MAX;
     for (struct tcp_conn *c = tp->conns; c != NULL; c = c->next) {
+        if (c->state == TCP_CONN_CONNECTING) {
+            uint64_t due;
+            if (tcp_connect_tick(c, now, &due)) {
+                n++;
+                goto restart;
+            }
+            next = GV_MIN(next, due);
+            continue;
+        }
         if (c->state != TCP_CONN_OPEN || !tcp_conn_busy(c))
             continue;
         /* last_io_ns may be later than now: a callback of this very call queued a send */
@@ -60,10 +69,11 @@ restart:
 /* How long epoll_wait may sleep: the caller's timeout, cut to the next I/O-timeout check. */
 static int tcp_wait_ms(struct tcp_tp *tp, int timeout_ms)
 {
-    if (timeout_ms == 0 || tp->next_check_ns == UINT64_MAX)
+    uint64_t due = GV_MIN(tp->next_check_ns, tp->listen_resume_ns);
+    if (timeout_ms == 0 || due == UINT64_MAX)
         return timeout_ms;
     uint64_t now = gv_now_ns();
-    uint64_t due_ms = now >= tp->next_check_ns ? 0 : (tp->next_check_ns - now + 999999) / 1000000;
+    uint64_t due_ms = now >= due ? 0 : (due - now + 999999) / 1000000;
     if (timeout_ms < 0 || due_ms < (uint64_t)timeout_ms)
         return (int)due_ms;
     return timeout_ms;
@@ -80,6 +90,12 @@ static void tcp_dispatch(struct epoll_event *ev)
         return;
     }
     struct tcp_conn *c = gv_container_of(kind, struct tcp_conn, ev_kind);
+    if (c->state == TCP_CONN_CONNECTING && c->fd >= 0) {
+        tcp_conn_get(c);
+        tcp_connect_on_event(c);
+        tcp_conn_put(c);
+        return;
+    }
     if (c->state != TCP_CONN_OPEN)
         return; /* closed earlier in this batch, or failed (closed below) */
     tcp_conn_get(c);
@@ -118,6 +134,7 @@ int tcp_progress(struct gv_tp *btp, int timeout_ms)
     handled += tcp_run_resumed(tp);
     handled += tcp_check_timeouts(tp);
     handled += tcp_close_failed(tp);
+    handled += tcp_listeners_resume(tp);
 out:
     if (--tp->depth == 0)
         tcp_reap(tp);

@@ -4,6 +4,8 @@
  * except in the list of names callers may ask for. */
 #include "tp_internal.h"
 
+#include <netdb.h>
+
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -171,4 +173,17 @@ gv_status_t gv_tp_addr_advertise(const char *bind_host, const char *advertise_ho
     if (port == 0 || n < 0 || (size_t)n >= out_len)
         return GV_ERR_INVAL;
     return GV_OK;
+}
+
+gv_status_t gv_tp_addr_resolves(const char *host, char *why, size_t why_len)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    int ret = getaddrinfo(host, NULL, &hints, &res);
+    if (ret == 0) {
+        freeaddrinfo(res);
+        return GV_OK;
+    }
+    snprintf(why, why_len, "%s", gai_strerror(ret));
+    return GV_ERR_INVAL;
 }

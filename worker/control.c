@@ -16,7 +16,7 @@ gv_status_t wk_control_header(struct gv_worker *w, struct wk_server *ws,
     case GV_PROTO_MSG_MODEL:
         /* a model arrives at start-up or right after an update: never between iterations,
          * when the caller owns the parameters */
-        if (!w->busy || m->tensor_id > 1 || m->n_segs != 1 ||
+        if (!w->busy || m->tensor_id > (w->caller_optim ? 0u : 1u) || m->n_segs != 1 ||
             m->segs[0].kind != GV_PROTO_SEG_DENSE || m->segs[0].enc != GV_PROTO_ENC_F32 ||
             m->u.model.offset > ws->n || m->numel > ws->n - m->u.model.offset ||
             m->numel > ws->model_left)
@@ -59,6 +59,19 @@ static void wk_seed(struct gv_worker *w, struct wk_server *ws)
     gv_log(GV_LOG_INFO, "worker %u: seeded %s with the initial model", w->rank, ws->name);
 }
 
+/* --model external: the layout follows the AUTH, before the server can welcome us. */
+static void wk_send_layout(struct gv_worker *w, struct wk_server *ws)
+{
+    struct gv_proto_msg m;
+    gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_LAYOUT, 0);
+    gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, w->layout_len, w->layout_len);
+    struct gv_iov pl = {w->layout_wire, w->layout_len};
+    gv_status_t status = gv_ps_link_send(&ws->link, &m, &pl, 1, NULL);
+    if (status != GV_OK)
+        wk_fail(w, status, "cannot send the model's layout to %s", ws->name);
+    ws->layout_sent = true;
+}
+
 static void wk_welcomed(struct gv_worker *w, struct wk_server *ws)
 {
     const struct gv_proto_welcome *we = &ws->hs.welcome;
@@ -66,8 +79,8 @@ static void wk_welcomed(struct gv_worker *w, struct wk_server *ws)
         char text[240];
         snprintf(text, sizeof(text),
                  "model fingerprint mismatch: worker %u has %016" PRIx64
-                 ", server %u has %016" PRIx64 ": the model, optimizer or compression options "
-                 "differ",
+                 ", server %u has %016" PRIx64 ": the model, the number of iterations, the "
+                 "optimizer or the compression options differ",
                  w->rank, w->fingerprint, ws->s, we->model_fingerprint);
         struct gv_proto_msg m;
         gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_REFUSE, 0);
@@ -88,7 +101,7 @@ static void wk_welcomed(struct gv_worker *w, struct wk_server *ws)
     }
     gv_log(GV_LOG_INFO, "worker %u: joined %s at iteration %" PRIu64, w->rank, ws->name,
            ws->hs.iteration);
-    ws->model_left = 2 * ws->n;
+    ws->model_left = (w->caller_optim ? 1 : 2) * ws->n; /* params (and momentum) */
     if (w->rank == 0 && ws->hs.iteration == 0)
         wk_seed(w, ws);
 }
@@ -101,7 +114,7 @@ static void wk_model_received(struct gv_worker *w, struct wk_server *ws)
         wk_fail(w, GV_ERR_PROTO, "the model from %s does not match its checksum", ws->name);
         return;
     }
-    if (w->mirrored &&
+    if (w->mirrored && !w->caller_optim &&
         wk_upload(w, w->m.params + ws->lo, w->hp + ws->lo, ws->n, "the model") == GV_OK)
         wk_upload(w, w->m.momentum + ws->lo, w->hv + ws->lo, ws->n, "the momentum");
 }
@@ -110,9 +123,14 @@ void wk_control_msg(struct gv_worker *w, struct wk_server *ws, const struct gv_p
 {
     if (ws->hs.state != GV_PS_CLIENT_WELCOMED) {
         if (gv_ps_client_hs_on_msg(&ws->hs, &ws->link, m) != GV_OK) {
-            wk_fail(w, GV_ERR_AUTH, "handshake with %s failed: %s", ws->name, ws->hs.why);
+            bool model = m->type == GV_PROTO_MSG_REFUSE &&
+                         m->u.refuse.code == GV_PROTO_REFUSE_MODEL; /* a layout refused */
+            wk_fail(w, model ? GV_ERR_PROTO : GV_ERR_AUTH, "handshake with %s failed: %s", ws->name,
+                    ws->hs.why);
             return;
         }
+        if (ws->hs.state == GV_PS_CLIENT_AUTH_SENT && w->layout_wire != NULL && !ws->layout_sent)
+            wk_send_layout(w, ws);
         if (ws->hs.state == GV_PS_CLIENT_WELCOMED)
             wk_welcomed(w, ws);
         return;

@@ -49,6 +49,7 @@ struct dist {
     bool stopped_by_server;
     uint64_t data_bytes;
     uint64_t cuda_rss; /* --device cuda: RSS the CUDA runtime added (libraries, context) */
+    uint64_t ws_bytes; /* the model's workspace in host memory (0 on cuda: device memory) */
     char names[DIST_MAX_TENSORS][24];
     size_t numel[DIST_MAX_TENSORS];
 };
@@ -161,6 +162,8 @@ static gv_status_t dist_model(struct dist *d)
         status = gv_nn_model_create(d->be, &o->job.model_cfg, &d->model);
     if (status == GV_OK)
         status = gv_nn_model_init(d->model, o->job.seed);
+    if (status == GV_OK && o->to.device != GV_NN_CUDA)
+        d->ws_bytes = gv_nn_model_workspace_bytes(d->model);
     if (status == GV_OK && d->lead)
         status = gv_nn_batch_buf_init(&d->eval_buf, d->test, o->job.model_cfg.max_batch);
     if (status != GV_OK)
@@ -411,7 +414,7 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
     gv_worker_get_summary(d->w, &s);
     char a[32], b[32], c[32], e[32];
     double it = s.iterations ? (double)s.iterations : 1.0;
-    uint64_t bound = 6 * s.param_bytes + d->data_bytes + (64ull << 20);
+    uint64_t bound = 6 * s.param_bytes + d->data_bytes + d->ws_bytes + (64ull << 20);
     printf("summary: worker %u of %u, %u servers: %lld iterations of batch %d in %.1f s (%.1f s "
            "evaluating), %.2f ms per iteration, %.0f samples/s over all workers\n",
            d->rank, s.num_workers, s.num_servers, (long long)steps, job->batch, secs, d->eval_s,
@@ -448,17 +451,18 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
      * libraries included (the CUDA ones are mapped only with --device cuda; there the host
      * memory the CUDA runtime itself takes, measured when the GPU backend was created, is
      * reported and left out, as no bound in terms of the model can hold it) */
-    char f[32], g[32];
+    char f[32], g[32], h[32];
     uint64_t held = s.peak_rss > d->cuda_rss ? s.peak_rss - d->cuda_rss : 0;
     gv_ps_fmt_bytes((double)s.peak_rss, a, sizeof(a));
     gv_ps_fmt_bytes((double)bound, b, sizeof(b));
     gv_ps_fmt_bytes((double)d->data_bytes, e, sizeof(e));
     gv_ps_fmt_bytes((double)d->rss_start, f, sizeof(f));
     gv_ps_fmt_bytes((double)d->cuda_rss, g, sizeof(g));
+    gv_ps_fmt_bytes((double)d->ws_bytes, h, sizeof(h));
     if (d->cuda_rss == 0)
-        printf("summary: peak RSS %s (%s at start); bound 6 x params (%s) + data (%s) + 64 MiB = "
-               "%s: %s\n",
-               a, f, c, e, b, held <= bound ? "within" : "EXCEEDED");
+        printf("summary: peak RSS %s (%s at start); bound 6 x params (%s) + data (%s) + "
+               "activations (%s) + 64 MiB = %s: %s\n",
+               a, f, c, e, h, b, held <= bound ? "within" : "EXCEEDED");
     else
         printf("summary: peak RSS %s (%s at start, %s the CUDA runtime's); bound 6 x params (%s) "
                "+ data (%s) + 64 MiB = %s: %s without the CUDA runtime's; %.1f MiB of GPU "
@@ -502,6 +506,7 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
     cJSON_AddNumberToObject(o, "rss_bound", (double)bound);
     cJSON_AddNumberToObject(o, "param_bytes", (double)s.param_bytes);
     cJSON_AddNumberToObject(o, "data_bytes", (double)d->data_bytes);
+    cJSON_AddNumberToObject(o, "workspace_bytes", (double)d->ws_bytes);
     cJSON_AddNumberToObject(o, "cuda_mapped", dist_cuda_mapped());
     cJSON_AddNumberToObject(o, "cuda_rss", (double)d->cuda_rss);
     cJSON_AddNumberToObject(o, "device_bytes", (double)s.device_bytes);
@@ -574,13 +579,19 @@ int wp_run_distributed(struct gv_ps_options *o, uint64_t rss_start)
         snprintf(why, sizeof(why), "%s", strsignal((int)dist_stop));
         gv_worker_stop(d.w, why);
     } else if (status == GV_OK) {
-        gv_worker_finish(d.w, (uint64_t)done);
+        status = gv_worker_finish(d.w, (uint64_t)done); /* the servers' answer: how it ended */
     }
     struct gv_worker_summary ws;
     gv_worker_get_summary(d.w, &ws);
     if (status == GV_OK) {
         dist_summary(&d, done, secs);
         rc = 0;
+    } else if (status == GV_ERR_CKPT) {
+        gv_log(GV_LOG_ERROR,
+               "worker %u: a checkpoint could not be written by every process (exit status 4): "
+               "fix the storage; a restart resumes from the last committed one",
+               d.rank);
+        rc = 4;
     } else if (ws.stopped) {
         gv_log(GV_LOG_WARN, "worker %u: stopped on request at iteration %lld (exit status 3)",
                d.rank, (long long)done);

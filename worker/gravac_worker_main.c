@@ -258,6 +258,15 @@ int main(int argc, char **argv)
     int rc = gv_ps_options_load(&o, &spec, NULL, argc, argv, &cfg);
     if (rc >= 0)
         return rc;
+    if (gv_job_external(&o.job) || o.job.optimizer == GV_JOB_OPTIM_CALLER) {
+        /* the job is one of PyTorch's (or another libgravac caller's): its servers accept
+         * workers that bring their own model and optimizer, which this program has not */
+        gv_log(GV_LOG_ERROR, "gravac-worker trains nn/'s models with the job's SGD: --model "
+                             "external and --optimizer caller are for libgravac callers "
+                             "(PyTorch: the gravac.torch package)");
+        gv_cfg_destroy(cfg);
+        return 2;
+    }
     rc = o.to.standalone ? run_standalone(&o) : wp_run_distributed(&o, rss_start);
     gv_cfg_destroy(cfg);
     return rc;

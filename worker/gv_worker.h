@@ -59,13 +59,18 @@ struct gv_worker_model {
     float *params;            /* float[numel], host or device (be) */
     float *grads;             /* float[numel]: the caller's gradient before a step, the averaged
                                  gradient after it */
-    float *momentum;          /* float[numel] */
+    float *momentum;          /* float[numel]; NULL with --optimizer caller (the caller's
+                                 optimizer keeps its own state) */
     struct gv_nn_backend *be; /* borrowed, may be NULL: where the vectors live (NULL or a CPU
                                  backend: host memory) */
     size_t numel;
     uint32_t n_tensors;
     const size_t *tensor_numel; /* [n_tensors] */
     const char (*names)[24];    /* [n_tensors] */
+    /* --model external: the model's layout (borrowed for the worker's life), which the servers
+     * learn from the LAYOUT message; n_tensors, tensor_numel and names then come from it (the
+     * fields above are ignored). Host memory only. */
+    const struct gv_layout *layout;
 };
 
 /* Connects to every server, handshakes, seeds (worker 0) and receives the model: on success
@@ -125,9 +130,18 @@ struct gv_worker_step_out {
 gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *in,
                            struct gv_worker_step_out *out);
 
-/* Says BYE to every server after `iterations` (so that worker 0 can end the job early) and
- * waits, at most two seconds, for every server's BYE in answer. */
+/* Says BYE to every server after `iterations` and waits for every server's answer, which says
+ * how the job ended: GV_OK when every server answered BYE (every iteration of the job done, or
+ * worker 0 ended it early: its BYE before the last iteration is how --target-accuracy stops a
+ * job; any other worker's early BYE takes it out of the job under the dead-worker policy, and
+ * this returns an error). Errors as gv_worker_step's: the job failed or was stopped (the
+ * summary's `stopped`) meanwhile. A dead server is found by the liveness check. */
 gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations);
+
+/* The caller failed (an exception in a training script): the servers are told why (ERROR), so
+ * that every process of the job stops naming this worker and the reason, and later calls
+ * return GV_ERR_CLOSED. why: for the logs. */
+void gv_worker_fail(struct gv_worker *w, const char *why);
 
 /* Asks the servers to stop the whole job (the caller got SIGTERM or SIGINT): they write their
  * checkpoints at the iteration they agree on and stop everyone (exit status 3 by convention).

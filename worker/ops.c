@@ -114,7 +114,7 @@ static void *ops_helper(void *arg)
 static void ck_ident(const struct gv_worker *w, struct gv_ckpt_ident *id)
 {
     /* a worker's file: the whole model, index = its rank, and the number of workers */
-    *id = (struct gv_ckpt_ident){.model_fingerprint = w->fingerprint,
+    *id = (struct gv_ckpt_ident){.model_fingerprint = w->ckpt_fingerprint,
                                  .shard_offset = 0,
                                  .shard_length = w->m.numel,
                                  .shard_index = w->rank,
@@ -225,7 +225,9 @@ bool wk_ckpt_due(const struct gv_worker *w)
            w->iter % w->cfg.checkpoint_every == 0;
 }
 
-void wk_ckpt_write(struct gv_worker *w)
+/* committed: a stop's residual, written where the servers stop (no report follows it); else
+ * pending, reported with the next push and committed on server 0's verdict (wk_ckpt_verdict). */
+static void ck_write(struct gv_worker *w, bool committed)
 {
     struct gv_ckpt_ident id;
     ck_ident(w, &id);
@@ -243,21 +245,55 @@ void wk_ckpt_write(struct gv_worker *w)
         uint8_t pending = 0;
         size_t n = ck_sections(w, sec, &pending, host);
         int keep = w->cfg.checkpoint_keep > 0 ? w->cfg.checkpoint_keep : 3;
-        status = gv_ckpt_write(w->ckpt_dir, &id, w->iter, sec, n, keep, NULL, 0);
+        status = committed ? gv_ckpt_write(w->ckpt_dir, &id, w->iter, sec, n, keep, NULL, 0)
+                           : gv_ckpt_write_pending(w->ckpt_dir, &id, w->iter, sec, n, NULL, 0);
     }
     gv_free(host);
+    if (!committed) {
+        w->ck_pend_iter = w->iter;
+        w->ck_pend_status = status;
+    }
     if (status != GV_OK) {
         gv_log(GV_LOG_ERROR,
-               "worker %u: the residual checkpoint of iteration %" PRIu64 " failed "
-               "(%s); training goes on",
+               "worker %u: its part (the residual) of the checkpoint of iteration %" PRIu64
+               " failed (%s); server 0 learns it with the next push",
                w->rank, w->iter, gv_status_str(status));
         return;
     }
-    w->ckpt_written++;
+    if (committed)
+        w->ckpt_written++;
     gv_log(GV_LOG_DEBUG,
            "worker %u: residual checkpoint of iteration %" PRIu64 " written in %.3f "
            "s",
            w->rank, w->iter, (double)(gv_now_ns() - t0) * 1e-9);
+}
+
+void wk_ckpt_write(struct gv_worker *w)
+{
+    /* a pending one without a verdict by now never gets one (the servers write none?) */
+    if (w->ck_pend_iter != 0)
+        (void)gv_ckpt_discard(w->ckpt_dir, w->rank, w->ck_pend_iter);
+    w->ck_pend_iter = 0;
+    ck_write(w, false);
+}
+
+void wk_ckpt_verdict(struct gv_worker *w)
+{
+    uint64_t it = w->dec.ckpt_iter;
+    if (w->ckpt_dir[0] == '\0' || it == 0 || it != w->ck_pend_iter)
+        return;
+    w->ck_pend_iter = 0;
+    if (w->dec.ckpt_status == GV_OK) {
+        int keep = w->cfg.checkpoint_keep > 0 ? w->cfg.checkpoint_keep : 3;
+        if (gv_ckpt_commit(w->ckpt_dir, w->rank, it, keep) == GV_OK)
+            w->ckpt_written++;
+        return;
+    }
+    (void)gv_ckpt_discard(w->ckpt_dir, w->rank, it);
+    gv_log(GV_LOG_WARN,
+           "worker %u: the checkpoint of iteration %" PRIu64 " was not written by every process "
+           "(%s): its residual is dropped",
+           w->rank, it, gv_status_str((gv_status_t)w->dec.ckpt_status));
 }
 
 /* ---------------------------------------------------------------- start, stop */
@@ -269,6 +305,9 @@ gv_status_t wk_ops_start(struct gv_worker *w)
     if (dir != NULL && dir[0] != '\0' && ck_has_state(w)) {
         snprintf(w->ckpt_dir, sizeof(w->ckpt_dir), "%s/worker%04u", dir, w->rank);
         gv_status_t status = gv_ps_mkdir(w->ckpt_dir);
+        /* what the last run wrote and nobody committed is no checkpoint */
+        if (status == GV_OK)
+            (void)gv_ckpt_discard(w->ckpt_dir, w->rank, UINT64_MAX);
         if (status == GV_OK && w->iter > 0)
             status = ck_restore(w);
         if (status != GV_OK)
@@ -351,5 +390,5 @@ void gv_worker_stop(struct gv_worker *w, const char *why)
     bool ckpt = same && w->ckpt_dir[0] != '\0' && ck_has_state(w);
     pthread_mutex_unlock(&w->mu);
     if (ckpt)
-        wk_ckpt_write(w);
+        ck_write(w, true);
 }

@@ -57,6 +57,10 @@ static void step_stats(struct gv_worker *w, struct step_ctx *x, struct gv_proto_
     st->compress_s = (double)(gv_now_ns() - x->t0) * 1e-9;
     st->samples = x->in->samples;
     st->loss = x->in->loss;
+    if (w->ck_pend_iter == w->iter) { /* its part of this iteration's checkpoint */
+        st->ckpt_iter = w->iter;
+        st->ckpt_status = w->ck_pend_status;
+    }
     if (w->norms_pending) {
         st->n_layer_norms = w->m.n_tensors;
         st->layer_norms = w->layer_norms;
@@ -111,6 +115,10 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
     step_push_msg(w, ws, &m);
     if (s == 0)
         step_stats(w, x, &m.u.push.stats);
+    /* --optimizer caller: the servers compare every worker's parameters (as the caller's
+     * optimizer left them) by their checksum */
+    if (w->caller_optim && w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0)
+        m.u.push.replica_checksum = gv_ps_checksum(w->hp + ws->lo, ws->n);
     struct gv_iov pl[2];
     int npl;
     if (x->dense) {
@@ -121,8 +129,8 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
                 return status;
             src = w->hg;
         }
-        enum gv_val_type vt = gv_job_dense_vt(w->job);
-        if (vt == GV_VAL_F32) {
+        enum gv_val_type vt = gv_ps_dense_vt(w->job, &w->dec);
+        if (vt == GV_VAL_F32 && gv_job_pieced(w->job)) {
             gv_status_t status = step_push_pieces(w, x, ws, src + ws->lo);
             if (status != GV_OK)
                 return status;
@@ -134,7 +142,7 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
         size_t len = gv_sparse_val_len(ws->n, vt);
         gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, gv_ps_val_type_to_proto(vt), ws->n, len);
         m.nnz = ws->n;
-        if (vt == GV_VAL_F16) { /* dense-fp16: halves, from the push buffer */
+        if (vt == GV_VAL_F16) { /* dense-fp16 (or auto's fp16 arm): halves, from the push buffer */
             gv_ps_f16_encode(src + ws->lo, ws->n, (uint16_t *)(void *)ws->ubuf);
             pl[0] = (struct gv_iov){ws->ubuf, len};
         } else {
@@ -206,7 +214,7 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
              * compressor (DGC, Redsync) falls back to exact top-k above the capacity, so the
              * fallback happens at the documented min(n, 2k) whatever the buffer's size */
             uint32_t n = (uint32_t)(w->unit_off[u + 1] - w->unit_off[u]);
-            const char *name = w->n_units == 1 ? "model" : w->m.names[u];
+            const char *name = w->n_units == 1 ? "model" : w->tnames[u];
             w->lmin[u].cap = gv_cmp_bound(w->cmp, n, req.cf_min);
             if (x->levels == 2)
                 w->lcand[u].cap = gv_cmp_bound(w->cmp, n, req.cf_cand);
@@ -254,14 +262,18 @@ static gv_status_t wk_parse_prefix(const void *prefix, uint32_t *hdr_len_p, uint
                                    void *user)
 {
     struct gv_worker *w = user;
-    return gv_proto_parse_prefix(prefix, &w->caps, hdr_len_p, payload_len_p);
+    gv_status_t status = gv_proto_prefix_check(prefix, &w->caps, hdr_len_p, payload_len_p,
+                                               w->rx_why, sizeof(w->rx_why));
+    if (status != GV_OK)
+        gv_log(GV_LOG_WARN, "worker %u: refused a frame from a server: %s", w->rank, w->rx_why);
+    return status;
 }
 
 /* The pieces this round's update comes in: a dense f32 round's (ws->pc), else one, the shard. */
 static struct gv_ps_pieces step_pieces(const struct gv_worker *w, const struct wk_server *ws)
 {
-    if (w->dec.level == GV_ADAPT_LEVEL_DENSE && gv_job_dense_vt(w->job) == GV_VAL_F32)
-        return ws->pc;
+    if (w->dec.level == GV_ADAPT_LEVEL_DENSE && gv_ps_dense_vt(w->job, &w->dec) == GV_VAL_F32)
+        return ws->pc; /* one piece unless gv_job_pieced */
     return (struct gv_ps_pieces){.n = ws->n, .base = ws->n, .np = 1};
 }
 
@@ -285,7 +297,7 @@ static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
                                     const struct gv_proto_msg *m, struct gv_iov *dst, int *cnt)
 {
     bool accordion = w->job->method == GV_JOB_ACCORDION;
-    enum gv_val_type dense_vt = gv_job_dense_vt(w->job);
+    enum gv_val_type dense_vt = gv_ps_dense_vt(w->job, &w->dec); /* this iteration's decision */
     bool dense, final = m->u.update.decision.level != GV_PROTO_LEVEL_NONE;
     uint32_t pk = 0;
     if (!ws->synced || !w->in_step || step_piece_check(w, ws, m, &pk) != GV_OK ||
@@ -407,12 +419,31 @@ static void step_apply_update(struct gv_worker *w, struct wk_server *ws,
     ws->have |= 1u << k;
     ws->pieces_got++;
     bool verify = w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0;
-    if (step_optim(w, ws, (float)m->u.update.decision.lr, g, a, a + len, verify) != GV_OK || !final)
+    /* --optimizer caller: no step here (the caller's optimizer steps with g; one piece) */
+    if (!w->caller_optim &&
+        step_optim(w, ws, (float)m->u.update.decision.lr, g, a, a + len, verify) != GV_OK)
+        return;
+    if (!final)
         return;
     gv_ps_decision_from_proto(&m->u.update.decision, &ws->dec);
     ws->dec_iter = m->iteration + 1;
     ws->resync = ws->dec.resync;
     ws->got_update = true;
+    if (w->caller_optim) {
+        /* the checksum is of g itself */
+        if (verify) {
+            w->checks++;
+            uint64_t ck = gv_ps_checksum(g, ws->n);
+            if (ck != m->u.update.model_checksum) {
+                w->mismatches++;
+                wk_fail(w, GV_ERR_PROTO,
+                        "the averaged gradient from %s at iteration %" PRIu64 " does not match "
+                        "its checksum (%016" PRIx64 ", server %016" PRIx64 ")",
+                        ws->name, w->iter, ck, m->u.update.model_checksum);
+            }
+        }
+        return;
+    }
     if (ws->resync) {
         ws->model_left = 2 * ws->n;
         ws->model_checksum = 0;
@@ -451,10 +482,14 @@ static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *
 
 static void wk_on_close(struct gv_conn *c, gv_status_t reason, void *user)
 {
-    (void)user;
+    struct gv_worker *w = user;
     struct wk_server *ws = c->user;
     ws->closed = true;
     ws->close_reason = reason == GV_OK ? GV_ERR_CLOSED : reason;
+    ws->close_unsent = c->bytes_sent == 0;
+    ws->close_unanswered = c->bytes_recv == 0;
+    if ((reason == GV_ERR_PROTO || reason == GV_ERR_VERSION) && w->rx_why[0] != '\0')
+        snprintf(ws->close_why, sizeof(ws->close_why), "%s", w->rx_why);
     ws->link.c = NULL;
 }
 
@@ -571,7 +606,10 @@ gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *
     gv_status_t status = step_run(w, in, out);
     w->busy = false;
     bool ckpt = status == GV_OK && !out->stop && wk_ckpt_due(w);
+    bool verdict = status == GV_OK && !out->stop && w->ck_pend_iter != 0;
     pthread_mutex_unlock(&w->mu);
+    if (verdict)
+        wk_ckpt_verdict(w);
     if (ckpt)
         wk_ckpt_write(w);
     w->t_step_end_ns = gv_trace_now(w->cfg.trace);

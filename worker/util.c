@@ -27,10 +27,32 @@ gv_status_t wk_server_status(struct gv_worker *w, struct wk_server *ws)
             wk_fail(w, GV_ERR_CLOSED, "the job was stopped on request (said %s): %s", ws->name,
                     ws->error_text);
         } else {
-            wk_fail(w, GV_ERR_CLOSED, "%s ended the job with an error: %s", ws->name,
-                    ws->error_text);
+            wk_fail(w, ws->error_code == GV_ERR_CKPT ? GV_ERR_CKPT : GV_ERR_CLOSED,
+                    "%s ended the job with an error: %s", ws->name, ws->error_text);
         }
-        return GV_ERR_CLOSED;
+        return w->fail_status;
+    }
+    if (ws->closed && ws->hs.state != GV_PS_CLIENT_WELCOMED) {
+        /* start-up: say what was at the other end, if anything */
+        if (ws->close_unsent && ws->close_reason == GV_ERR_TIMEOUT)
+            wk_fail(w, GV_ERR_TIMEOUT,
+                    "cannot reach %s within %.1f s (--connect-timeout): nothing accepted the "
+                    "connection (is it up, and is that its address?)",
+                    ws->name, (double)w->cl->connect_timeout * 1e-9);
+        else if (ws->close_why[0] != '\0')
+            wk_fail(w, GV_ERR_PROTO,
+                    "%s answered with something that is not gravac's protocol (%s): is another "
+                    "program listening on that port?",
+                    ws->name, ws->close_why);
+        else if (ws->close_unanswered)
+            wk_fail(w, GV_ERR_CLOSED,
+                    "%s closed the connection without answering the handshake (%s): is a gravac "
+                    "server listening there?",
+                    ws->name, gv_status_str(ws->close_reason));
+        else
+            wk_fail(w, GV_ERR_CLOSED, "%s closed the connection during the handshake (%s)",
+                    ws->name, gv_status_str(ws->close_reason));
+        return w->fail_status;
     }
     if (ws->closed) {
         wk_fail(w, GV_ERR_CLOSED, "%s closed the connection at iteration %" PRIu64 " (%s)",

@@ -23,9 +23,13 @@ struct wk_server {
     struct gv_ps_client_hs hs;
     struct gv_ps_rx rx; /* the header of the message being received (decoded once) */
     char name[96];      /* "server 1 (10.0.0.2:7000)" */
+    bool connecting;    /* a connection was started (its address is known) */
     bool closed;
     gv_status_t close_reason;
-    uint64_t lo, n; /* the shard [lo, lo + n) */
+    bool close_unanswered; /* it closed before a byte arrived from the server */
+    bool close_unsent;     /* it closed before a byte left: never established */
+    char close_why[160];   /* it closed on what was not gravac's protocol: why */
+    uint64_t lo, n;        /* the shard [lo, lo + n) */
 
     /* sync and updates */
     bool synced; /* initial model and decision received */
@@ -34,6 +38,7 @@ struct wk_server {
     uint64_t model_checksum;
     bool got_update;
     bool resync; /* this update is followed by a full model */
+    bool layout_sent;
     bool got_bye;
     bool got_error;
     int32_t error_code;  /* the ERROR's status: GV_OK means the job was stopped on request */
@@ -79,9 +84,14 @@ struct gv_worker {
     struct gv_buf mirror;   /* mirrored: hp, hg, hv */
     struct gv_sparse hsent; /* mirrored: host copy of one tensor's level sent (pinned) */
     struct gv_buf hsent_buf;
-    size_t *off; /* [n_tensors + 1] */
+    size_t *off;          /* [n_tensors + 1] */
+    const char **tnames;  /* [n_tensors]: the tensors' names (nn/'s, or the layout's) */
+    bool caller_optim;    /* --optimizer caller: no optimizer step here, no momentum */
+    uint8_t *layout_wire; /* --model external: the encoded layout, sent after every AUTH */
+    size_t layout_len;
     struct gv_shard_map map;
-    uint64_t fingerprint;
+    uint64_t fingerprint;      /* the job's: every server must have it */
+    uint64_t ckpt_fingerprint; /* its state's: the residual checkpoints' identity */
     struct gv_proto_caps caps;
     struct gv_tp_config tp_cfg;
     struct gv_tp *tp;
@@ -117,12 +127,14 @@ struct gv_worker {
     bool busy; /* the caller's thread is inside create or step: updates and
                   models may arrive (any other time they are a protocol error) */
 
+    char rx_why[160];       /* the last prefix refused (the connection then closes: close_why) */
     uint64_t t_step_end_ns; /* timeline: when the last step returned (0: none yet) */
 
     /* failure */
     gv_status_t fail_status;
     char fail[400];
     bool stopped; /* a server stopped the job on request */
+    bool told;    /* the servers were told of the failure */
 
     /* operations (worker_ops.c) */
     pthread_mutex_t mu; /* held by the caller's calls and by the helper between naps */
@@ -136,6 +148,8 @@ struct gv_worker {
     uint64_t resumed_from;
     bool residual_restored;
     uint64_t ckpt_written;
+    uint64_t ck_pend_iter;      /* the residual checkpoint written pending (0: none)... */
+    gv_status_t ck_pend_status; /* ...how its write went: reported with the next push */
 };
 
 /* step.c: the transport's callbacks (updates are applied there) */
@@ -178,5 +192,8 @@ void wk_ops_stop(struct gv_worker *w);
  * the lock released: it reads only the residual, which nothing else touches). */
 bool wk_ckpt_due(const struct gv_worker *w);
 void wk_ckpt_write(struct gv_worker *w);
+/* Server 0's verdict on the pending residual checkpoint (in the decision adopted by the step
+ * that just ended): committed, or dropped. Called with the lock released, as wk_ckpt_write. */
+void wk_ckpt_verdict(struct gv_worker *w);
 
 #endif /* GV_WK_H */

@@ -182,12 +182,59 @@ static void wk_log_line(const char *line, void *arg)
     gv_log(GV_LOG_INFO, "%s", line);
 }
 
+/* --model external: the tensors come from the caller's layout, which is encoded once (it
+ * follows the AUTH to every server). Then the replica's constraints of the optimizer mode. */
+static gv_status_t wk_model_check(struct gv_worker *w)
+{
+    struct gv_worker_model *m = &w->m;
+    w->caller_optim = w->job->optimizer == GV_JOB_OPTIM_CALLER;
+    if (gv_job_external(w->job) != (m->layout != NULL)) {
+        gv_log(GV_LOG_ERROR, "worker: %s",
+               m->layout != NULL ? "a layout is given but the job's model is nn/'s "
+                                   "(--model external)"
+                                 : "--model external needs the model's layout");
+        return GV_ERR_INVAL;
+    }
+    if (m->layout != NULL) {
+        m->n_tensors = m->layout->n;
+        m->tensor_numel = m->layout->numel;
+        m->names = NULL;
+        w->layout_len = gv_layout_encoded_len(m->layout);
+        if (w->layout_len > GV_LAYOUT_MAX_BYTES || m->layout->n == 0) {
+            gv_log(GV_LOG_ERROR, "worker: a layout of %u tensors (%zu bytes encoded; at most %u)",
+                   m->layout->n, w->layout_len, (unsigned)GV_LAYOUT_MAX_BYTES);
+            return GV_ERR_INVAL;
+        }
+        if ((w->layout_wire = wk_alloc(w, w->layout_len, 1)) == NULL)
+            return GV_ERR_NOMEM;
+        gv_layout_encode(m->layout, w->layout_wire);
+    }
+    bool device =
+        m->be != NULL && (gv_nn_backend_mem(m->be) == GV_MEM_DEVICE || w->cfg.host_mirrors);
+    if (w->caller_optim && device) {
+        gv_log(GV_LOG_ERROR, "worker: --optimizer caller takes a host replica (no GPU backend)");
+        return GV_ERR_UNSUPPORTED;
+    }
+    if (!w->caller_optim && m->momentum == NULL) {
+        gv_log(GV_LOG_ERROR, "worker: --optimizer job needs the momentum vector");
+        return GV_ERR_INVAL;
+    }
+    if (m->params == NULL || m->grads == NULL || m->numel == 0 || m->n_tensors == 0) {
+        gv_log(GV_LOG_ERROR, "worker: the model needs parameters, gradients and tensors");
+        return GV_ERR_INVAL;
+    }
+    return GV_OK;
+}
+
 static gv_status_t wk_layout(struct gv_worker *w)
 {
     const struct gv_worker_model *m = &w->m;
     w->off = wk_alloc(w, m->n_tensors + 1, sizeof(size_t));
-    if (w->off == NULL)
+    w->tnames = wk_alloc(w, m->n_tensors, sizeof(*w->tnames));
+    if (w->off == NULL || w->tnames == NULL)
         return GV_ERR_NOMEM;
+    for (uint32_t t = 0; t < m->n_tensors; t++)
+        w->tnames[t] = m->layout != NULL ? m->layout->t[t].name : m->names[t];
     for (uint32_t t = 0; t < m->n_tensors; t++)
         w->off[t + 1] = w->off[t] + m->tensor_numel[t];
     if (w->off[m->n_tensors] != m->numel) {
@@ -209,17 +256,23 @@ static gv_status_t wk_layout(struct gv_worker *w)
     gv_status_t status = gv_shard_map_init(&w->map, m->tensor_numel, m->n_tensors, w->S);
     if (status != GV_OK)
         return status;
-    if (w->rank == 0) {
-        const char *names[256];
-        for (uint32_t t = 0; t < m->n_tensors && t < 256; t++)
-            names[t] = m->names[t];
-        gv_shard_map_describe(&w->map, m->n_tensors <= 256 ? names : NULL, wk_log_line, NULL);
-    }
-    w->fingerprint = gv_job_fingerprint(w->job, m->names, m->tensor_numel, m->n_tensors, NULL, 0);
+    if (w->rank == 0)
+        gv_shard_map_describe(&w->map, w->tnames, wk_log_line, NULL);
+    w->fingerprint = m->layout != NULL ? gv_layout_fingerprint(w->job, m->layout, NULL, 0)
+                                       : gv_job_fingerprint(w->job, m->names, m->tensor_numel,
+                                                            m->n_tensors, NULL, 0);
+    /* checkpoints need nn/'s models (--model external is refused with --checkpoint-dir) */
+    w->ckpt_fingerprint =
+        m->layout != NULL
+            ? 0
+            : gv_job_state_fingerprint(w->job, m->names, m->tensor_numel, m->n_tensors);
     return GV_OK;
 }
 
-static gv_status_t wk_connect(struct gv_worker *w, uint64_t deadline)
+/* Starts a connection to every server whose address is known by now (--servers, or its
+ * rendezvous file has appeared) and queues its HELLO; the others are tried again at the next
+ * turn. Nothing here waits: the servers that are up are answered while another is not. */
+static gv_status_t wk_connect(struct gv_worker *w)
 {
     struct gv_ps_hello_info info = {.role = GV_PROTO_ROLE_WORKER,
                                     .rank = w->rank,
@@ -229,17 +282,24 @@ static gv_status_t wk_connect(struct gv_worker *w, uint64_t deadline)
                                     .secret = w->cfg.secret};
     for (uint32_t s = 0; s < w->S; s++) {
         struct wk_server *ws = &w->srv[s];
+        if (ws->connecting)
+            continue;
         struct gv_hostport hp;
-        gv_status_t status = gv_cluster_server_addr(w->cl, s, deadline, &hp);
-        if (status != GV_OK)
+        gv_status_t status = gv_cluster_server_addr_try(w->cl, s, &hp);
+        if (status == GV_ERR_AGAIN)
+            continue;
+        if (status != GV_OK) {
+            wk_fail(w, status, "no address for server %u (see above)", s);
             return status;
+        }
         snprintf(ws->name, sizeof(ws->name), "server %u (%.60s:%u)", s, hp.host, hp.port);
         gv_log(GV_LOG_INFO, "worker %u: connecting to %s", w->rank, ws->name);
         struct gv_conn *c;
-        if ((status = gv_tp_connect(w->tp, hp.host, hp.port, &c)) != GV_OK) {
+        if ((status = gv_tp_connect_start(w->tp, hp.host, hp.port, &c)) != GV_OK) {
             wk_fail(w, status, "cannot connect to %s: %s", ws->name, gv_status_str(status));
             return status;
         }
+        ws->connecting = true;
         c->user = ws;
         ws->link.c = c;
         if ((status = gv_ps_client_hs_start(&ws->hs, &ws->link, &info)) != GV_OK) {
@@ -250,34 +310,65 @@ static gv_status_t wk_connect(struct gv_worker *w, uint64_t deadline)
     return GV_OK;
 }
 
+/* Where server ws is in the start-up, for the deadline's message. */
+static void wk_stage(const struct gv_worker *w, const struct wk_server *ws, char *out, size_t len)
+{
+    if (!ws->connecting)
+        snprintf(out, len, "server %u never published its address in %s", ws->s,
+                 w->cl->rendezvous_dir);
+    else if (ws->link.c == NULL)
+        snprintf(out, len, "%s closed", ws->name);
+    else if (ws->link.c->bytes_sent == 0)
+        snprintf(out, len, "%s: nothing accepts connections there (is it up, is that its address?)",
+                 ws->name);
+    else if (ws->hs.state != GV_PS_CLIENT_WELCOMED && ws->link.c->bytes_recv == 0)
+        snprintf(out, len,
+                 "%s accepted the connection but never answered the handshake: is a gravac "
+                 "server listening there, or another program?",
+                 ws->name);
+    else if (ws->hs.state != GV_PS_CLIENT_WELCOMED)
+        snprintf(out, len, "%s did not complete the handshake", ws->name);
+    else
+        snprintf(out, len, "%s has not sent the model yet (waiting for the other workers to join?)",
+                 ws->name);
+}
+
 static gv_status_t wk_sync(struct gv_worker *w, uint64_t deadline)
 {
     for (;;) {
+        gv_status_t status = wk_connect(w);
+        if (status != GV_OK)
+            return status;
         bool all = true;
         for (uint32_t s = 0; s < w->S; s++) {
             struct wk_server *ws = &w->srv[s];
-            gv_status_t status = wk_server_status(w, ws);
-            if (status != GV_OK)
+            if (ws->connecting && (status = wk_server_status(w, ws)) != GV_OK)
                 return status;
             all &= ws->synced && ws->model_left == 0;
         }
         if (all)
             break;
         if (gv_now_ns() > deadline) {
-            char missing[200] = "";
+            char missing[600] = "";
             size_t off = 0;
-            for (uint32_t s = 0; s < w->S && off < sizeof(missing) - 12; s++)
-                if (!w->srv[s].synced)
-                    off += (size_t)snprintf(missing + off, sizeof(missing) - off, " %u", s);
+            for (uint32_t s = 0; s < w->S && off < sizeof(missing) - 200; s++) {
+                if (w->srv[s].synced)
+                    continue;
+                char stage[300];
+                wk_stage(w, &w->srv[s], stage, sizeof(stage));
+                off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%s",
+                                        off ? "; " : "", stage);
+            }
             wk_fail(w, GV_ERR_TIMEOUT,
-                    "start-up did not complete within %.1f s "
-                    "(--connect-timeout): no model and decision yet from servers%s (waiting for "
-                    "the other workers to join?)",
+                    "start-up did not complete within %.1f s (--connect-timeout): %s",
                     (double)w->cl->connect_timeout * 1e-9, missing);
             return GV_ERR_TIMEOUT;
         }
         int ms = wk_tick(w, gv_now_ns());
-        if (gv_tp_progress(w->tp, GV_MIN(ms, 50)) < 0) {
+        bool unknown = false; /* a server whose address may appear any moment */
+        for (uint32_t s = 0; s < w->S; s++)
+            unknown |= !w->srv[s].connecting;
+        if (gv_tp_progress(w->tp, GV_MIN(ms, unknown ? 20 : 50)) < 0) {
             wk_fail(w, GV_ERR_IO, "transport failure during start-up");
             return GV_ERR_IO;
         }
@@ -323,11 +414,17 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
     w->W = w->cl->n_workers;
     uint64_t t0 = gv_now_ns(), deadline = t0 + w->cl->connect_timeout;
     gv_ps_caps(&w->caps, &w->tp_cfg, w->cl->io_timeout, w->cl->connect_timeout);
+    gv_status_t status = wk_model_check(w);
+    if (status != GV_OK) {
+        w->busy = false;
+        gv_worker_destroy(w);
+        return status;
+    }
     size_t ab = gv_proto_arena_bound(&w->caps);
     w->arena_buf = wk_alloc(w, ab, 1);
     w->srv = wk_alloc(w, w->S, sizeof(*w->srv));
     w->heavy = wk_alloc(w, w->m.n_tensors, 1);
-    gv_status_t status = w->arena_buf && w->srv && w->heavy ? GV_OK : GV_ERR_NOMEM;
+    status = w->arena_buf && w->srv && w->heavy ? GV_OK : GV_ERR_NOMEM;
     if (status == GV_OK)
         status = wk_layout(w);
     if (status == GV_OK)
@@ -358,14 +455,23 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
         if (status != GV_OK)
             gv_log(GV_LOG_ERROR, "worker: cannot create the %s transport", w->cl->transport);
     }
+    if (status == GV_OK && cfg->checkpoint_dir != NULL && cfg->checkpoint_dir[0] != '\0') {
+        /* refused now, not after joining the job (the first residual would fail) */
+        char why[200] = "see above";
+        if (gv_ps_mkdir(cfg->checkpoint_dir) != GV_OK ||
+            gv_ckpt_dir_check(cfg->checkpoint_dir, why, sizeof(why)) != GV_OK) {
+            gv_log(GV_LOG_ERROR,
+                   "worker %u: refusing to start: --checkpoint-dir %s is not usable (%s)", w->rank,
+                   cfg->checkpoint_dir, why);
+            status = GV_ERR_INVAL;
+        }
+    }
     if (status == GV_OK && !gv_tp_has_cap(w->tp, GV_TP_CAP_DEFER_RECV)) {
         gv_log(GV_LOG_ERROR, "worker: the %s transport cannot defer a receive", w->cl->transport);
         status = GV_ERR_UNSUPPORTED;
     }
     if (status == GV_ERR_NOMEM)
         gv_log(GV_LOG_ERROR, "worker: cannot allocate the runtime's buffers");
-    if (status == GV_OK)
-        status = wk_connect(w, deadline);
     if (status == GV_OK)
         status = wk_sync(w, deadline);
     w->busy = false; /* before the helper thread starts: from now on it may run callbacks */
@@ -389,8 +495,9 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
 static void wk_tell_failure(struct gv_worker *w)
 {
     char text[240];
-    if (w->stopped)
-        return; /* the servers stopped the job: nothing to tell */
+    if (w->stopped || w->told)
+        return; /* the servers stopped the job, or were told already: nothing to tell */
+    w->told = true;
     snprintf(text, sizeof(text), "worker %u stops: %.200s", w->rank, w->fail);
     bool sent = false;
     for (uint32_t s = 0; w->srv != NULL && s < w->S; s++) {
@@ -412,6 +519,15 @@ static void wk_tell_failure(struct gv_worker *w)
         if (idle || gv_tp_progress(w->tp, 10) < 0)
             break;
     }
+}
+
+void gv_worker_fail(struct gv_worker *w, const char *why)
+{
+    pthread_mutex_lock(&w->mu);
+    wk_fail(w, GV_ERR_CLOSED, "%s", why);
+    if (w->tp != NULL)
+        wk_tell_failure(w);
+    pthread_mutex_unlock(&w->mu);
 }
 
 void gv_worker_destroy(struct gv_worker *w)
@@ -457,6 +573,8 @@ void gv_worker_destroy(struct gv_worker *w)
     if (w->unit_off != w->off)
         gv_free(w->unit_off);
     gv_free(w->off);
+    gv_free(w->tnames);
+    gv_free(w->layout_wire);
     gv_free(w->srv);
     gv_free(w->heavy);
     gv_free(w->arena_buf);
@@ -479,31 +597,68 @@ void gv_worker_decision(const struct gv_worker *w, struct gv_worker_decision *d)
     d->levels = wk_levels(w, &w->dec);
 }
 
+/* Every server has answered (BYE, or an ERROR), closed, or this worker failed meanwhile. */
+static bool wk_all_answered(const struct gv_worker *w)
+{
+    if (w->fail_status != GV_OK)
+        return true;
+    for (uint32_t s = 0; s < w->S; s++) {
+        const struct wk_server *ws = &w->srv[s];
+        if (!ws->closed && !ws->got_error && !(ws->got_bye && gv_ps_link_idle(&ws->link)))
+            return false;
+    }
+    return true;
+}
+
 gv_status_t gv_worker_finish(struct gv_worker *w, uint64_t iterations)
 {
     pthread_mutex_lock(&w->mu);
-    for (uint32_t s = 0; s < w->S; s++) {
+    for (uint32_t s = 0; s < w->S && w->fail_status == GV_OK; s++) {
         struct wk_server *ws = &w->srv[s];
-        if (ws->closed)
+        if (ws->closed || ws->link.c == NULL)
             continue;
         struct gv_proto_msg m;
         gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_BYE, iterations);
         (void)gv_ps_link_send(&ws->link, &m, NULL, 0, NULL);
     }
-    /* wait for every server's BYE (its answer), so that nothing is left unread when the
-     * connections close */
-    uint64_t end = gv_now_ns() + 2000000000ull;
-    for (;;) {
-        bool idle = true;
-        for (uint32_t s = 0; s < w->S; s++)
-            idle &= w->srv[s].closed || (gv_ps_link_idle(&w->srv[s].link) && w->srv[s].got_bye);
-        if (idle || gv_now_ns() > end)
-            break;
-        if (gv_tp_progress(w->tp, 20) < 0)
+    /* every server's answer says how the job ended: BYE (well), or an ERROR (it failed, or
+     * was stopped); a server that dies meanwhile is found by the liveness check. Without
+     * one, the I/O timeout bounds the wait. */
+    uint64_t cap = w->live_on ? 3600000000000ull : GV_MAX(w->cl->io_timeout, 1000000000ull);
+    uint64_t end = gv_now_ns() + cap;
+    while (!wk_all_answered(w) && gv_now_ns() < end) {
+        int ms = wk_tick(w, gv_now_ns());
+        if (gv_tp_progress(w->tp, GV_MIN(ms, 20)) < 0)
             break;
     }
+    gv_status_t status = w->fail_status;
+    for (uint32_t s = 0; s < w->S && status == GV_OK; s++) {
+        struct wk_server *ws = &w->srv[s];
+        if (ws->got_error || (ws->closed && !ws->got_bye))
+            status = wk_server_status(w, ws);
+        else if (!ws->got_bye)
+            wk_fail(w, status = GV_ERR_TIMEOUT, "%s never answered this worker's BYE", ws->name);
+    }
+    /* every server's BYE says the end's checkpoint is committed: this worker's part of it
+     * (its residual of the last iteration, written after the last step) counts with it */
+    if (w->ck_pend_iter != 0 && w->ck_pend_iter == w->iter) {
+        uint64_t it = w->ck_pend_iter;
+        w->ck_pend_iter = 0;
+        int keep = w->cfg.checkpoint_keep > 0 ? w->cfg.checkpoint_keep : 3;
+        if (status == GV_OK && w->ck_pend_status == GV_OK &&
+            gv_ckpt_commit(w->ckpt_dir, w->rank, it, keep) == GV_OK) {
+            w->ckpt_written++;
+        } else {
+            (void)gv_ckpt_discard(w->ckpt_dir, w->rank, it);
+            if (status == GV_OK)
+                wk_fail(w, status = GV_ERR_CKPT,
+                        "its residual of the final checkpoint (iteration %" PRIu64
+                        ") could not be written: a restart from there starts it from zero",
+                        it);
+        }
+    }
     pthread_mutex_unlock(&w->mu);
-    return GV_OK;
+    return status;
 }
 
 void gv_worker_get_summary(const struct gv_worker *w, struct gv_worker_summary *sum)

@@ -32,9 +32,10 @@ static void test_status(void)
     GV_CHECK_STREQ(gv_status_str(GV_OK), "ok");
     GV_CHECK_STREQ(gv_status_str(GV_ERR_PROTO), "protocol error");
     GV_CHECK_STREQ(gv_status_str(GV_ERR_VERSION), "version mismatch");
+    GV_CHECK_STREQ(gv_status_str(GV_ERR_CKPT), "checkpoint failed");
     GV_CHECK_STREQ(gv_status_str((gv_status_t)-999), "unknown");
     /* every defined code has its own name */
-    for (int a = -12; a <= 1; a++)
+    for (int a = -13; a <= 1; a++)
         for (int b = a + 1; b <= 1; b++)
             GV_CHECK(strcmp(gv_status_str((gv_status_t)a), gv_status_str((gv_status_t)b)) != 0);
 }

@@ -24,9 +24,7 @@
  *   metrics               /metrics scraped with curl during a GraVAC job: the values move, the
  *                         CF gauges and the gains are there
  * Times are bounded: --peer-timeout 1.5 s, heartbeats every 200 ms. */
-#include "e2e.h"
-
-#include "gv_ps.h"
+#include "ops_run.h"
 
 #include <arpa/inet.h>
 #include <math.h>
@@ -34,152 +32,6 @@
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-
-static const char *bindir;
-
-#define PEER_TIMEOUT_S 1.5
-/* detection bound in these tests: the timeout, plus a heartbeat and the scheduling slack of a
- * loaded 2-core machine (and ASan) */
-#define DETECT_BOUND_S (PEER_TIMEOUT_S + 3.5)
-
-struct run {
-    const char *dir;
-    const char *tag; /* "a", "b": logs and files of this start */
-    int S, W;
-    uint64_t steps;
-    const char *extra;  /* more options for every process */
-    const char *method; /* the compression options (NULL: static CF 10) */
-    bool secure;        /* GV_SECRET_FILE is set: no --insecure */
-    struct e2e_job j;
-};
-
-static void run_start(struct run *r)
-{
-    char common[2048], args[3072], log[800], prog[700], rdv[700];
-    snprintf(rdv, sizeof(rdv), "%s/rdv-%s", r->dir, r->tag);
-    mkdir(rdv, 0700);
-    snprintf(common, sizeof(common),
-             "--dataset synthetic --synthetic-n 2048 --batch 16 --widths 32 --steps %llu "
-             "%s --num-servers %d --num-workers %d --rendezvous-dir %s "
-             "--connect-timeout 15s --heartbeat-interval 200ms --peer-timeout 1500ms %s %s",
-             (unsigned long long)r->steps, r->method ? r->method : "--method static --cf 10", r->S,
-             r->W, rdv, r->secure ? "" : "--insecure", r->extra ? r->extra : "");
-    memset(&r->j, 0, sizeof(r->j));
-    snprintf(prog, sizeof(prog), "%s/gravac-server", bindir);
-    for (int s = 0; s < r->S; s++) {
-        snprintf(args, sizeof(args),
-                 "%s --rank %d --bind 127.0.0.1:0 --dump-params "
-                 "%s/server%%r-%s.bin",
-                 common, s, r->dir, r->tag);
-        snprintf(log, sizeof(log), "%s/server%d-%s.log", r->dir, s, r->tag);
-        char name[32];
-        snprintf(name, sizeof(name), "server%d", s);
-        e2e_spawn(&r->j, name, prog, args, log);
-    }
-    snprintf(prog, sizeof(prog), "%s/gravac-worker", bindir);
-    for (int w = 0; w < r->W; w++) {
-        snprintf(args, sizeof(args),
-                 "%s --rank %d --quiet --metrics-file %s/worker%%r-%s.jsonl "
-                 "--dump-params %s/worker%%r-%s.bin",
-                 common, w, r->dir, r->tag, r->dir, r->tag);
-        snprintf(log, sizeof(log), "%s/worker%d-%s.log", r->dir, w, r->tag);
-        char name[32];
-        snprintf(name, sizeof(name), "worker%d", w);
-        e2e_spawn(&r->j, name, prog, args, log);
-    }
-}
-
-static struct e2e_proc *proc(struct run *r, bool server, int rank)
-{
-    return &r->j.p[server ? rank : r->S + rank];
-}
-
-static bool file_has(const char *path, const char *s)
-{
-    char *b = e2e_slurp(path, NULL);
-    bool found = b != NULL && strstr(b, s) != NULL;
-    free(b);
-    return found;
-}
-
-/* The last iteration worker w recorded (-1: none yet): the tail of its metrics file. */
-static long last_iter(struct run *r, int w)
-{
-    char path[700];
-    snprintf(path, sizeof(path), "%s/worker%d-%s.jsonl", r->dir, w, r->tag);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return -1;
-    char buf[8192];
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f), off = size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0;
-    fseek(f, off, SEEK_SET);
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    long it = -1;
-    for (char *p = buf; (p = strstr(p, "{\"type\":\"iter\",\"iter\":")) != NULL; p++)
-        it = strtol(p + 22, NULL, 10);
-    return it;
-}
-
-/* Waits until worker w has recorded iteration `it` (false after timeout_s). */
-static bool wait_iter(struct run *r, int w, long it, double timeout_s)
-{
-    uint64_t end = gv_now_ns() + (uint64_t)(timeout_s * 1e9);
-    while (gv_now_ns() < end) {
-        if (last_iter(r, w) >= it)
-            return true;
-        usleep(10000);
-    }
-    return false;
-}
-
-static void dump_all(struct run *r)
-{
-    for (int i = 0; i < r->j.n; i++)
-        e2e_dump_log(&r->j.p[i]);
-}
-
-/* Kills whatever is left (stopped processes included). */
-static void run_kill(struct run *r)
-{
-    for (int i = 0; i < r->j.n; i++)
-        if (!r->j.p[i].done) {
-            kill(r->j.p[i].pid, SIGKILL);
-            waitpid(r->j.p[i].pid, &r->j.p[i].status, 0);
-            r->j.p[i].done = true;
-        }
-}
-
-static char *mkdir_tmp(const char *what)
-{
-    static char dir[200];
-    snprintf(dir, sizeof(dir), "/tmp/gv_e2e_ops_%s_XXXXXX", what);
-    return mkdtemp(dir);
-}
-
-/* Waits for every process but `skip` (-1: none); returns the seconds it took. */
-static double wait_others(struct run *r, int skip, double timeout_s)
-{
-    uint64_t t0 = gv_now_ns(), end = t0 + (uint64_t)(timeout_s * 1e9);
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < r->j.n; i++) {
-            struct e2e_proc *p = &r->j.p[i];
-            if (i == skip || p->done)
-                continue;
-            if (waitpid(p->pid, &p->status, WNOHANG) == p->pid)
-                p->done = true;
-            else
-                left++;
-        }
-        if (left == 0 || gv_now_ns() > end)
-            break;
-        usleep(5000);
-    }
-    return (double)(gv_now_ns() - t0) * 1e-9;
-}
 
 /* ---------------------------------------------------------------- failures */
 
@@ -216,39 +68,6 @@ static void scenario_worker_abort(bool stop)
         dump_all(&r);
     else
         e2e_rmdir(r.dir);
-}
-
-/* The dumps of this run: every worker's parameters equal the servers' shards concatenated. */
-static void replicas_equal(struct run *r, const bool *alive)
-{
-    char path[700];
-    size_t total = 0;
-    char *shards[8];
-    size_t lens[8];
-    for (int s = 0; s < r->S; s++) {
-        snprintf(path, sizeof(path), "%s/server%d-%s.bin", r->dir, s, r->tag);
-        shards[s] = e2e_slurp(path, &lens[s]);
-        GV_CHECK_MSG(shards[s] != NULL, "no dump %s", path);
-        total += shards[s] ? lens[s] : 0;
-    }
-    for (int w = 0; w < r->W; w++) {
-        if (alive != NULL && !alive[w])
-            continue;
-        size_t len = 0;
-        snprintf(path, sizeof(path), "%s/worker%d-%s.bin", r->dir, w, r->tag);
-        char *p = e2e_slurp(path, &len);
-        GV_CHECK_MSG(p != NULL && len == total, "worker %d dump: %zu bytes, shards %zu", w, len,
-                     total);
-        size_t off = 0;
-        for (int s = 0; p != NULL && len == total && s < r->S; s++) {
-            GV_CHECK_MSG(shards[s] && memcmp(p + off, shards[s], lens[s]) == 0,
-                         "worker %d differs from shard %d", w, s);
-            off += lens[s];
-        }
-        free(p);
-    }
-    for (int s = 0; s < r->S; s++)
-        free(shards[s]);
 }
 
 /* Under the continue policy the job finishes without the dead worker. */
@@ -386,16 +205,6 @@ static double *losses(struct run *r, int w, long n)
     return v;
 }
 
-static bool same_file(const char *a, const char *b)
-{
-    size_t la = 0, lb = 0;
-    char *x = e2e_slurp(a, &la), *y = e2e_slurp(b, &lb);
-    bool same = x != NULL && y != NULL && la == lb && memcmp(x, y, la) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 /* Restart from a checkpoint: an uninterrupted run (a) against one whose server 1 is killed
  * (b), then restarted (c) from the newest checkpoint every server holds. From there on the
  * losses of every iteration and the final parameters equal a's bit for bit: servers restore
@@ -509,21 +318,20 @@ static bool decision_eq(const struct decision *a, const struct decision *b)
            a->cf_candidate == b->cf_candidate;
 }
 
-/* Restart under GraVAC: server 0's checkpoint carries the controller. A job whose server 1 is
- * killed, restarted: the first decision after the resume (level, CF, floor, candidate) is the
- * one the killed run had at that iteration, which is not what a fresh controller decides
- * first; the job then finishes with every replica equal to the servers. (GraVAC's choices at
- * window ends also weigh measured throughput, so the whole trajectory is not compared here;
- * the static restart scenario compares it bit for bit.) */
-static void scenario_restart_gravac(void)
+/* Restart under an adaptive controller (GraVAC, AUTO): server 0's checkpoint carries the
+ * controller. A job whose server 1 is killed, restarted: the first decision after the resume
+ * (level, CF, floor, candidate) is the one the killed run had at that iteration, which is not
+ * what a fresh controller decides first; the job then finishes with every replica equal to the
+ * servers. (Both controllers weigh measured times, so the whole trajectory is not compared
+ * here; the static restart scenario compares it bit for bit.) */
+static void scenario_restart_ctl(const char *method, const char *tag)
 {
     const uint64_t steps = 1500, every = 300;
-    char *dir = mkdir_tmp("restartg");
+    char *dir = mkdir_tmp(tag);
     GV_CHECK(dir != NULL);
     char extra[900];
     snprintf(extra, sizeof(extra), "--checkpoint-dir %s/ck --checkpoint-every %llu", dir,
              (unsigned long long)every);
-    const char *method = "--method gravac-exp --window 25 --epsilon 0.3";
     struct run b = {
         .dir = dir, .tag = "b", .S = 2, .W = 2, .steps = steps, .extra = extra, .method = method};
     run_start(&b);
@@ -616,17 +424,6 @@ static void scenario_sigterm(void)
     } else {
         e2e_rmdir(dir);
     }
-}
-
-/* One process, waited for; its exit code. */
-static int run_one(const char *prog, const char *args, const char *log, double timeout_s)
-{
-    struct e2e_job j = {0};
-    char path[700];
-    snprintf(path, sizeof(path), "%s/%s", bindir, prog);
-    e2e_spawn(&j, prog, path, args, log);
-    e2e_wait(&j, timeout_s);
-    return e2e_exit_code(&j.p[0]);
 }
 
 /* Flips a bit of the byte at off (negative: from the end, inside the sections' data). */
@@ -723,67 +520,6 @@ static void scenario_ckpt_refused(void)
 }
 
 /* ---------------------------------------------------------------- bad peers */
-
-static int port_of(const char *dir, const char *tag, int s)
-{
-    char path[700];
-    snprintf(path, sizeof(path), "%s/rdv-%s/server-%d.addr", dir, tag, s);
-    char *addr = NULL;
-    for (int k = 0; k < 1000 && addr == NULL; k++) {
-        addr = e2e_slurp(path, NULL);
-        if (addr == NULL)
-            usleep(10000);
-    }
-    const char *colon = addr ? strrchr(addr, ':') : NULL;
-    int port = colon ? atoi(colon + 1) : 0;
-    free(addr);
-    return port;
-}
-
-static int connect_port(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        close(fd);
-        return -1;
-    }
-    struct timeval tv = {.tv_sec = 5};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    return fd;
-}
-
-/* Sends bytes and reports whether the server closed the connection (EOF or reset) within 5 s,
- * reading and dropping whatever it answered first. */
-static bool send_expect_close(int port, const void *bytes, size_t len, bool keep_open)
-{
-    int fd = connect_port(port);
-    if (fd < 0)
-        return false;
-    if (len > 0 && write(fd, bytes, len) != (ssize_t)len) {
-        close(fd);
-        return false;
-    }
-    if (!keep_open)
-        shutdown(fd, SHUT_WR);
-    char buf[512];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof(buf))) > 0)
-        ;
-    bool closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-    close(fd);
-    return closed;
-}
-
-static void prefix(uint8_t *out, uint16_t version, uint32_t hdr_len, uint64_t payload_len)
-{
-    struct gv_proto_prefix p = {.magic = GV_PROTO_MAGIC,
-                                .version = version,
-                                .hdr_len = hdr_len,
-                                .payload_len = payload_len};
-    gv_proto_prefix_write(&p, out);
-}
 
 /* A handshake as worker `rank` with `secret`; the text of the REFUSE that came back. */
 struct hs_client {
@@ -1057,51 +793,6 @@ static void scenario_bad_peers(void)
 
 /* ---------------------------------------------------------------- metrics */
 
-static char *curl_get(int port, int *code)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd),
-             "curl -sS --noproxy '*' --max-time 5 -w '\\n%%{http_code}' "
-             "'http://127.0.0.1:%d/metrics' 2>&1",
-             port);
-    FILE *p = popen(cmd, "r");
-    if (p == NULL)
-        return NULL;
-    size_t cap = 1 << 18, len = 0, n;
-    char *out = malloc(cap);
-    while (out != NULL && (n = fread(out + len, 1, cap - 1 - len, p)) > 0)
-        len += n;
-    pclose(p);
-    if (out == NULL)
-        return NULL;
-    out[len] = '\0';
-    char *nl = strrchr(out, '\n');
-    *code = nl ? atoi(nl + 1) : 0;
-    return out;
-}
-
-static double sample(const char *text, const char *series)
-{
-    char key[200];
-    snprintf(key, sizeof(key), "\n%s ", series);
-    const char *p = text ? strstr(text, key) : NULL;
-    return p ? strtod(p + strlen(key), NULL) : NAN;
-}
-
-static int metrics_port(const char *log)
-{
-    for (int k = 0; k < 1000; k++) {
-        char *s = e2e_slurp(log, NULL);
-        const char *p = s ? strstr(s, "metrics at http://127.0.0.1:") : NULL;
-        int port = p ? atoi(p + 28) : 0;
-        free(s);
-        if (port > 0)
-            return port;
-        usleep(10000);
-    }
-    return 0;
-}
-
 static void scenario_metrics(void)
 {
     if (system("curl --version > /dev/null 2>&1") != 0)
@@ -1208,7 +899,9 @@ int main(int argc, char **argv)
     else if (strcmp(s, "restart") == 0)
         scenario_restart();
     else if (strcmp(s, "restart_gravac") == 0)
-        scenario_restart_gravac();
+        scenario_restart_ctl("--method gravac-exp --window 25 --epsilon 0.3", "restartg");
+    else if (strcmp(s, "restart_auto") == 0)
+        scenario_restart_ctl("--method auto", "restarta");
     else if (strcmp(s, "sigterm") == 0)
         scenario_sigterm();
     else if (strcmp(s, "ckpt_refused") == 0)

@@ -12,6 +12,9 @@
 #   cancel  scancel the job mid-run (Slurm's SIGTERM to every task, as on a time limit or a
 #         preemption): every task stops at one iteration and exits 3, srun exits 3, both
 #         shards are checkpointed at that iteration
+#   torch srun -n 4 --multi-prog with PyTorch workers (tests/torch/torch_job.py through
+#         gravac.torch): ranks from SLURM_PROCID, replicas bitwise equal (SKIP without
+#         python3-torch and in a sanitized build, whose libgravac Python cannot load)
 # SKIP (77) without the Slurm programs (scripts/setup.sh installs them) or without root
 # (slurmd starts the tasks as their user). The controller and the node daemon, the job, and
 # every process the test started are stopped on exit, failure or interrupt.
@@ -31,6 +34,16 @@ done
 if [ "$(id -u)" -ne 0 ]; then
     echo "test_e2e_slurm: SKIP: slurmd must run as root to start tasks"
     exit 77
+fi
+if [ "$scenario" = torch ]; then
+    if [ "${GV_TEST_SANITIZED:-0}" = 1 ]; then
+        echo "test_e2e_slurm: SKIP: a sanitized libgravac cannot be loaded into Python"
+        exit 77
+    fi
+    if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        echo "test_e2e_slurm: SKIP: no PyTorch for /usr/bin/python3 (python3-torch)"
+        exit 77
+    fi
 fi
 
 tmp=$(mktemp -d /tmp/gv_e2e_slurm_XXXXXX)
@@ -234,6 +247,21 @@ cancel)
         f=$(printf '%s/ckpt/shard%04d-iter%012d.gvckpt' "$tmp" "$s" "${it:-0}")
         [ -s "$f" ] || fail "no checkpoint of shard $s at iteration ${it:-?}"
     done
+    ;;
+torch)
+    # the workers read their rank (SLURM_PROCID - 2) and the options from the environment
+    srv="$bin/gravac-server --model external --optimizer caller --method static --cf 4"
+    printf '%s\n' "0-1 $srv --insecure --bind 127.0.0.1:0 --num-workers 2" \
+        "2-3 /usr/bin/python3 $here/../torch/torch_job.py --out $tmp --steps 10" >"$tmp/job.conf"
+    GV_NUM_WORKERS=2 GV_INSECURE=true GV_METHOD=static GV_CF=4 OMP_NUM_THREADS=1 \
+        PYTHONPATH=$bin/../python srun -O -n 4 -t 2 --multi-prog "$tmp/job.conf" >"$tmp/out" 2>&1 &
+    sp=$!
+    wait_job 100
+    [ "$rc" -eq 0 ] || fail "srun exited $rc"
+    grep -q "gravac-server 0 of 2 (rank from SLURM_PROCID=0)" "$tmp/out" ||
+        fail "server 0 did not take its rank from SLURM_PROCID"
+    grep -q "torch_job: worker 0 done" "$tmp/out" || fail "worker 0 did not finish"
+    cmp -s "$tmp/params-0.bin" "$tmp/params-1.bin" || fail "the replicas differ"
     ;;
 *)
     echo "test_e2e_slurm: unknown scenario $scenario" >&2

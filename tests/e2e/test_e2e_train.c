@@ -156,6 +156,8 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
                           : cand > theta                 ? 2
                                                          : 1;
         bool dense = level == GV_ADAPT_LEVEL_DENSE;
+        /* halves both ways: the dense-fp16 method, or a dense decision at CF 2 (auto's arm) */
+        bool f16 = fp16_dense || (dense && e2e_num(rec, "cf") == 2.0);
         GV_CHECK_OK(gv_nn_model_set_params(r->model, p));
         memset(acc, 0, P * 4);
         for (int w = 0; w < W; w++) {
@@ -193,8 +195,8 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
             if (dense) {
                 const float *src = dense_method ? g : resid[w];
                 for (size_t j = 0; j < P; j++) /* dense-fp16 pushes halves */
-                    acc[j] += fp16_dense ? gv_f16_round_sat(src[j]) : src[j];
-                want = (fp16_dense ? 2 : 4) * P;
+                    acc[j] += f16 ? gv_f16_round_sat(src[j]) : src[j];
+                want = (f16 ? 2 : 4) * P;
                 for (uint32_t t = 0; t < U && !dense_method; t++)
                     GV_CHECK_OK(gv_cmp_apply(cmp[w], ef[w][t], GV_SENT_DENSE, NULL));
             } else {
@@ -227,7 +229,7 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
             if (down[s] != NULL)
                 GV_CHECK_OK(
                     srv_down_apply(down[s], acc + map.lo[s], &dec, NULL, false, (uint64_t)i));
-        for (size_t j = 0; j < P && fp16_dense; j++) /* what is sent, and applied */
+        for (size_t j = 0; j < P && f16; j++) /* what is sent, and applied */
             acc[j] = gv_f16_round_sat(acc[j]);
         /* values as halves where the downlink cut them in fp16 mode */
         enum gv_val_type uvt = down[0] != NULL && !dense ? vt : GV_VAL_F32;
@@ -235,7 +237,7 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
         for (uint32_t s = 0; s < S; s++) {
             uint64_t n = gv_shard_numel(&map, s);
             struct gv_ps_pieces lay = {.n = n, .base = n, .np = 1};
-            if (dense) /* a dense round's update comes in pieces */
+            if (dense && !f16) /* a dense f32 round's update comes in pieces */
                 gv_job_pieces(job, n, &lay);
             for (uint32_t k = 0; k < lay.np; k++) {
                 uint64_t a = map.lo[s] + gv_ps_piece_lo(&lay, k);
@@ -248,7 +250,7 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
                         sval[c++] = acc[a + j];
                     }
                 }
-                upd += fp16_dense       ? 2ull * len
+                upd += f16              ? 2ull * len
                        : 2ull * c > len ? 4ull * len
                                         : plan_bytes(sidx, sval, c, len, uvt);
             }
@@ -465,8 +467,9 @@ static void run_case(const char *what, const char *jobargs, int steps, bool garb
         GV_CHECK_MSG(changes > 0, "%s: the CF never changed", what);
         snprintf(path, sizeof(path), "%s/decisions.jsonl", dir);
         char *s = e2e_slurp(path, NULL);
-        GV_CHECK_MSG(s != NULL && strstr(s, "\"event\":\"window\"") != NULL,
-                     "server 0 wrote no decision log");
+        const char *ev =
+            strstr(jobargs, "auto") != NULL ? "\"event\":\"block\"" : "\"event\":\"window\"";
+        GV_CHECK_MSG(s != NULL && strstr(s, ev) != NULL, "server 0 wrote no decision log");
         free(s);
     }
     if (strstr(jobargs, "accordion") != NULL) {
@@ -517,8 +520,10 @@ int main(int argc, char **argv)
     run_case("static top-k CF 10, with a garbage connection", a, 25, true, false);
     snprintf(a, sizeof(a), "%s --method static --cf 10 --lr 0.05 --downlink union", base);
     run_case("static top-k CF 10, the union downlink", a, 25, false, false);
-    snprintf(a, sizeof(a), "%s --method static --cf 20 --lr 0.05 --fp16 --topk-scope model", base);
-    run_case("static top-k CF 20 over the whole model, fp16 both ways", a, 25, false, false);
+    snprintf(a, sizeof(a), "%s --method static --cf 10 --lr 0.05 --topk-scope tensor", base);
+    run_case("static top-k CF 10 per tensor", a, 25, false, false);
+    snprintf(a, sizeof(a), "%s --method static --cf 20 --lr 0.05 --fp16 --topk-scope tensor", base);
+    run_case("static top-k CF 20 per tensor, fp16 both ways", a, 25, false, false);
     snprintf(a, sizeof(a),
              "%s --method gravac-exp --window 4 --epsilon 0.3 --theta-min 5 "
              "--lr-schedule cosine",
@@ -529,5 +534,9 @@ int main(int argc, char **argv)
              "--switch-epochs 1 --synthetic-n 1536",
              base);
     run_case("accordion (replicas only)", a, 64, false, false);
+    /* auto: its timing stage sends the arms from 1000 down to dense in halves (or in full)
+     * and the blocks that follow switch between sparse and dense levels */
+    snprintf(a, sizeof(a), "%s --method auto --lr 0.05", base);
+    run_case("auto", a, 60, false, true);
     return gv_check_summary();
 }

@@ -5,7 +5,9 @@
  *      gv_ps_sparse_add (compress/'s sparse decoder) into the accumulator;
  *   1  a worker receiving an UPDATE (2: Accordion, with its per-tensor byte segment):
  *      gv_ps_update_check, then the sparse decoder into the gradient buffer;
- *   3  a server receiving a STATS or DECISION: the round membership segment's check.
+ *   3  a server receiving a STATS or DECISION: the round membership segment's check;
+ *   4  (first byte 0xff) a server receiving a LAYOUT (--model external): ps/'s layout decoder
+ *      on its payload; a layout it accepts re-encodes to exactly the bytes that came.
  * The shard size is the header's numel (at most 2^16 here). Invariants (abort on violation):
  * a check or decoder says GV_OK or GV_ERR_PROTO, never anything else; a sparse add that
  * succeeds touched at most nnz entries (compress/ validates strictly increasing indices); the
@@ -146,6 +148,29 @@ static void on_membership(const struct gv_proto_msg *m, const uint8_t *pl, uint6
             abort();
 }
 
+static void on_layout(const struct gv_proto_msg *m, const uint8_t *pl, uint64_t pl_len)
+{
+    if (m->type != GV_PROTO_MSG_LAYOUT || m->n_segs != 1 || pl_len > GV_LAYOUT_MAX_BYTES)
+        return; /* server/start.c refuses these before allocating */
+    struct gv_layout l;
+    gv_status_t st = gv_layout_decode(pl, (size_t)pl_len, &l, NULL, 0);
+    must_proto(st);
+    if (st != GV_OK)
+        return;
+    uint64_t total = 0;
+    for (uint32_t t = 0; t < l.n; t++)
+        total += l.t[t].numel;
+    size_t n = gv_layout_encoded_len(&l);
+    uint8_t *again = n == pl_len ? malloc(n) : NULL;
+    if (again == NULL || l.n == 0 || l.n > GV_LAYOUT_MAX_TENSORS || total != l.total)
+        abort();
+    gv_layout_encode(&l, again);
+    if (memcmp(again, pl, n) != 0)
+        abort();
+    free(again);
+    gv_layout_cleanup(&l);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct gv_proto_caps caps;
@@ -160,7 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (size < 1 + GV_PROTO_PREFIX_LEN)
         return 0;
-    uint8_t mode = data[0] % 4;
+    uint8_t mode = data[0] == 0xff ? 4 : data[0] % 4;
     data++;
     size--;
     uint32_t hdr_len;
@@ -188,6 +213,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (m.type == GV_PROTO_MSG_UPDATE)
             on_update(&m, pl, pl_len, mode == 2);
         break;
+    case 4: on_layout(&m, pl, pl_len); break;
     default: on_membership(&m, pl, pl_len); break;
     }
     return 0;

@@ -191,6 +191,35 @@ static void memb_seed(const char *dir, const char *name, enum gv_proto_msg_type 
     save(dir, name, buf, len);
 }
 
+/* A LAYOUT as a worker sends it (--model external): a few tensors of a small CNN. */
+static void layout_seed(const char *dir)
+{
+    static uint8_t buf[4096], pl[2048];
+    struct gv_layout l;
+    gv_layout_init(&l);
+    const uint64_t conv[] = {8, 1, 3, 3}, bias[] = {8}, fc[] = {10, 392}, scale[] = {1};
+    if (gv_layout_add(&l, "conv1.weight", 4, conv, NULL, 0) != GV_OK ||
+        gv_layout_add(&l, "conv1.bias", 1, bias, NULL, 0) != GV_OK ||
+        gv_layout_add(&l, "fc.weight", 2, fc, NULL, 0) != GV_OK ||
+        gv_layout_add(&l, "temperature", 0, scale, NULL, 0) != GV_OK ||
+        gv_layout_encoded_len(&l) > sizeof(pl)) {
+        fprintf(stderr, "gen_ps_corpus: cannot build the layout seed\n");
+        exit(1);
+    }
+    size_t n = gv_layout_encoded_len(&l);
+    gv_layout_encode(&l, pl);
+    gv_layout_cleanup(&l);
+    struct gv_proto_msg m;
+    gv_proto_msg_init(&m, GV_PROTO_MSG_LAYOUT);
+    m.role = GV_PROTO_ROLE_WORKER;
+    m.rank = 1;
+    gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, n, n);
+    size_t len = 0;
+    buf[len++] = 0xff;
+    put(buf, sizeof(buf), &len, &m, pl, n);
+    save(dir, "layout", buf, len);
+}
+
 static void msg_seeds(const char *dir)
 {
     const enum gv_idx_enc encs[] = {GV_IDX_RAW32, GV_IDX_VARINT, GV_IDX_BITMAP};
@@ -210,6 +239,7 @@ static void msg_seeds(const char *dir)
     dense_seed(dir, "update-dense", 1, GV_PROTO_MSG_UPDATE, 256);
     memb_seed(dir, "stats", GV_PROTO_MSG_STATS, "\1\3\2");
     memb_seed(dir, "decision", GV_PROTO_MSG_DECISION, "\5\1\4");
+    layout_seed(dir);
 }
 
 int main(int argc, char **argv)

@@ -197,6 +197,51 @@ static void test_latest_and_keep(void)
     GV_CHECK_EQ(count_files(dir, ".tmp-"), 0);
 }
 
+/* Coordinated checkpoints: a pending file is never loaded or pruned, it counts once committed,
+ * and pruning keeps the newest committed ones only (issue 18: a server that failed a
+ * checkpoint must still find the last one every process wrote on the others). */
+static void test_pending_commit(void)
+{
+    const char *dir = subdir("pending");
+    struct gv_ckpt *ck;
+    struct gv_ckpt_section sec[] = {{"params", params, sizeof(params)}};
+    GV_CHECK_OK(write_iter(dir, &ident, 100, 2, NULL, 0)); /* committed directly */
+    GV_CHECK_OK(gv_ckpt_write_pending(dir, &ident, 200, sec, 1, NULL, 0));
+    GV_CHECK_EQ(count_files(dir, "shard0002-"), 2);
+    GV_CHECK_OK(gv_ckpt_find_latest(dir, &ident, false, 0, &ck));
+    GV_CHECK(ck != NULL && gv_ckpt_iteration(ck) == 100); /* the pending one does not count */
+    gv_ckpt_close(ck);
+    GV_CHECK_OK(gv_ckpt_commit(dir, 2, 200, 2));
+    GV_CHECK_OK(gv_ckpt_find_latest(dir, &ident, false, 0, &ck));
+    GV_CHECK(ck != NULL && gv_ckpt_iteration(ck) == 200);
+    gv_ckpt_close(ck);
+    /* 300 and 400 written, 300 never committed: pruning to 2 keeps 200 and 400 */
+    GV_CHECK_OK(gv_ckpt_write_pending(dir, &ident, 300, sec, 1, NULL, 0));
+    GV_CHECK_OK(gv_ckpt_write_pending(dir, &ident, 400, sec, 1, NULL, 0));
+    GV_CHECK_OK(gv_ckpt_commit(dir, 2, 400, 2));
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/shard0002-iter000000000200.gvckpt", dir);
+    GV_CHECK(access(p, F_OK) == 0);
+    snprintf(p, sizeof(p), "%s/shard0002-iter000000000100.gvckpt", dir);
+    GV_CHECK(access(p, F_OK) != 0);
+    snprintf(p, sizeof(p), "%s/shard0002-iter000000000300.gvckpt.pending", dir);
+    GV_CHECK(access(p, F_OK) == 0);
+    /* a dropped one is gone; committing what is not pending fails */
+    GV_CHECK_EQ(gv_ckpt_discard(dir, 2, 300), 1);
+    GV_CHECK(access(p, F_OK) != 0);
+    GV_CHECK_STATUS(gv_ckpt_commit(dir, 2, 300, 2), GV_ERR_IO);
+    GV_CHECK_OK(gv_ckpt_write_pending(dir, &ident, 500, sec, 1, NULL, 0));
+    GV_CHECK_OK(gv_ckpt_write_pending(dir, &ident, 600, sec, 1, NULL, 0));
+    GV_CHECK_EQ(gv_ckpt_discard(dir, 2, UINT64_MAX), 2);
+    GV_CHECK_EQ(count_files(dir, "shard0002-"), 2);
+    /* a usable directory, and one that is not (its parent is a file) */
+    char why[200];
+    GV_CHECK_OK(gv_ckpt_dir_check(dir, why, sizeof(why)));
+    snprintf(p, sizeof(p), "%s/shard0002-iter000000000400.gvckpt/sub", dir);
+    GV_CHECK_STATUS(gv_ckpt_dir_check(p, why, sizeof(why)), GV_ERR_INVAL);
+    GV_CHECK(strstr(why, "not a directory") != NULL);
+}
+
 static void test_crash_leftovers(void)
 {
     const char *dir = subdir("crash");
@@ -488,6 +533,7 @@ int main(void)
     gv_log_set_cb(capture, NULL);
     test_round_trip();
     test_latest_and_keep();
+    test_pending_commit();
     test_crash_leftovers();
     test_failed_write();
     test_corruption();

@@ -94,6 +94,7 @@ void gv_sample_msg(enum gv_proto_msg_type type, struct gv_proto_msg *m)
         m->u.push.level = GV_PROTO_LEVEL_CANDIDATE;
         m->u.push.index_enc = GV_PROTO_ENC_U32;
         sample_stats(&m->u.push.stats);
+        m->u.push.replica_checksum = 0x5a5a0123a5a5fedcull;
         gv_proto_seg_add(m, GV_PROTO_SEG_INDICES, GV_PROTO_ENC_U32, 10, 40);
         gv_proto_seg_add(m, GV_PROTO_SEG_VALUES, GV_PROTO_ENC_F32, 10, 40);
         break;
@@ -119,6 +120,9 @@ void gv_sample_msg(enum gv_proto_msg_type type, struct gv_proto_msg *m)
     case GV_PROTO_MSG_ERROR:
         m->u.error.code = GV_ERR_PROTO;
         m->u.error.text = "segment 1: 41 bytes for 10 f32 elements";
+        break;
+    case GV_PROTO_MSG_LAYOUT: /* a model's layout in 96 bytes */
+        gv_proto_seg_add(m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, 96, 96);
         break;
     default: /* HEARTBEAT, BYE: common fields only */ break;
     }

@@ -149,13 +149,21 @@ static void test_version(void)
     }
     /* the version is checked before fields a later version may redefine */
     valid_prefix(&p, 10, 0);
-    p.version = 2;
+    p.version = GV_PROTO_VERSION + 1;
     p.reserved = 5;
     p.flags = 0xffff;
     p.hdr_len = UINT32_MAX;
     logcap_begin(&lc);
     GV_CHECK_STATUS(parse(&p, NULL, NULL, NULL), GV_ERR_VERSION);
-    GV_CHECK(logcap_has(&lc, "peer speaks wire version 2, this build speaks 1"));
+    GV_CHECK(logcap_has(&lc, "peer speaks wire version 3, this build speaks 2"));
+    logcap_end();
+    /* version 1 (before the checkpoint fields, LAYOUT and the replica checksums) is refused as well
+     */
+    valid_prefix(&p, 10, 0);
+    p.version = 1;
+    logcap_begin(&lc);
+    GV_CHECK_STATUS(parse(&p, NULL, NULL, NULL), GV_ERR_VERSION);
+    GV_CHECK(logcap_has(&lc, "peer speaks wire version 1, this build speaks 2"));
     logcap_end();
 }
 
@@ -333,10 +341,10 @@ static void test_decode_prefix_errors(void)
     GV_CHECK_EQ(p.hdr_len, len - GV_PROTO_PREFIX_LEN);
     GV_CHECK_EQ(p.payload_len, 80);
 
-    p.version = 2;
+    p.version = GV_PROTO_VERSION + 1;
     gv_proto_prefix_write(&p, frame);
     GV_CHECK_STATUS(gv_proto_decode(frame, len, NULL, &arena, &out), GV_ERR_VERSION);
-    GV_CHECK(logcap_has(&lc, "peer speaks wire version 2, this build speaks 1"));
+    GV_CHECK(logcap_has(&lc, "peer speaks wire version 3, this build speaks 2"));
     p.version = GV_PROTO_VERSION;
     p.magic ^= 1;
     gv_proto_prefix_write(&p, frame);

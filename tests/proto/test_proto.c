@@ -142,6 +142,27 @@ static void test_round_trip_fields(void)
     m.offset = 4096;
     GV_CHECK_OK(round_trip(&m, NULL, &arena, &o, NULL));
     GV_CHECK(o.offset == 4096 && gv_proto_msg_equal(&m, &o));
+    /* checkpoint reports (PUSH, STATS) and verdicts (DECISION, UPDATE); a bare report keeps
+     * the statistics sub-message, whose other fields stay zero */
+    gv_sample_msg(GV_PROTO_MSG_PUSH, &m);
+    m.u.push.stats.ckpt_iter = 3000;
+    m.u.push.stats.ckpt_status = GV_ERR_IO;
+    GV_CHECK_OK(round_trip(&m, NULL, &arena, &o, NULL));
+    GV_CHECK(o.u.push.stats.ckpt_iter == 3000 && o.u.push.stats.ckpt_status == GV_ERR_IO);
+    GV_CHECK(gv_proto_msg_equal(&m, &o));
+    gv_proto_msg_init(&m, GV_PROTO_MSG_STATS);
+    m.u.stats.stats.ckpt_iter = 1000;
+    GV_CHECK_OK(round_trip(&m, NULL, &arena, &o, NULL));
+    GV_CHECK(o.u.stats.stats.ckpt_iter == 1000 && o.u.stats.stats.ckpt_status == 0);
+    gv_sample_msg(GV_PROTO_MSG_UPDATE, &m);
+    m.u.update.decision.ckpt_iter = 1000;
+    m.u.update.decision.ckpt_status = GV_ERR_CKPT;
+    GV_CHECK_OK(round_trip(&m, NULL, &arena, &o, NULL));
+    GV_CHECK(o.u.update.decision.ckpt_iter == 1000 &&
+             o.u.update.decision.ckpt_status == GV_ERR_CKPT);
+    GV_CHECK(gv_proto_msg_equal(&m, &o));
+    m.u.update.decision.ckpt_status = GV_OK;
+    GV_CHECK(!gv_proto_msg_equal(&m, &o));
 }
 
 /* Zero and empty values, NaN statistics, a bare PUSH without stats. */
@@ -355,9 +376,9 @@ static void m_type0(Gravac__Header *h)
 {
     h->type = 0;
 }
-static void m_type14(Gravac__Header *h)
+static void m_type15(Gravac__Header *h)
 {
-    h->type = 14;
+    h->type = 15;
 }
 static void m_type_neg(Gravac__Header *h)
 {
@@ -672,7 +693,7 @@ struct mcase {
 #define P GV_ERR_PROTO
 static const struct mcase mcases[] = {
     {GV_PROTO_MSG_PUSH, m_type0, 0, NULL, P, "unknown message type 0"},
-    {GV_PROTO_MSG_PUSH, m_type14, 0, NULL, P, "unknown message type 14"},
+    {GV_PROTO_MSG_PUSH, m_type15, 0, NULL, P, "unknown message type 15"},
     {GV_PROTO_MSG_PUSH, m_type_neg, 0, NULL, P, "unknown message type -1"},
     {GV_PROTO_MSG_BYE, m_type_big, 0, NULL, P, "unknown message type 1000"},
     {GV_PROTO_MSG_PUSH, m_body_hello, 0, NULL, P, "body field 16 does not belong"},
@@ -856,7 +877,7 @@ static void test_encoder_refusals(void)
         GV_CHECK_EQ(len, 12345);                                                                   \
     } while (0)
     REFUSE(m.type = GV_PROTO_MSG_NONE, "unknown message type 0");
-    REFUSE(m.type = (enum gv_proto_msg_type)14, "unknown message type 14");
+    REFUSE(m.type = (enum gv_proto_msg_type)15, "unknown message type 15");
     REFUSE(m.nnz = 1001, "nnz 1001 above numel 1000");
     REFUSE(m.numel = (uint64_t)INT32_MAX + 1, "numel 2147483648 above cap");
     REFUSE(m.cf = 0.5, "compression factor 0.5");

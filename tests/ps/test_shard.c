@@ -162,29 +162,82 @@ static void test_job(void)
     (void)rss0;
     gv_cfg_destroy(cfg);
 
-    /* the fingerprint changes with everything that must match, not with the batch */
-    char *base[] = {"t", "--dataset", "synthetic"};
-    uint64_t f0 = fingerprint_of(3, base, 2);
+    /* the fingerprint changes with everything that must match, the number of iterations
+     * included (issue 18: a worker with other --steps was let in), not with the batch as such */
+    char *base[] = {"t", "--dataset", "synthetic", "--steps", "100"};
+    uint64_t f0 = fingerprint_of(5, base, 2);
     GV_CHECK(f0 != 0);
-    GV_CHECK_EQ(fingerprint_of(3, base, 2), f0);
-    char *v1[] = {"t", "--dataset", "synthetic", "--widths", "64"};
-    char *v2[] = {"t", "--dataset", "synthetic", "--lr", "0.1"};
-    char *v3[] = {"t", "--dataset", "synthetic", "--seed", "2"};
-    char *v4[] = {"t", "--dataset", "synthetic", "--method", "static"};
-    char *v5[] = {"t", "--dataset", "synthetic", "--compressor", "randomk"};
-    char *v6[] = {"t", "--dataset", "synthetic", "--momentum", "0.5"};
-    char *v7[] = {"t", "--dataset", "synthetic", "--lr-schedule", "cosine"};
-    GV_CHECK(fingerprint_of(5, v1, 2) != f0);
-    GV_CHECK(fingerprint_of(5, v2, 2) != f0);
-    GV_CHECK(fingerprint_of(5, v3, 2) != f0);
-    GV_CHECK(fingerprint_of(5, v4, 2) != f0);
-    GV_CHECK(fingerprint_of(5, v5, 2) != f0);
-    GV_CHECK(fingerprint_of(5, v6, 2) != f0);
-    GV_CHECK(fingerprint_of(5, v7, 2) != f0);
-    /* cosine's total depends on the worker count */
-    GV_CHECK(fingerprint_of(5, v7, 3) != fingerprint_of(5, v7, 2));
-    char *b1[] = {"t", "--dataset", "synthetic", "--batch", "32"};
-    GV_CHECK_EQ(fingerprint_of(5, b1, 2), f0);
+    GV_CHECK_EQ(fingerprint_of(5, base, 2), f0);
+    char *v1[] = {"t", "--dataset", "synthetic", "--steps", "100", "--widths", "64"};
+    char *v2[] = {"t", "--dataset", "synthetic", "--steps", "100", "--lr", "0.1"};
+    char *v3[] = {"t", "--dataset", "synthetic", "--steps", "100", "--seed", "2"};
+    char *v4[] = {"t", "--dataset", "synthetic", "--steps", "100", "--method", "static"};
+    char *v5[] = {"t", "--dataset", "synthetic", "--steps", "100", "--compressor", "randomk"};
+    char *v6[] = {"t", "--dataset", "synthetic", "--steps", "100", "--momentum", "0.5"};
+    char *v7[] = {"t", "--dataset", "synthetic", "--steps", "100", "--lr-schedule", "cosine"};
+    char *v8[] = {"t", "--dataset", "synthetic", "--steps", "3000"};
+    GV_CHECK(fingerprint_of(7, v1, 2) != f0);
+    GV_CHECK(fingerprint_of(7, v2, 2) != f0);
+    GV_CHECK(fingerprint_of(7, v3, 2) != f0);
+    GV_CHECK(fingerprint_of(7, v4, 2) != f0);
+    GV_CHECK(fingerprint_of(7, v5, 2) != f0);
+    GV_CHECK(fingerprint_of(7, v6, 2) != f0);
+    GV_CHECK(fingerprint_of(7, v7, 2) != f0);
+    GV_CHECK(fingerprint_of(5, v8, 2) != f0);
+    /* by epochs, the number of iterations follows the worker count and the batch */
+    char *e0[] = {"t", "--dataset", "synthetic", "--lr-schedule", "cosine"};
+    GV_CHECK(fingerprint_of(5, e0, 3) != fingerprint_of(5, e0, 2));
+    char *eb[] = {"t", "--dataset", "synthetic", "--batch", "32"};
+    char *ed[] = {"t", "--dataset", "synthetic"};
+    GV_CHECK(fingerprint_of(5, eb, 2) != fingerprint_of(3, ed, 2));
+    /* with --steps, the batch is each worker's own */
+    char *b1[] = {"t", "--dataset", "synthetic", "--steps", "100", "--batch", "32"};
+    GV_CHECK_EQ(fingerprint_of(7, b1, 2), f0);
+
+    /* the top-k scope: auto is one k over the model, but per tensor for Accordion (which
+     * decides per layer); an explicit choice is kept, and model with Accordion refused */
+    struct {
+        const char *method, *scope;
+        int want; /* enum gv_job_scope, or -1: refused */
+    } sc[] = {{"static", NULL, GV_SCOPE_MODEL},     {"gravac-exp", NULL, GV_SCOPE_MODEL},
+              {"accordion", NULL, GV_SCOPE_TENSOR}, {"static", "tensor", GV_SCOPE_TENSOR},
+              {"static", "model", GV_SCOPE_MODEL},  {"accordion", "tensor", GV_SCOPE_TENSOR},
+              {"accordion", "model", -1},           {"static", "auto", GV_SCOPE_MODEL}};
+    for (size_t i = 0; i < sizeof(sc) / sizeof(sc[0]); i++) {
+        char *a[] = {"t",
+                     "--dataset",
+                     "synthetic",
+                     "--method",
+                     (char *)sc[i].method,
+                     "--topk-scope",
+                     (char *)sc[i].scope};
+        cfg = job_defaults(&job, sc[i].scope ? 7 : 5, a);
+        GV_CHECK(cfg != NULL);
+        if (sc[i].want < 0) {
+            GV_CHECK_STATUS(gv_job_resolve(&job, 2), GV_ERR_INVAL);
+        } else {
+            GV_CHECK_OK(gv_job_resolve(&job, 2));
+            GV_CHECK_MSG((int)job.topk_scope == sc[i].want, "%s %s: scope %d", sc[i].method,
+                         sc[i].scope ? sc[i].scope : "(default)", (int)job.topk_scope);
+        }
+        gv_cfg_destroy(cfg);
+    }
+    /* --model external resolves the scope too (left at auto, the worker's units and its push
+     * buffers disagreed and a compressed libgravac job crashed); without --steps the job has
+     * no bound of its own (the training script ends it) */
+    char *x1[] = {"t", "--model", "external", "--method", "static"};
+    cfg = job_defaults(&job, 5, x1);
+    GV_CHECK(cfg != NULL);
+    GV_CHECK_OK(gv_job_resolve(&job, 2));
+    GV_CHECK_EQ((int)job.topk_scope, (int)GV_SCOPE_MODEL);
+    GV_CHECK(job.total_steps == INT64_MAX);
+    gv_cfg_destroy(cfg);
+    char *x2[] = {"t", "--model", "external", "--method", "static", "--steps", "30"};
+    cfg = job_defaults(&job, 7, x2);
+    GV_CHECK(cfg != NULL);
+    GV_CHECK_OK(gv_job_resolve(&job, 2));
+    GV_CHECK(job.total_steps == 30);
+    gv_cfg_destroy(cfg);
 
     /* errors */
     char *e1[] = {"t", "--dataset", "synthetic", "--widths", "12,x"};
@@ -285,6 +338,34 @@ static void test_job(void)
     GV_CHECK(gv_job_min_cf(&job) == 5 && gv_job_min_cand_cf(&job) == 10);
     GV_CHECK_OK(gv_adapt_config_validate(&ac));
     gv_cfg_destroy(cfg);
+
+    /* auto: the defaults of --help are adapt's defaults (the budget added), and bad ladders */
+    char *u1[] = {"t", "--dataset", "synthetic", "--method", "auto", "--steps", "300"};
+    cfg = job_defaults(&job, 7, u1);
+    GV_CHECK_OK(gv_job_resolve(&job, 4));
+    gv_job_adapt_config(&job, 6, &ac);
+    struct gv_adapt_config def;
+    gv_adapt_config_default(&def, GV_ADAPT_AUTO);
+    def.autoc.total_iters = 300;
+    GV_CHECK_EQ(ac.kind, GV_ADAPT_AUTO);
+    GV_CHECK(memcmp(&ac.autoc, &def.autoc, sizeof(ac.autoc)) == 0);
+    GV_CHECK(gv_job_min_cf(&job) == 4 && gv_job_min_cand_cf(&job) == 0);
+    GV_CHECK_OK(gv_adapt_config_validate(&ac));
+    gv_cfg_destroy(cfg);
+    char *u2[] = {"t", "--dataset", "synthetic", "--method", "auto", "--arms", "fp16,20,1000"};
+    cfg = job_defaults(&job, 7, u2);
+    GV_CHECK_OK(gv_job_resolve(&job, 4));
+    gv_job_adapt_config(&job, 6, &ac);
+    GV_CHECK(ac.autoc.n_arms == 3 && ac.autoc.cf[0] == 2 && ac.autoc.cf[1] == 20 &&
+             ac.autoc.cf[2] == 1000 && gv_job_min_cf(&job) == 20);
+    gv_cfg_destroy(cfg);
+    static const char *const bad[] = {"10,4", "dense,2", "fp16,dense,10", "1.5", "10,x", ""};
+    for (size_t i = 0; i < GV_ARRAY_LEN(bad); i++) {
+        char *u3[] = {"t", "--dataset", "synthetic", "--method", "auto", "--arms", (char *)bad[i]};
+        cfg = job_defaults(&job, 7, u3);
+        GV_CHECK_MSG(cfg != NULL && gv_job_resolve(&job, 4) == GV_ERR_INVAL, "--arms %s", bad[i]);
+        gv_cfg_destroy(cfg);
+    }
 }
 
 static void test_cluster(void)
@@ -513,6 +594,32 @@ static void test_util(void)
     GV_CHECK(rss > 0 && gv_ps_peak_rss() >= rss);
 }
 
+/* A dense round's pieces: 512 KiB pieces of a 300000-element shard; one piece where the job
+ * takes none (dense-fp16, --optimizer caller, --model external) or the option is 0. */
+static void test_pieces(void)
+{
+    struct gv_job job = {.method = GV_JOB_DENSE, .piece_size = 512 * 1024};
+    struct gv_ps_pieces pc;
+    gv_job_pieces(&job, 300000, &pc);
+    GV_CHECK(gv_job_pieced(&job) && pc.np == 3 && pc.base == 131072 && pc.n == 300000);
+    GV_CHECK_EQ(gv_ps_piece_hi(&pc, 2), 300000);
+    job.optimizer = GV_JOB_OPTIM_CALLER; /* the update is the cut vector: no step to overlap */
+    gv_job_pieces(&job, 300000, &pc);
+    GV_CHECK(!gv_job_pieced(&job) && pc.np == 1 && pc.base == 300000);
+    job.optimizer = GV_JOB_OPTIM_JOB;
+    job.model = GV_JOB_MODEL_EXTERNAL;
+    gv_job_pieces(&job, 300000, &pc);
+    GV_CHECK(!gv_job_pieced(&job) && pc.np == 1);
+    job.model = (enum gv_nn_model_kind)0;
+    job.method = GV_JOB_DENSE_FP16;
+    gv_job_pieces(&job, 300000, &pc);
+    GV_CHECK(!gv_job_pieced(&job) && pc.np == 1);
+    job.method = GV_JOB_DENSE;
+    job.piece_size = 0;
+    gv_job_pieces(&job, 300000, &pc);
+    GV_CHECK(gv_job_pieced(&job) && pc.np == 1);
+}
+
 int main(void)
 {
     test_map();
@@ -520,5 +627,6 @@ int main(void)
     test_cluster();
     test_util();
     test_cksum();
+    test_pieces();
     return gv_check_summary();
 }

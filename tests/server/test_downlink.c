@@ -27,6 +27,7 @@ static struct gv_cfg *job_of(struct gv_job *job, const char *const *args, int n)
     struct gv_cfg *cfg = NULL;
     GV_CHECK_OK(gv_cfg_create(&spec, &cfg));
     GV_CHECK_OK(gv_cfg_load(cfg, 1 + n, (char *const *)argv, NULL));
+    GV_CHECK_OK(gv_job_resolve(job, 2)); /* the defaults that depend on the method */
     return cfg;
 }
 
@@ -219,11 +220,14 @@ static void test_none(void)
 
 int main(void)
 {
-    static const char *const tensor[] = {"--method", "static", "--cf", "10"};
+    static const char *const tensor[] = {"--method", "static",       "--cf",
+                                         "10",       "--topk-scope", "tensor"};
     static const char *const model[] = {"--method", "static",       "--cf",
                                         "10",       "--topk-scope", "model"};
-    test_rounds(tensor, 4, false);
+    static const char *const dflt[] = {"--method", "static", "--cf", "10"}; /* auto: model */
+    test_rounds(tensor, 6, false);
     test_rounds(model, 6, true);
+    test_rounds(dflt, 4, true);
     test_fp16();
     test_accordion();
     test_none();

@@ -31,15 +31,19 @@ struct env {
     uint32_t W;
 };
 
+/* The job's length (in the fingerprint: servers and workers of a test agree on it). */
+static const char *job_steps = "4";
+
 static int job_load(struct gv_job *job, struct gv_cfg **cfg, const char *lr, uint32_t W)
 {
     static struct gv_opt_table tab[4];
     static struct gv_cfg_spec spec[4];
     static int k;
     int i = k++ % 4;
-    char *argv[] = {"t",      "--dataset", "synthetic", "--synthetic-n", "1024",     "--widths",
-                    "16",     "--batch",   "16",        "--lr",          (char *)lr, "--method",
-                    "static", "--cf",      "4"};
+    char *argv[] = {
+        "t",      "--dataset", "synthetic", "--synthetic-n", "1024",           "--widths",
+        "16",     "--batch",   "16",        "--lr",          (char *)lr,       "--method",
+        "static", "--cf",      "4",         "--steps",       (char *)job_steps};
     memset(job, 0, sizeof(*job));
     tab[i] = (struct gv_opt_table){gv_job_options, gv_job_options_n, job};
     spec[i] = (struct gv_cfg_spec){.program = "t", .tables = &tab[i], .n_tables = 1};
@@ -435,6 +439,7 @@ static void test_duplicate_and_dead_worker(void)
 
     /* a worker disconnects mid-run: the other one fails with the reason, quickly */
     log_clear();
+    job_steps = "1000000";
     GV_CHECK(env_start(&e, 2, NULL, 10) == 0);
     struct wt w0, w1;
     wt_start(&w0, &e, 0, NULL, "0.05", 1000000, false);

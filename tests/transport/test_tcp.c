@@ -346,6 +346,90 @@ static void test_connect_retry(void)
     gv_tp_destroy(tp);
 }
 
+/* gv_tp_connect_start: returns at once; the event loop retries a peer that listens only
+ * ~300 ms later, meanwhile a message is queued, and it arrives intact once connected; the
+ * caller's loop is never blocked. Nobody listening, or a name that does not resolve: the
+ * connection closes with GV_ERR_TIMEOUT at the deadline (its queued send failed first). The
+ * blocking connect retries a name that does not resolve as well (issue 18: a DNS error is
+ * retried until the connect timeout), instead of failing at once. */
+static void test_connect_async(void)
+{
+    struct gv_tp_config cfg = base_cfg();
+    static struct tt_side s, k;
+    static uint8_t buf[5000];
+    struct tt_msg m;
+    struct gv_conn *c = NULL;
+    uint16_t port = 0;
+    int probe = raw_listen(&port, 0);
+    GV_CHECK(probe >= 0);
+    close(probe);
+    memset(&k, 0, sizeof(k));
+    memset(&s, 0, sizeof(s));
+    GV_CHECK_OK(tt_side_init(&k, "tcp", &cfg, NULL));
+    GV_CHECK(gv_tp_has_cap(k.tp, GV_TP_CAP_CONNECT_ASYNC));
+    uint64_t t0 = gv_now_ns();
+    GV_CHECK_OK(gv_tp_connect_start(k.tp, "127.0.0.1", port, &c));
+    GV_CHECK_MSG(tt_ms_since(t0) < 100, "connect_start took %.0f ms", tt_ms_since(t0));
+    tt_track(&k, c);
+    tt_fill(buf, sizeof(buf), 0);
+    GV_CHECK_STATUS(tt_send(c, &m, 0, 0, buf, sizeof(buf), 2), GV_INPROGRESS);
+    /* 300 ms of the loop: each call returns within its own timeout (never stuck connecting) */
+    int slow = 0;
+    while (tt_ms_since(t0) < 300) {
+        uint64_t t1 = gv_now_ns();
+        gv_tp_progress(k.tp, 20);
+        slow += tt_ms_since(t1) > 150;
+    }
+    GV_CHECK_EQ(slow, 0);
+    GV_CHECK_EQ(m.done, 0);
+    /* the listener comes up */
+    struct gv_tp_handler h = tt_handler();
+    s.rx_cap = sizeof(buf);
+    s.discard_from = GV_TP_MAX_DST_IOV;
+    s.seq_check = 1;
+    s.verify = 1;
+    GV_CHECK_OK(gv_tp_create("tcp", &cfg, &h, &s, &s.tp));
+    GV_CHECK_OK(gv_tp_listen(s.tp, "127.0.0.1", port, &s.l));
+    struct tt_side *sides[] = {&s, &k, NULL};
+    struct want_msgs w = {&s, 1};
+    GV_CHECK_MSG(tt_run(sides, have_msgs, &w, TIMEOUT_MS), "the queued message never arrived");
+    GV_CHECK_EQ(s.bad_payload, 0);
+    GV_CHECK(m.done && m.status == GV_OK);
+    char want[32];
+    snprintf(want, sizeof(want), "127.0.0.1:%u", (unsigned)port);
+    GV_CHECK_MSG(strcmp(c->peer, want) == 0, "peer %s", c->peer);
+    tt_side_cleanup(&s);
+    tt_side_cleanup(&k);
+
+    /* nobody listens, or the name does not resolve: closed at the deadline */
+    static const char *const hosts[] = {"127.0.0.1", "gravac-no-such-host.invalid"};
+    cfg.connect_timeout_ms = 400;
+    for (size_t i = 0; i < GV_ARRAY_LEN(hosts); i++) {
+        memset(&k, 0, sizeof(k));
+        GV_CHECK_OK(tt_side_init(&k, "tcp", &cfg, NULL));
+        t0 = gv_now_ns();
+        GV_CHECK_OK(gv_tp_connect_start(k.tp, hosts[i], port, &c));
+        struct tt_conn_rec *r = tt_track(&k, c);
+        GV_CHECK_STATUS(tt_send(c, &m, 0, 0, buf, 100, 1), GV_INPROGRESS);
+        struct tt_side *one[] = {&k, NULL};
+        GV_CHECK(tt_run(one, rec_closed, r, TIMEOUT_MS));
+        double ms = tt_ms_since(t0);
+        GV_CHECK_STATUS(r->reason, GV_ERR_TIMEOUT);
+        GV_CHECK_MSG(ms >= 380 && ms < 1500, "%s: gave up after %.0f ms", hosts[i], ms);
+        GV_CHECK(m.done && m.status != GV_OK);
+        tt_side_cleanup(&k);
+        /* the blocking connect waits for the deadline as well */
+        struct gv_tp *tp = NULL;
+        GV_CHECK_OK(gv_tp_create("tcp", &cfg, &h, NULL, &tp));
+        t0 = gv_now_ns();
+        GV_CHECK_STATUS(gv_tp_connect(tp, hosts[i], port, &c), GV_ERR_TIMEOUT);
+        ms = tt_ms_since(t0);
+        GV_CHECK_MSG(ms >= 380 && ms < 1500, "%s: blocking connect gave up after %.0f ms", hosts[i],
+                     ms);
+        gv_tp_destroy(tp);
+    }
+}
+
 static int fcntl_nonblock_check(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
@@ -470,6 +554,7 @@ int main(void)
         {"partial_writes", test_partial_writes}, {"send_queue_bound", test_send_queue_bound},
         {"addresses", test_addresses},           {"connect_retry", test_connect_retry},
         {"socket_options", test_socket_options}, {"close_in_send_cb", test_close_in_send_cb},
+        {"connect_async", test_connect_async},
     };
     gv_log_set_level(GV_LOG_ERROR);
     for (size_t i = 0; i < GV_ARRAY_LEN(tests); i++)

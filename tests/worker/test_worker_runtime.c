@@ -6,7 +6,8 @@
  * the parameters of every worker and of the servers' shards equal the reference bit for bit;
  * worker 0's initial model reaches everyone; every worker saw the same decision sequence; the
  * bytes of every iteration, both ways, equal the encoder's planned sizes plus the headers, and
- * equal what the transport itself moved. Dense, static top-k, fp16 values, GraVAC with changing
+ * equal what the transport itself moved. Dense, static top-k (over the whole model, the default
+ * scope, and per tensor), fp16 values, GraVAC with changing
  * levels, random-k, DGC and Redsync (variable counts), and periodic resyncs; and pushes without
  * entries (every kept entry in the other shard) that reach a server before their turn.
  * With the argument "cuda" (test_worker_runtime_cuda) the workers' replicas are GPU memory:
@@ -186,8 +187,11 @@ static int harness_setup(struct harness *h, int argc, char **argv)
     static struct gv_cfg_spec spec;
     tab = (struct gv_opt_table){gv_job_options, gv_job_options_n, &h->job};
     spec = (struct gv_cfg_spec){.program = "test", .tables = &tab, .n_tables = 1};
-    if (gv_cfg_create(&spec, &h->cfg) != GV_OK || gv_cfg_load(h->cfg, argc, argv, NULL) != GV_OK ||
-        gv_job_resolve(&h->job, W) != GV_OK ||
+    if (gv_cfg_create(&spec, &h->cfg) != GV_OK || gv_cfg_load(h->cfg, argc, argv, NULL) != GV_OK)
+        return -1;
+    if (h->job.steps == 0)
+        h->job.steps = ITERS; /* the job's length: every worker runs all of it */
+    if (gv_job_resolve(&h->job, W) != GV_OK ||
         gv_job_layout(&h->job, h->names, h->numel, MAXT, &h->T) != GV_OK) {
         GV_CHECK_MSG(0, "job set-up failed");
         return -1;
@@ -222,10 +226,14 @@ static void harness_run(struct harness *h)
     struct srv_arg sa[S];
     struct wk_arg wa[W];
     for (int s = 0; s < S; s++) {
+        /* the servers checkpoint too: a residual counts once every process wrote its part */
         struct gv_server_config sc = {.job = &h->job,
                                       .cluster = &h->scl[s],
                                       .secret = &h->secret,
-                                      .handshake_timeout_ns = 5000000000ull};
+                                      .handshake_timeout_ns = 5000000000ull,
+                                      .checkpoint_dir = h->ckdir,
+                                      .checkpoint_every = CKPT_EVERY,
+                                      .checkpoint_keep = 100};
         GV_CHECK_OK(gv_server_create(&sc, &h->srv[s]));
     }
     for (int s = 0; s < S; s++) {
@@ -308,6 +316,12 @@ static void reference(struct harness *h)
     size_t off[MAXT + 1] = {0};
     for (uint32_t t = 0; t < h->T; t++)
         off[t + 1] = off[t] + h->numel[t];
+    /* compression units: the tensors, or the whole model (--topk-scope model) */
+    bool whole = job->topk_scope == GV_SCOPE_MODEL;
+    uint32_t U = whole ? 1 : h->T;
+    size_t uoff[MAXT + 1] = {0, P};
+    for (uint32_t t = 0; t < h->T && !whole; t++)
+        uoff[t + 1] = off[t + 1];
     struct gv_shard_map map;
     GV_CHECK_OK(gv_shard_map_init(&map, h->numel, h->T, S));
     float *p = malloc(P * 4), *v = calloc(P, 4), *acc = malloc(P * 4), *g = malloc(P * 4);
@@ -324,15 +338,14 @@ static void reference(struct harness *h)
         gv_cmp_config_init(&cc);
         cc.kind = gv_job_cmp_kind(job);
         cc.val_type = vt;
-        cc.max_numel = 4096;
+        cc.max_numel = (uint32_t)P;
         cc.min_cf = gv_job_min_cf(job);
         cc.seed = job->seed;
         GV_CHECK_OK(gv_cmp_create(&cc, &rw[w].cmp));
         resid[w] = calloc(P, 4);
-        for (uint32_t t = 0; t < h->T; t++) {
-            GV_CHECK_OK(
-                gv_ef_create(rw[w].cmp, (uint32_t)h->numel[t], resid[w] + off[t], &rw[w].ef[t]));
-            uint32_t b = (uint32_t)h->numel[t];
+        for (uint32_t t = 0; t < U; t++) {
+            uint32_t b = (uint32_t)(uoff[t + 1] - uoff[t]);
+            GV_CHECK_OK(gv_ef_create(rw[w].cmp, b, resid[w] + uoff[t], &rw[w].ef[t]));
             rw[w].lmin[t] =
                 (struct gv_sparse){.idx = malloc(b * 4), .val = malloc(b * 4), .cap = b};
             rw[w].lcand[t] =
@@ -359,17 +372,17 @@ static void reference(struct harness *h)
             gen_grad(g, P, w, i);
             uint64_t push_payload = 0;
             size_t nsel = 0;
-            for (uint32_t t = 0; t < h->T && levels > 0; t++) {
+            for (uint32_t t = 0; t < U && levels > 0; t++) {
                 struct gv_cmp_req req = {.iter = (uint64_t)i,
                                          .tensor_id = t,
                                          .cf_min = o0->theta_min,
                                          .cf_cand = levels == 2 ? o0->cf_candidate : 0};
-                rw[w].lmin[t].cap = gv_cmp_bound(rw[w].cmp, (uint32_t)h->numel[t], req.cf_min);
+                uint32_t un = (uint32_t)(uoff[t + 1] - uoff[t]);
+                rw[w].lmin[t].cap = gv_cmp_bound(rw[w].cmp, un, req.cf_min);
                 if (levels == 2)
-                    rw[w].lcand[t].cap =
-                        gv_cmp_bound(rw[w].cmp, (uint32_t)h->numel[t], req.cf_cand);
+                    rw[w].lcand[t].cap = gv_cmp_bound(rw[w].cmp, un, req.cf_cand);
                 struct gv_norms nm;
-                GV_CHECK_OK(gv_cmp_compress(rw[w].cmp, rw[w].ef[t], g + off[t], &req,
+                GV_CHECK_OK(gv_cmp_compress(rw[w].cmp, rw[w].ef[t], g + uoff[t], &req,
                                             &rw[w].lmin[t], levels == 2 ? &rw[w].lcand[t] : NULL,
                                             &nm));
                 if (dense)
@@ -377,8 +390,8 @@ static void reference(struct harness *h)
                 const struct gv_sparse *sent =
                     o0->level == GV_ADAPT_LEVEL_CANDIDATE ? &rw[w].lcand[t] : &rw[w].lmin[t];
                 for (uint32_t k = 0; k < sent->count; k++) {
-                    acc[off[t] + sent->idx[k]] += sent->val[k];
-                    sidx[nsel] = (uint32_t)(off[t] + sent->idx[k]);
+                    acc[uoff[t] + sent->idx[k]] += sent->val[k];
+                    sidx[nsel] = (uint32_t)(uoff[t] + sent->idx[k]);
                     sval[nsel++] = sent->val[k];
                 }
                 GV_CHECK_OK(gv_cmp_apply(rw[w].cmp, rw[w].ef[t], GV_SENT_SPARSE, sent));
@@ -388,7 +401,7 @@ static void reference(struct harness *h)
                 for (size_t j = 0; j < P; j++)
                     acc[j] += src[j];
                 push_payload = 4 * P;
-                for (uint32_t t = 0; t < h->T && !dense_method; t++)
+                for (uint32_t t = 0; t < U && !dense_method; t++)
                     GV_CHECK_OK(gv_cmp_apply(rw[w].cmp, rw[w].ef[t], GV_SENT_DENSE, NULL));
             } else {
                 /* per shard: the entries within its range, shard-relative */
@@ -497,7 +510,7 @@ static void reference(struct harness *h)
         GV_CHECK(memcmp(sec[1].data, v + map.lo[s], sec[1].len) == 0);
     }
     for (int w = 0; w < W && !dense_method; w++) {
-        for (uint32_t t = 0; t < h->T; t++) {
+        for (uint32_t t = 0; t < U; t++) {
             gv_ef_destroy(rw[w].ef[t]);
             free(rw[w].lmin[t].idx), free(rw[w].lmin[t].val);
             free(rw[w].lcand[t].idx), free(rw[w].lcand[t].val);
@@ -585,7 +598,10 @@ int main(int argc, char **argv)
     char *stat[] = {"t",     "--dataset",  "synthetic",     "--widths",
                     "48,24", "--method",   "static",        "--cf",
                     "10",    "--nesterov", "--lr-schedule", "step:5,9@0.5"};
-    run_case("static top-k CF 10, nesterov, step schedule", 12, stat, 0);
+    run_case("static top-k CF 10 over the model, nesterov, step schedule", 12, stat, 0);
+    char *tens[] = {"t",      "--dataset", "synthetic", "--widths",     "48,24", "--method",
+                    "static", "--cf",      "10",        "--topk-scope", "tensor"};
+    run_case("static top-k CF 10 per tensor", 11, tens, 0);
     char *fp16[] = {"t",        "--dataset", "synthetic", "--widths", "48,24",
                     "--method", "static",    "--cf",      "4",        "--fp16"};
     run_case("static CF 4, fp16 values", 10, fp16, 0);
@@ -609,9 +625,9 @@ int main(int argc, char **argv)
     /* one entry per tensor: server 0's shard lies inside fc1.w, so a worker whose fc1.w entry
      * falls in server 1's part pushes nothing to server 0; worker 0 is late, so those empty
      * pushes (which the transport delivers without asking on_header) arrive before their turn */
-    char *empty[] = {"t",        "--dataset", "synthetic", "--widths", "48,24",
-                     "--method", "static",    "--cf",      "100000"};
-    run_case_delayed("static CF 100000: empty pushes before their turn", 9, empty, 0, 30, 1, 0);
+    char *empty[] = {"t",      "--dataset", "synthetic", "--widths",     "48,24", "--method",
+                     "static", "--cf",      "100000",    "--topk-scope", "tensor"};
+    run_case_delayed("static CF 100000: empty pushes before their turn", 11, empty, 0, 30, 1, 0);
     /* dense rounds in pieces of 1024 elements (3 per shard of 2273), worker 0 late so that the
      * others' pieces wait for their turn; and GraVAC's dense rounds in pieces, where the
      * servers' downlink residual goes out with them */

@@ -1,0 +1,232 @@
+"""bench_torch_tta.py: time and steps to a target accuracy of PyTorch jobs, gravac against DDP,
+at a shaped rate (bench_torch.py ddp). Every method of every model runs in one invocation, on
+the same namespaces and links: gravac (S gravac-server processes and W workers running the
+example, through gravac.torch) with dense, static CFs, GraVAC and the default controller, and
+DDP over gloo (W workers of torch_ddp_train.py) dense, with the fp16 hook and with PowerSGD.
+A run stops at the target (worker 0 evaluates every --eval-every steps on the first
+--eval-limit test samples) or at --max-steps / --max-minutes; time is worker 0's train_s at
+the first evaluation at or above the target (evaluations left out, start-up too)."""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+import bench_torch_net as bn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+MODELS = {
+    # example script, its arguments (both systems), the DDP trainer's arguments
+    "resnet18": ("fmnist_resnet18.py",
+                 ["--batch", "32", "--lr", "0.05", "--optimizer", "sgd", "--stem", "torchvision"],
+                 ["--model", "resnet18", "--batch", "32", "--lr", "0.05", "--optimizer", "sgd",
+                  "--stem", "torchvision"]),
+    "lstm": ("fortunes_lstm.py",
+             ["--batch", "16", "--seq-len", "32", "--hidden", "512", "--lr", "0.003",
+              "--optimizer", "adam"],
+             ["--model", "lstm", "--batch", "16", "--seq-len", "32", "--hidden", "512",
+              "--lr", "0.003", "--optimizer", "adam"]),
+}
+
+GRAVAC = {
+    "gravac-dense": ["--method", "dense"],
+    "gravac-static-10": ["--method", "static", "--cf", "10"],
+    "gravac-static-100": ["--method", "static", "--cf", "100"],
+    "gravac-graVAC": ["--method", "gravac-exp", "--epsilon", "0.3", "--window", "50"],
+    "gravac-default": [],
+}
+DDP = {"ddp-dense": ["--hook", "dense"], "ddp-fp16": ["--hook", "fp16"],
+       "ddp-powersgd": ["--hook", "powersgd", "--rank-r", "2"]}
+
+
+def records(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return out
+
+
+def to_target(recs, target):
+    ev = [r for r in recs if r.get("type") == "eval" and r.get("accuracy") is not None]
+    for r in ev:
+        if r["accuracy"] >= target:
+            return r["train_s"], r["step"], ev
+    return None, None, ev
+
+
+def env_for(extra):
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.path.join(ROOT, "build", "python") + ":" +
+               os.path.join(ROOT, "examples"))
+    env.pop("GRAVAC_LIBRARY", None)
+    env.update(extra)
+    return env
+
+
+def gv_env(args_list):
+    """gravac options as the GV_* variables libgravac reads."""
+    env, i = {}, 0
+    while i < len(args_list):
+        k = args_list[i][2:]
+        v = args_list[i + 1]
+        env["GV_" + k.upper().replace("-", "_")] = v
+        i += 2
+    return env
+
+
+def run_gravac(net, a, model, name, margs, rundir, bin_dir):
+    S, W = a.servers, a.workers
+    servers = ",".join("%s:7000" % net.ip(s) for s in range(S))
+    common = ["--num-workers", str(W), "--insecure", "--connect-timeout", "120s",
+              "--model", "external", "--optimizer", "caller"] + margs
+    procs = []
+    for s in range(S):
+        cmd = [os.path.join(bin_dir, "gravac-server"), "--rank", str(s), "--servers", servers,
+               "--bind", "0.0.0.0:7000", "--advertise", net.ip(s),
+               "--decision-log", os.path.join(rundir, "decisions.jsonl")] + common
+        procs.append(net.popen(s, cmd, env_for({}), os.path.join(rundir, "server%d.log" % s)))
+    script, ex_args, _ = MODELS[model]
+    for w in range(W):
+        env = env_for({"GV_RANK": str(w), "GV_SERVERS": servers, "GV_NUM_WORKERS": str(W),
+                       "GV_INSECURE": "true", "GV_CONNECT_TIMEOUT": "120s",
+                       "GV_METRICS_FILE": os.path.join(rundir, "worker%r.jsonl")})
+        env.update(gv_env(margs))
+        cmd = ["/usr/bin/python3", os.path.join(ROOT, "examples", script)] + ex_args + [
+            "--steps", str(a.max_steps), "--eval-every", str(a.eval_every), "--eval-limit",
+            str(a.eval_limit), "--target", str(a.target[model]), "--progress-every", "10"]
+        procs.append(net.popen(S + w, cmd, env, os.path.join(rundir, "worker%d.log" % w)))
+    return procs, os.path.join(rundir, "worker0.jsonl")
+
+
+def run_ddp(net, a, model, name, margs, rundir):
+    W = a.workers
+    _, _, ddp_args = MODELS[model]
+    procs = []
+    for w in range(W):
+        env = env_for({"RANK": str(w), "WORLD_SIZE": str(W), "MASTER_ADDR": net.ip(0),
+                       "MASTER_PORT": "29555", "GLOO_SOCKET_IFNAME": "eth0"})
+        cmd = ["/usr/bin/python3", os.path.join(ROOT, "scripts", "torch_ddp_train.py")] + \
+            ddp_args + margs + ["--steps", str(a.max_steps), "--eval-every",
+                                str(a.eval_every), "--eval-limit", str(a.eval_limit),
+                                "--target", str(a.target[model]), "--metrics-file",
+                                os.path.join(rundir, "worker0.jsonl")]
+        procs.append(net.popen(w, cmd, env, os.path.join(rundir, "worker%d.log" % w)))
+    return procs, os.path.join(rundir, "worker0.jsonl")
+
+
+def wait(procs, minutes):
+    end = time.time() + 60 * minutes
+    while time.time() < end:
+        if all(p.poll() is not None for p in procs):
+            return True
+        time.sleep(1)
+    return False
+
+
+def main(args, rest):
+    ap = argparse.ArgumentParser(prog="bench_torch.py ddp")
+    ap.add_argument("--rate", default="100mbit")
+    ap.add_argument("--models", default="resnet18,lstm")
+    ap.add_argument("--methods", default=",".join(list(GRAVAC) + list(DDP)))
+    ap.add_argument("--servers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--max-steps", type=int, default=400)
+    ap.add_argument("--max-minutes", type=float, default=20)
+    ap.add_argument("--eval-every", type=int, default=10)
+    ap.add_argument("--eval-limit", type=int, default=1000)
+    ap.add_argument("--target-resnet18", type=float, default=0.70)
+    ap.add_argument("--target-lstm", type=float, default=0.35)
+    a = ap.parse_args(rest)
+    a.target = {"resnet18": a.target_resnet18, "lstm": a.target_lstm}
+    out = args.out or os.path.join(ROOT, "build", "bench-results", "torch-ddp")
+    os.makedirs(out, exist_ok=True)
+    if os.geteuid() != 0:
+        print("bench_torch.py ddp: network namespaces need root", file=sys.stderr)
+        return 2
+    bn.remove_stale()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    n = a.servers + a.workers
+    net = bn.Net(n)
+    results = []
+    cmdline = "scripts/bench_torch.py ddp " + " ".join(rest)
+    try:
+        net.shape(a.rate)
+        for model in a.models.split(","):
+            for name in a.methods.split(","):
+                rundir = os.path.join(out, "runs", model, name)
+                os.makedirs(rundir, exist_ok=True)
+                for f in os.listdir(rundir):
+                    os.remove(os.path.join(rundir, f))
+                load0 = os.getloadavg()[0]
+                t0 = time.time()
+                if name in GRAVAC:
+                    procs, mfile = run_gravac(net, a, model, name, GRAVAC[name], rundir, args.bin)
+                else:
+                    procs, mfile = run_ddp(net, a, model, name, DDP[name], rundir)
+                finished = wait(procs, a.max_minutes)
+                bn.stop(procs)
+                recs = records(mfile)
+                tt, st, ev = to_target(recs, a.target[model])
+                its = [r for r in recs if r.get("type") == "iter"]
+                ms = None
+                if len(its) > 12:
+                    ms = 1e3 * (its[-1]["train_s"] - its[10]["train_s"]) / (
+                        its[-1]["iter"] - its[10]["iter"])
+                row = {"model": model, "method": name, "target": a.target[model],
+                       "time_to_target_s": tt, "steps_to_target": st,
+                       "last_accuracy": ev[-1]["accuracy"] if ev else None,
+                       "last_step": ev[-1]["step"] if ev else None, "ms_per_step": ms,
+                       "finished": finished, "wall_s": time.time() - t0,
+                       "rc": [p.returncode for p in procs], "load": [load0, os.getloadavg()[0]]}
+                if name.startswith("gravac"):
+                    cfs = {}
+                    for r in its:
+                        cfs[r.get("cf")] = cfs.get(r.get("cf"), 0) + 1
+                    row["iterations_per_cf"] = cfs
+                    if its:
+                        row["bytes_sent_per_step"] = sum(r["bytes_sent"] for r in its) / len(its)
+                        row["bytes_recv_per_step"] = sum(r["bytes_recv"] for r in its) / len(its)
+                results.append(row)
+                print(json.dumps(row), flush=True)
+                with open(os.path.join(out, "tta.json"), "w") as f:
+                    json.dump({"command": cmdline, "rate": a.rate, "servers": a.servers,
+                               "workers": a.workers, "results": results}, f, indent=1)
+    except KeyboardInterrupt:
+        print("bench_torch.py ddp: interrupted", file=sys.stderr)
+    finally:
+        net.destroy()
+    table(results, out, cmdline)
+    return 0
+
+
+def table(results, out, cmdline):
+    lines = ["# " + cmdline, "%-9s %-18s %10s %7s %9s %9s %8s %9s %9s" % (
+        "model", "method", "time[s]", "steps", "ms/step", "last acc", "at step", "vs dense",
+        "vs psgd")]
+    for model in sorted(set(r["model"] for r in results)):
+        rows = [r for r in results if r["model"] == model]
+        ref = {r["method"]: r["time_to_target_s"] for r in rows}
+        for r in rows:
+            t = r["time_to_target_s"]
+            vd = ref.get("ddp-dense")
+            vp = ref.get("ddp-powersgd")
+            lines.append("%-9s %-18s %10s %7s %9s %9s %8s %9s %9s" % (
+                model, r["method"], "%.1f" % t if t else "-", r["steps_to_target"] or "-",
+                "%.0f" % r["ms_per_step"] if r["ms_per_step"] else "-",
+                "%.2f%%" % (100 * r["last_accuracy"]) if r["last_accuracy"] else "-",
+                r["last_step"] or "-", "%.2fx" % (vd / t) if t and vd else "-",
+                "%.2fx" % (vp / t) if t and vp else "-"))
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(out, "tta.txt"), "w") as f:
+        f.write(text + "\n")
