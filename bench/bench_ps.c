@@ -313,10 +313,22 @@ static void bp_banner(const struct bp_opts *o)
         "                  eff = the dense model's bytes both ways (what compression delivers)\n");
     printf(" Latency        : usec per worker step (compress, push, wait, apply)\n");
     printf("%s\n", BP_RULE);
-    printf(" %10s %6s %7s %9s %9s %9s %9s %9s %8s %8s %9s %9s %10s %9s %7s\n", "bytes", "cf",
-           "iters", "rtt_min", "p50", "p99", "p99.9", "max", "up_Gb/s", "dn_Gb/s", "Gb/s(2w)",
-           "eff_Gb/s", "pp_bytes", "pp_Gb/s", "ratio");
+    printf(" %10s %6s %7s %9s %9s %9s %9s %9s %8s %8s %9s %9s %10s %9s %7s %8s %8s\n", "bytes",
+           "cf", "iters", "rtt_min", "p50", "p99", "p99.9", "max", "up_Gb/s", "dn_Gb/s", "Gb/s(2w)",
+           "eff_Gb/s", "pp_bytes", "pp_Gb/s", "ratio", "cpu_ms", "pp_cpu");
     fflush(stdout);
+}
+
+/* CPU milliseconds of the whole process per PS round, and per PS-round equivalent of the
+ * baseline (W round trips). */
+static double bp_cpu_ms(const struct bp_result *r)
+{
+    return r->iters ? r->cpu_s * 1e3 / (double)r->iters : 0.0;
+}
+
+static double bp_pp_cpu_ms(const struct bp_result *r)
+{
+    return r->pp_rounds ? r->pp_cpu_s * 1e3 / (double)r->pp_rounds : 0.0;
 }
 
 static void bp_row(const struct bp_opts *o, const struct bp_result *r, int first)
@@ -341,8 +353,9 @@ static void bp_row(const struct bp_opts *o, const struct bp_result *r, int first
                    p->lat_min, p->lat_p50, p->lat_p99, p->lat_p999, p->lat_max, r->ratio);
             for (int i = 0; i < r->n_ratios; i++)
                 printf("%s%.4f", i ? ", " : "", r->ratios[i]);
-            printf("]");
+            printf("], \"pp_cpu_ms\": %.4f", bp_pp_cpu_ms(r));
         }
+        printf(", \"cpu_ms\": %.4f", bp_cpu_ms(r));
         if (r->bd.on) {
             printf(", \"breakdown_us\": {");
             for (int k = 0; k < GV_PS_SPAN_N; k++)
@@ -364,16 +377,18 @@ static void bp_row(const struct bp_opts *o, const struct bp_result *r, int first
             printf(",,,,");
         for (int k = 0; k < GV_PS_SPAN_N; k++)
             r->bd.on ? printf(",%.3f", r->bd.us[k]) : printf(",");
-        printf("\n");
+        printf(",%.4f", bp_cpu_ms(r));
+        r->have_pp ? printf(",%.4f\n", bp_pp_cpu_ms(r)) : printf(",\n");
     } else {
         printf(" %10llu %6g %7llu %9.1f %9.1f %9.1f %9.1f %9.1f %8.3f %8.3f %9.3f %9.3f",
                (unsigned long long)r->bytes, r->cf_mean, (unsigned long long)r->iters, r->rtt_min,
                r->rtt_p50, r->rtt_p99, r->rtt_p999, r->rtt_max, r->up_gbps, r->down_gbps, r->gbps,
                r->eff_gbps);
         if (r->have_pp)
-            printf(" %10llu %9.3f %7.3f\n", (unsigned long long)p->bytes, p->gbps, r->ratio);
+            printf(" %10llu %9.3f %7.3f %8.3f %8.3f\n", (unsigned long long)p->bytes, p->gbps,
+                   r->ratio, bp_cpu_ms(r), bp_pp_cpu_ms(r));
         else
-            printf(" %10s %9s %7s\n", "-", "-", "-");
+            printf(" %10s %9s %7s %8.3f %8s\n", "-", "-", "-", bp_cpu_ms(r), "-");
     }
     fflush(stdout);
 }
@@ -416,7 +431,7 @@ static void bp_header(const struct bp_opts *o)
                "pp_gbps,pp_p50_us,ratio");
         for (int k = 0; k < GV_PS_SPAN_N; k++)
             printf(",%s_us", gv_ps_span_names[k]);
-        printf("\n");
+        printf(",cpu_ms,pp_cpu_ms\n");
     } else {
         bp_banner(o);
     }

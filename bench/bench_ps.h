@@ -64,6 +64,11 @@ struct bp_result {
     double ratio;                  /* median over the repeats of gbps / pp gbps */
     double ratios[BP_MAX_REPEATS]; /* each repeat's */
     int n_ratios;
+    /* CPU time of the whole process (every thread: servers, workers, the bench's gradient
+     * copies) over the PS rounds and over the baseline's, seconds: a view that the shared
+     * host's load does not stretch as it stretches wall time */
+    double cpu_s, pp_cpu_s;
+    uint64_t pp_rounds; /* the baseline's round trips / W: PS-round equivalents */
     struct bp_breakdown bd;
 };
 

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -94,6 +95,7 @@ struct bp_wk {
     uint64_t n_rec, cap;
     uint64_t up, down; /* payload bytes of the recorded steps */
     double cf_sum;
+    double refill_s; /* thread CPU of the gradient refills (the bench's, not the PS's) */
 };
 
 struct bp_cluster {
@@ -277,7 +279,11 @@ static bool bp_wk_rounds(struct bp_wk *k, uint64_t n, bool record)
 {
     struct bp_cluster *c = k->c;
     for (uint64_t i = 0; i < n; i++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
         memcpy(k->grads, k->gsrc, c->P * sizeof(float)); /* what backward would have written */
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+        k->refill_s += (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
         if (!bp_barrier_wait(&c->step))
             return false;
         struct gv_worker_step_in in = {.loss = 1.0, .compute_s = 0.0, .samples = 32};
@@ -689,6 +695,15 @@ static void bp_finish(struct bp_cluster *c, struct bp_result *res, double *lat, 
     res->rtt_max = lr.lat_max;
 }
 
+static double bp_cpu_now(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
 /* One repeat: the PS rounds and the baseline, in the order given. */
 static gv_status_t bp_repeat(struct bp_cluster *c, struct bp_baseline *b, uint64_t iters,
                              bool pp_first, struct bp_result *res, double *lat, size_t *n_lat,
@@ -702,13 +717,21 @@ static gv_status_t bp_repeat(struct bp_cluster *c, struct bp_baseline *b, uint64
     }
     gv_status_t status = GV_OK;
     for (int phase = 0; phase < 2 && status == GV_OK; phase++) {
-        if ((phase == 0) != pp_first)
+        double cpu0 = bp_cpu_now(), refill0 = 0, refill1 = 0;
+        if ((phase == 0) != pp_first) {
+            for (uint32_t w = 0; w < c->W; w++)
+                refill0 += c->wk[w].refill_s;
             status = bp_cluster_run(c, iters, true);
-        else if (b != NULL) {
+            for (uint32_t w = 0; w < c->W; w++)
+                refill1 += c->wk[w].refill_s;
+            res->cpu_s += bp_cpu_now() - cpu0 - (refill1 - refill0);
+        } else if (b != NULL) {
             uint64_t size = res->pp.bytes ? res->pp.bytes : bp_pp_size(c, res->bytes);
             res->pp.bytes = size;
             uint64_t n = iters * c->W; /* a PS round is W round trips */
             status = bt_client_run(b->cl, size, n, GV_MAX(1, n / 10), pr);
+            res->pp_cpu_s += bp_cpu_now() - cpu0; /* its warm-up round trips included */
+            res->pp_rounds += iters + GV_MAX(1, n / 10) / c->W;
         }
     }
     if (status != GV_OK)

@@ -401,6 +401,7 @@ static void pb_from_msg(struct pb_out *o, const struct gv_proto_msg *m)
     h->numel = m->numel;
     h->nnz = m->nnz;
     h->cf = m->cf;
+    h->offset = m->offset;
     for (uint32_t i = 0; i < m->n_segs; i++) {
         gravac__segment__init(&o->segs[i]);
         o->segs[i].kind = (Gravac__SegKind)m->segs[i].kind;
@@ -577,6 +578,7 @@ static gv_status_t msg_from_pb(const struct proto_vctx *c, const Gravac__Header 
     m->numel = h->numel;
     m->nnz = h->nnz;
     m->cf = h->cf;
+    m->offset = h->offset;
     m->n_segs = (uint32_t)h->n_segments;
     for (size_t i = 0; i < h->n_segments; i++) {
         const Gravac__Segment *s = h->segments[i];

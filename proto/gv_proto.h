@@ -281,9 +281,11 @@ struct gv_proto_msg {
     uint32_t shard;
     uint32_t tensor_id;
     enum gv_proto_dtype dtype;
-    uint64_t numel; /* dense length of the tensor/shard, <= max_numel */
-    uint64_t nnz;   /* non-zeros carried, <= numel */
-    double cf;      /* compression factor used: 0 = not set, else finite >= 1 */
+    uint64_t numel;  /* dense length of the tensor/shard, <= max_numel */
+    uint64_t nnz;    /* non-zeros carried, <= numel */
+    double cf;       /* compression factor used: 0 = not set, else finite >= 1 */
+    uint64_t offset; /* PUSH, UPDATE in pieces: the piece's first element in the shard (numel:
+                        its length); offset + numel <= max_numel */
     uint32_t n_segs;
     struct gv_proto_seg segs[GV_PROTO_MAX_SEGMENTS]; /* payload layout, in wire order */
     uint64_t payload_len; /* decode: from the prefix (== sum of segs[].bytes); encode: unused */

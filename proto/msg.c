@@ -186,7 +186,7 @@ bool gv_proto_msg_equal(const struct gv_proto_msg *a, const struct gv_proto_msg 
     if (a->type != b->type || a->role != b->role || a->rank != b->rank ||
         a->iteration != b->iteration || a->shard != b->shard || a->tensor_id != b->tensor_id ||
         a->dtype != b->dtype || a->numel != b->numel || a->nnz != b->nnz || !dbl_eq(a->cf, b->cf) ||
-        a->n_segs != b->n_segs || a->n_segs > GV_PROTO_MAX_SEGMENTS)
+        a->offset != b->offset || a->n_segs != b->n_segs || a->n_segs > GV_PROTO_MAX_SEGMENTS)
         return false;
     for (uint32_t i = 0; i < a->n_segs; i++)
         if (a->segs[i].kind != b->segs[i].kind || a->segs[i].enc != b->segs[i].enc ||

@@ -243,6 +243,10 @@ gv_status_t proto_validate(const struct proto_vctx *c, const struct gv_proto_msg
     if (m->nnz > m->numel)
         return proto_fail(c, "nnz %llu above numel %llu", (unsigned long long)m->nnz,
                           (unsigned long long)m->numel);
+    if (m->offset > c->caps->max_numel - m->numel)
+        return proto_fail(c, "piece [%llu, +%llu) beyond cap max_numel %llu",
+                          (unsigned long long)m->offset, (unsigned long long)m->numel,
+                          (unsigned long long)c->caps->max_numel);
     if (!cf_ok(m->cf))
         return proto_fail(c, "compression factor %g must be 0 (unset) or finite >= 1", m->cf);
     status = hv_segs(c, m, sum_p);

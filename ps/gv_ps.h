@@ -155,6 +155,7 @@ struct gv_job {
     enum gv_job_downlink downlink;
     enum gv_job_scope topk_scope;
     uint64_t resync_every; /* full model resync every N iterations (0: on join and mismatch) */
+    uint64_t piece_size;   /* bytes of a dense round's pieces per shard (0: whole shards) */
     enum gv_job_optimizer optimizer; /* --optimizer */
     const char *arms;                /* auto: the ladder, "dense,fp16,4,10,30,100,300,1000" */
 
@@ -197,6 +198,32 @@ enum gv_val_type gv_job_sparse_vt(const struct gv_job *job);
 /* The value type of dense pushes and updates of the job's dense methods (fp16 for dense-fp16);
  * a compressed method's dense rounds: gv_ps_dense_vt. */
 enum gv_val_type gv_job_dense_vt(const struct gv_job *job);
+/* Whether the job's dense f32 rounds take the pieces' path (ps.md section 2): not for
+ * dense-fp16, nor --optimizer caller (the servers do not step: the update is the cut vector,
+ * checksummed whole, and the caller steps once it has all of it), nor --model external (the
+ * libgravac callers: their rounds are main's, one message per shard). */
+bool gv_job_pieced(const struct gv_job *job);
+/* A dense round's pieces of an n-element shard (--piece-size; ps.md section 2): np pieces of
+ * base elements (the last one shorter), base a multiple of the checksum's block, at most
+ * GV_PS_MAX_PIECES; one piece (the whole shard) when the option is 0, the job is not pieced
+ * (gv_job_pieced), or the shard is not larger than one piece. A round is in pieces only when
+ * its decision's dense values are f32 too (not AUTO's dense-fp16 arm: gv_ps_dense_vt). Piece k
+ * is [k * base, min(n, (k + 1) * base)). */
+#define GV_PS_MAX_PIECES 16
+struct gv_ps_pieces {
+    uint64_t n, base;
+    uint32_t np;
+};
+void gv_job_pieces(const struct gv_job *job, uint64_t n, struct gv_ps_pieces *pc);
+static inline uint64_t gv_ps_piece_lo(const struct gv_ps_pieces *pc, uint32_t k)
+{
+    return (uint64_t)k * pc->base;
+}
+static inline uint64_t gv_ps_piece_hi(const struct gv_ps_pieces *pc, uint32_t k)
+{
+    uint64_t h = ((uint64_t)k + 1) * pc->base;
+    return h < pc->n ? h : pc->n;
+}
 struct gv_ps_decision;
 /* The value type of a dense push or update under decision d: fp16 for the dense-fp16 method,
  * and for a dense decision at CF 2 (halves: AUTO's dense-fp16 arm); f32 otherwise. */
@@ -478,14 +505,38 @@ gv_status_t gv_ps_idx_enc_from_proto(enum gv_proto_enc enc, enum gv_idx_enc *out
 enum gv_proto_enc gv_ps_val_type_to_proto(enum gv_val_type vt);
 gv_status_t gv_ps_val_type_from_proto(enum gv_proto_enc enc, enum gv_val_type *out);
 
-/* What an update means (wire.c). Checksum of a float range (the drift check in UPDATE): a 64-bit
- * hash of the bit patterns, four independent lanes, so it runs near memory speed. Identical inputs
- * give identical checksums on every host. */
+/* What an update means (cksum.c). The checksum of a float vector (the drift check in UPDATE and
+ * MODEL): a 64-bit hash of the bit patterns, identical on every host. The vector is cut into
+ * blocks of GV_PS_CKSUM_BLOCK elements, each hashed by four CRC32C lanes and mixed with its
+ * index; the blocks' values are summed (mod 2^64) and the sum finalised with n, so a vector can
+ * be checksummed in block-aligned pieces, in any order, and the pieces' sums added:
+ *   gv_ps_checksum(p, n) == gv_ps_cksum_final(gv_ps_cksum_range(p, 0, a)
+ *                                             + gv_ps_cksum_range(p, a, n), n)
+ * for any a that is a multiple of GV_PS_CKSUM_BLOCK. ps.md section 3 gives the definition. */
+#define GV_PS_CKSUM_BLOCK 1024
 uint64_t gv_ps_checksum(const float *p, size_t n);
+/* The sum over the blocks of [from, to) of the vector x (float[>= to], x[0] is element 0 of
+ * the vector): from a multiple of GV_PS_CKSUM_BLOCK, to one too or the vector's end. */
+uint64_t gv_ps_cksum_range(const float *x, size_t from, size_t to);
+/* The checksum of an n-element vector from the sum of all its blocks. */
+uint64_t gv_ps_cksum_final(uint64_t sum, size_t n);
+/* The optimizer step (gv_optim_apply_host, the same bits) on elements [from, to) of p, v with
+ * g, block by block, each block's checksum taken right after its step while it is in cache;
+ * returns the blocks' sum (0 when !checksum). from and to as for gv_ps_cksum_range. */
+uint64_t gv_ps_step_range(const struct gv_optim_cfg *cfg, float lr, float *p, float *v,
+                          const float *g, size_t from, size_t to, bool checksum);
+/* The block kernel in use: "sse4.2" or "generic" (GV_PS_CKSUM=generic forces the latter). */
+const char *gv_ps_cksum_kernel(void);
 
 /* Averages the aggregated sum in place: x[i] = x[i] / (float)num_workers. The single
  * definition used by the server and by the tests' reference. */
 void gv_ps_average(float *x, size_t n, uint32_t num_workers);
+/* The same over [a, b) of acc, completing the sum first with the float operations of a sum
+ * started from zero: acc[i] = ((raw ? 0 + acc[i] : acc[i]) + x[i]) / num_workers, without x when
+ * it is NULL. raw: acc holds the first push as it arrived (a -0.0 becomes +0.0, as 0 + it does);
+ * x: the last push, not added yet. */
+void gv_ps_average_sum(float *acc, const float *x, bool raw, uint32_t num_workers, size_t a,
+                       size_t b);
 
 /* Bytes on the wire per iteration (link.c), by compression factor: prefix + header + payload of
  * every PUSH and UPDATE (and of the resync MODELs) of the iterations sent at that CF. */

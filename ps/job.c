@@ -370,6 +370,16 @@ const struct gv_opt gv_job_options[] = {
      .def = "0",
      .help = "full model resync every N iterations (0: on join and after a checksum mismatch)",
      .group = "compression"},
+    {.name = "piece-size",
+     .type = GV_OPT_SIZE,
+     .offset = J(piece_size),
+     .def = "512K",
+     .help = "dense rounds travel in pieces of about this many bytes per shard, each stepped and "
+             "sent back as soon as every worker's piece is in (0: one message per shard)",
+     .group = "compression",
+     .flags = GV_OPT_RANGE,
+     .min = 0,
+     .max = 1099511627776.0},
 };
 const size_t gv_job_options_n = GV_ARRAY_LEN(gv_job_options);
 
@@ -399,6 +409,30 @@ enum gv_val_type gv_job_sparse_vt(const struct gv_job *job)
 enum gv_val_type gv_job_dense_vt(const struct gv_job *job)
 {
     return job->method == GV_JOB_DENSE_FP16 ? GV_VAL_F16 : GV_VAL_F32;
+}
+
+bool gv_job_pieced(const struct gv_job *job)
+{
+    return gv_job_dense_vt(job) == GV_VAL_F32 && job->optimizer != GV_JOB_OPTIM_CALLER &&
+           !gv_job_external(job);
+}
+
+void gv_job_pieces(const struct gv_job *job, uint64_t n, struct gv_ps_pieces *pc)
+{
+    const uint64_t B = GV_PS_CKSUM_BLOCK;
+    uint64_t want = job->piece_size / 4;
+    pc->n = n;
+    pc->np = 1;
+    pc->base = n;
+    if (!gv_job_pieced(job) || want == 0 || n <= B)
+        return;
+    uint64_t base = (want + B - 1) / B * B;
+    if ((n + base - 1) / base > GV_PS_MAX_PIECES) /* at most that many: larger pieces */
+        base = ((n + GV_PS_MAX_PIECES - 1) / GV_PS_MAX_PIECES + B - 1) / B * B;
+    if (base >= n)
+        return;
+    pc->base = base;
+    pc->np = (uint32_t)((n + base - 1) / base);
 }
 
 enum gv_val_type gv_ps_dense_vt(const struct gv_job *job, const struct gv_ps_decision *d)
@@ -781,11 +815,12 @@ static uint64_t job_fingerprint(const struct gv_job *job, const char (*names)[24
     FP_ADD(" gamma %.9g total %lld min %.9g;", (double)o->gamma, (long long)o->total,
            (double)o->min_lr);
     FP_ADD("method %s cf %.17g theta %.17g-%.17g eps %.17g omega %.17g window %" PRIu64
-           " warm %" PRIu64 " eta %.17g switch %" PRIu64 ";cmp %s fp16 %d down %d scope %d arms %s",
+           " warm %" PRIu64 " eta %.17g switch %" PRIu64 ";cmp %s fp16 %d down %d scope %d arms %s"
+           " piece %" PRIu64,
            gv_job_method_str(job->method), job->cf, job->theta_min, job->theta_max, job->epsilon,
            job->omega, job->window, job->gravac_warmup, job->eta, job->switch_epochs,
            gv_cmp_kind_str(gv_job_cmp_kind(job)), (int)job->fp16, (int)job->downlink,
-           (int)job->topk_scope, job->method == GV_JOB_AUTO ? job->arms : "-");
+           (int)job->topk_scope, job->method == GV_JOB_AUTO ? job->arms : "-", job->piece_size);
     if (job->optimizer == GV_JOB_OPTIM_CALLER)
         FP_ADD(";optimizer caller");
 #undef FP_ADD

@@ -2,9 +2,9 @@
  * server runs on a PUSH header and a worker on an UPDATE header before any payload byte lands
  * in a buffer, the sparse payload decoder both use, the round membership's check, and the one
  * place where the wire's enums (proto/) meet adapt/'s and compress/'s (the decision's level,
- * the payload's index and value encodings), and what an update means: the averaging rule and
- * the checksum of the drift check. Pure functions over decoded headers and buffers: the fuzz
- * targets (tests/fuzz/) call exactly these. */
+ * the payload's index and value encodings), and what an update means: the averaging rule (the
+ * checksum of the drift check is in cksum.c). Pure functions over decoded headers and buffers: the
+ * fuzz targets (tests/fuzz/) call exactly these. */
 #include "gv_ps.h"
 
 #include <inttypes.h>
@@ -96,41 +96,46 @@ gv_status_t gv_ps_val_type_from_proto(enum gv_proto_enc enc, enum gv_val_type *o
     }
 }
 
-/* ---------------------------------------------------------------- the update: average, checksum */
+/* ---------------------------------------------------------------- the update: the average */
 
-static inline uint64_t wire_rotl(uint64_t x, int r)
-{
-    return (x << r) | (x >> (64 - r));
-}
-
-uint64_t gv_ps_checksum(const float *p, size_t n)
-{
-    const uint64_t k = 0x9e3779b97f4a7c15ull;
-    uint64_t h[4] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull, 0xa4093822299f31d0ull,
-                     0x082efa98ec4e6c89ull};
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int j = 0; j < 4; j++) {
-            uint32_t x;
-            memcpy(&x, &p[i + (size_t)j], sizeof(x));
-            h[j] = wire_rotl(h[j] ^ x, 27) * k;
-        }
-    uint64_t r = (uint64_t)n * k;
-    for (; i < n; i++) {
-        uint32_t x;
-        memcpy(&x, &p[i], sizeof(x));
-        r = wire_rotl(r ^ x, 27) * k;
-    }
-    for (int j = 0; j < 4; j++)
-        r = wire_rotl(r ^ h[j], 31) * k;
-    return r ^ (r >> 29);
-}
-
+/* A power-of-two divisor is applied as a product by its reciprocal: exact, so the quotient's
+ * bits (a division costs several times a product). */
 void gv_ps_average(float *x, size_t n, uint32_t num_workers)
 {
-    const float w = (float)num_workers;
-    for (size_t i = 0; i < n; i++)
-        x[i] = x[i] / w;
+    gv_ps_average_sum(x, NULL, false, num_workers, 0, n);
+}
+
+void gv_ps_average_sum(float *acc, const float *x, bool raw, uint32_t num_workers, size_t a,
+                       size_t b)
+{
+    const float div = (float)num_workers, inv = 1.0f / div;
+    if ((num_workers & (num_workers - 1)) == 0) {
+        if (x != NULL && raw)
+            for (size_t i = a; i < b; i++)
+                acc[i] = ((0.0f + acc[i]) + x[i]) * inv;
+        else if (x != NULL)
+            for (size_t i = a; i < b; i++)
+                acc[i] = (acc[i] + x[i]) * inv;
+        else if (raw)
+            for (size_t i = a; i < b; i++)
+                acc[i] = (0.0f + acc[i]) * inv;
+        else
+            for (size_t i = a; i < b; i++)
+                acc[i] = acc[i] * inv;
+        return;
+    }
+    if (x != NULL && raw)
+        for (size_t i = a; i < b; i++)
+            acc[i] = ((0.0f + acc[i]) + x[i]) / div;
+    else if (x != NULL)
+        for (size_t i = a; i < b; i++)
+            acc[i] = (acc[i] + x[i]) / div;
+    else if (raw)
+        for (size_t i = a; i < b; i++)
+            acc[i] = (0.0f + acc[i]) / div;
+    else
+        for (size_t i = a; i < b; i++)
+            acc[i] = acc[i] / div;
 }
 
 /* ---------------------------------------------------------------- payload checks */

@@ -60,6 +60,9 @@ gv_status_t srv_round_init(struct gv_server *srv)
     r->cur.iter = r->next.iter = UINT64_MAX;
     for (uint32_t w = 0; w < W; w++)
         r->expected[w] = true; /* every worker, until one is found dead */
+    gv_status_t status = srv_piece_init(srv);
+    if (status != GV_OK)
+        return status;
     return srv->rank == 0 ? round_controller(srv) : GV_OK;
 }
 
@@ -67,6 +70,7 @@ void srv_round_cleanup(struct gv_server *srv)
 {
     struct srv_round *r = &srv->round;
     round_controller_cleanup(srv);
+    srv_piece_cleanup(srv);
     gv_free(r->acc);
     gv_free(r->rbuf);
     gv_free(r->layer_norms);
@@ -452,8 +456,11 @@ enum srv_round_event srv_round_try_open(struct gv_server *srv, bool hold)
         if (p == NULL || !p->synced || p->closed || !gv_ps_link_idle(&p->link))
             return SRV_ROUND_BUSY;
     }
-    /* the previous update's payload (acc, rbuf) has left: reuse the buffers */
-    memset(r->acc, 0, srv->shard.n * sizeof(float));
+    /* the previous update's payload (acc, rbuf) has left: reuse the buffers; a round in pieces
+     * receives each piece's first push into acc as it is */
+    srv_piece_open(srv);
+    if (!srv->pieces.on)
+        memset(r->acc, 0, srv->shard.n * sizeof(float));
     memset(&r->agg, 0, sizeof(r->agg));
     memset(r->arrived, 0, srv->W * sizeof(bool));
     r->ck_wk_bad = GV_OK;
@@ -468,7 +475,7 @@ enum srv_round_event srv_round_try_open(struct gv_server *srv, bool hold)
         gv_log(GV_LOG_INFO, "server %u: every worker is in; training starts at iteration %" PRIu64,
                srv->rank, r->iter);
     }
-    return round_next(srv);
+    return srv->pieces.on ? SRV_ROUND_BUSY : round_next(srv);
 }
 
 gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
@@ -486,6 +493,8 @@ gv_status_t srv_round_push_header(struct gv_server *srv, struct srv_peer *p,
                srv->rank, p->name, m->iteration, r->iter);
         return GV_ERR_PROTO;
     }
+    if (r->phase == SRV_ROUND_OPEN && srv->pieces.on)
+        return srv_piece_push_header(srv, p, m, payload_len, dst, cnt);
     if (r->phase != SRV_ROUND_OPEN || p->rank != r->next_rank) {
         p->deferred = true;
         return GV_ERR_AGAIN; /* not its turn: it waits in the kernel */
@@ -589,6 +598,42 @@ static enum srv_round_event round_hold(struct gv_server *srv, struct srv_peer *p
     return SRV_ROUND_BUSY;
 }
 
+/* A piece of a round in pieces landed (on_header accepted only pieces in their turn). */
+static enum srv_round_event round_piece_done(struct gv_server *srv, struct srv_peer *p,
+                                             const struct gv_proto_msg *m, uint64_t msg_bytes)
+{
+    struct srv_round *r = &srv->round;
+    if (m->payload_len == 0) { /* on_header never saw it: a dense piece always has a payload */
+        srv_abort(srv, GV_ERR_PROTO, "%s pushed an empty piece at iteration %" PRIu64, p->name,
+                  r->iter);
+        return SRV_ROUND_BUSY;
+    }
+    /* before it is added: one NaN would poison every replica (a first push of its piece that
+     * landed in the accumulator is overwritten by the next member's, or zeroed) */
+    char why[300];
+    if (gv_ps_push_finite(m, srv_piece_landed(srv, m), why, sizeof(why)) != GV_OK) {
+        char what[360];
+        snprintf(what, sizeof(what), "a non-finite %s (%.300s)",
+                 strncmp(why, "statistic", 9) == 0 ? "statistic" : "gradient", why);
+        return round_worker_bad(srv, p, what);
+    }
+    uint64_t t = gv_trace_now(srv->cfg.trace);
+    bool whole = false;
+    if (srv_piece_push_done(srv, p, m, &whole) != GV_OK)
+        return SRV_ROUND_BUSY;
+    gv_trace_span(srv->cfg.trace, GV_PS_SPAN_ADD, t, gv_trace_now(srv->cfg.trace), r->iter,
+                  r->cur.d.cf_send, msg_bytes, (int32_t)p->rank);
+    r->recv += msg_bytes;
+    if (whole) { /* its last piece carried the statistics */
+        if (srv->rank == 0 && !round_stats(srv, p->rank, &m->u.push.stats)) {
+            round_stats_overflow(srv, p);
+            return SRV_ROUND_BUSY;
+        }
+        r->arrived[p->rank] = true;
+    }
+    return srv_piece_all_in(srv) ? round_aggregated(srv) : SRV_ROUND_BUSY;
+}
+
 enum srv_round_event srv_round_push_done(struct gv_server *srv, struct srv_peer *p,
                                          const struct gv_proto_msg *m, uint64_t msg_bytes)
 {
@@ -599,6 +644,8 @@ enum srv_round_event srv_round_push_done(struct gv_server *srv, struct srv_peer 
     srv_replica_check(srv, p, m); /* --optimizer caller */
     if (srv->end.state != SRV_RUNNING)
         return SRV_ROUND_BUSY;
+    if (r->phase == SRV_ROUND_OPEN && srv->pieces.on)
+        return round_piece_done(srv, p, m, msg_bytes);
     if (r->phase != SRV_ROUND_OPEN || p->rank != r->next_rank)
         return round_hold(srv, p, m, msg_bytes); /* on_header deferred every push with a payload */
     if (m->payload_len == 0 && !round_empty_ok(srv, p, m)) {
@@ -645,6 +692,8 @@ static enum srv_round_event round_finish(struct gv_server *srv)
     uint64_t t = gv_trace_now(tr), iter = r->iter;
     double cf = r->cur.d.cf_send;
     gv_trace_span(tr, GV_PS_SPAN_DECIDE, r->t_dec_ns, t, iter, r->next.d.cf_send, 0, -1);
+    if (srv->pieces.on)
+        return srv_piece_end(srv); /* its update spans are the pieces' */
     gv_ps_average(r->acc, srv->shard.n, r->n_avg);
     enum srv_round_event ev = srv_update_apply(srv);
     gv_trace_span(tr, GV_PS_SPAN_UPDATE, t, gv_trace_now(tr), iter, cf, r->sent, -1);
@@ -887,6 +936,14 @@ static enum srv_round_event round_worker_out(struct gv_server *srv, struct srv_p
            "(dead-worker policy continue, %u of %u workers left)",
            srv->rank, p->name, what, r->iter, left, srv->W);
     srv_send_evict(srv, p, r->iter, told);
+    if (r->phase == SRV_ROUND_OPEN && srv->pieces.on) {
+        /* what it pushed counts; its missing pieces count as zero, as a push that reached some
+         * servers only */
+        if (srv->pieces.got[p->rank] > 0)
+            r->arrived[p->rank] = true;
+        srv_piece_member_gone(srv, p->rank);
+        return srv_piece_all_in(srv) ? round_aggregated(srv) : SRV_ROUND_BUSY;
+    }
     if (r->phase == SRV_ROUND_OPEN && p->rank == r->next_rank)
         return round_next(srv);
     if (r->phase == SRV_ROUND_WAIT_OPEN)

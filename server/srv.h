@@ -8,6 +8,7 @@
  *   start   start.c    joining: the seed model, the agreed starting iteration, the first sync
  *   round   round.c    the round: aggregation, membership, on server 0 the controller's
  *                      decision
+ *   pieces  piece.c    a dense round in pieces: each piece's turns, its step and its update
  *   down    update.c   the bounded downlink's residual; update.c also makes the optimizer
  *                      step and sends the update to the workers
  *   ckpt    ckpt.c     checkpoints and resuming
@@ -15,8 +16,8 @@
  *   mx      metrics.c  the Prometheus registry and endpoint
  * Calls go one way, down these layers (docs/architecture.md draws them):
  *   server.c (create, the run loop) -> conn.c (the connection dispatch: the only entry into
- *   the round) -> start.c -> shard.c -> ckpt.c -> round.c -> replica.c -> update.c -> ops.c ->
- *   end.c -> net.c -> metrics.c.
+ *   the round) -> start.c -> shard.c -> ckpt.c -> round.c -> piece.c -> replica.c -> update.c
+ *   -> ops.c -> end.c -> net.c -> metrics.c.
  * What comes back up does so through callback tables: the transport's handler and the links'
  * on_idle (conn.c installs both). Tests may include this header. */
 #ifndef GV_SRV_H
@@ -28,7 +29,7 @@
 #include <stdatomic.h>
 
 #define SRV_MAX_TENSORS 64
-#define SRV_HDR_SLOTS 16
+#define SRV_HDR_SLOTS 32 /* an update's pieces (up to GV_PS_MAX_PIECES) and a few more */
 #define SRV_HDR_BYTES 1024
 /* MODEL chunks: at most this many elements per message (1 GiB of floats). */
 #define SRV_MODEL_CHUNK (256ull << 20)
@@ -256,6 +257,39 @@ struct srv_round {
     double *layer_cf; /* [n_tensors] scratch for Accordion decisions */
 };
 
+/* ================================================================ pieces (piece.c) */
+
+/* A dense f32 round travels in pieces of the shard (gv_job_pieces; one piece when the shard is
+ * small or --piece-size is 0): each piece is aggregated in worker-rank order on its own (the
+ * pushes of several pieces interleave on the connections), and under the abort policy stepped
+ * and sent back as soon as every member's push of it is in, while later pieces still arrive.
+ * The first push of a piece lands in the accumulator as it is (no zeroing, no copy); pushes in
+ * between are added from rbuf (each piece has its own region of rbuf); the last one stays in rbuf
+ * for the finishing pass, which sums, averages, steps and checksums block by block. */
+struct srv_piece {
+    uint32_t next;  /* the worker rank whose push of this piece is added next (W: none left) */
+    uint32_t added; /* pushes in the accumulator: 1 means it holds the first push raw (0 + x
+                       is applied when the next one is added, or in the finishing pass) */
+    bool x_pending; /* the last push waits in rbuf for the finishing pass */
+    bool complete;  /* every member's push of it is in */
+    bool finished;  /* stepped; its update sent, unless it is the round's last */
+    uint32_t divisor;
+};
+struct srv_pieces {
+    bool on; /* the round in progress travels in pieces */
+    struct gv_ps_pieces lay;
+    struct srv_piece p[GV_PS_MAX_PIECES];
+    uint32_t *got; /* [W] pieces received from each worker this round */
+    uint32_t n_complete;
+    uint64_t ck_sum; /* the checksum's blocks stepped so far */
+    float lr;
+    /* the round's last piece, stepped: its update leaves with the decision (piece_end) */
+    int32_t last;
+    struct gv_proto_msg last_msg;
+    struct gv_iov last_pl[2];
+    int last_npl;
+};
+
 /* ================================================================ the downlink (update.c) */
 
 /* The bounded downlink (--downlink topk): server-side error feedback. The averaged aggregate
@@ -343,6 +377,7 @@ struct gv_server {
     struct srv_live live;
     struct srv_start start;
     struct srv_round round;
+    struct srv_pieces pieces;
     struct srv_down *down; /* NULL: dense methods, or --downlink union */
     struct srv_ckpt ckpt;
     struct srv_replica replica;
@@ -491,6 +526,35 @@ void srv_memb_decide(enum gv_dead_policy policy, uint32_t min_workers, uint64_t 
  * loading a checkpoint). */
 gv_status_t srv_decide_load(struct gv_server *srv);
 
+/* ================================================================ piece.c: pieces */
+
+gv_status_t srv_piece_init(struct gv_server *srv);
+void srv_piece_cleanup(struct gv_server *srv);
+/* At a round's opening: whether it travels in pieces (a dense f32 round), the turns reset. */
+void srv_piece_open(struct gv_server *srv);
+/* on_header of a PUSH of a round in pieces: GV_OK with the destination, GV_ERR_AGAIN (not its
+ * turn for that piece) or GV_ERR_PROTO (logged). */
+/* Where the payload of push m (a piece) landed: the accumulator for its piece's first push,
+ * else the piece's region of rbuf. */
+const uint8_t *srv_piece_landed(const struct gv_server *srv, const struct gv_proto_msg *m);
+gv_status_t srv_piece_push_header(struct gv_server *srv, struct srv_peer *p,
+                                  const struct gv_proto_msg *m, uint64_t payload_len,
+                                  struct gv_iov *dst, int *cnt);
+/* The piece of worker p landed: added, the piece's turn passed on, the piece stepped and sent
+ * when it completes (abort policy). *whole: that was the worker's last piece. GV_ERR_PROTO when
+ * the round was aborted. */
+gv_status_t srv_piece_push_done(struct gv_server *srv, struct srv_peer *p,
+                                const struct gv_proto_msg *m, bool *whole);
+/* Worker w left the round: the turns it held pass on. */
+void srv_piece_member_gone(struct gv_server *srv, uint32_t w);
+static inline bool srv_piece_all_in(const struct gv_server *srv)
+{
+    return srv->pieces.n_complete == srv->pieces.lay.np;
+}
+/* The round's end (its decision taken, n_avg known): pieces not stepped yet are (the continue
+ * policy), the last one leaves with the decision and the checksum; SRV_ROUND_DONE. */
+enum srv_round_event srv_piece_end(struct gv_server *srv);
+
 /* ================================================================ replica.c */
 
 /* --optimizer caller: a push's replica checksum (0: not computed) against the round's first;
@@ -513,10 +577,23 @@ void srv_down_destroy(struct srv_down *d);
  * but is passed on. */
 gv_status_t srv_down_apply(struct srv_down *d, float *acc, const struct gv_ps_decision *dec,
                            const uint8_t *heavy, bool accordion, uint64_t iter);
+/* A dense round's share of the residual: acc[i] += resid[i] over [a, b) of the shard (the
+ * caller has averaged acc there); srv_down_flush empties the residual once the round sent it. */
+void srv_down_dense_add(const struct srv_down *d, float *acc, uint64_t a, uint64_t b);
+void srv_down_flush(struct srv_down *d);
 /* The optimizer step on the shard with round.acc (averaged, then cut by the downlink) and the
  * update to every worker in the job; the round is then complete (SRV_ROUND_DONE) unless the
- * job had to abort. */
+ * job had to abort. Rounds in pieces (piece.c) step and send piece by piece instead. */
 enum srv_round_event srv_update_apply(struct gv_server *srv);
+/* Sends update m (payload pl[npl], borrowed until the sends complete) to every worker in the
+ * job: a piece carries only lr (its decision's level NONE); the final one the next decision
+ * with lr, each worker's resync flag, and the full model after it where one is due. Aborts the
+ * job and returns an error when a send fails. */
+gv_status_t srv_update_send(struct gv_server *srv, struct gv_proto_msg *m, const struct gv_iov *pl,
+                            int npl, float lr, bool final);
+/* The round's update has left: the bytes counted, the next decision in force, the next
+ * iteration (SRV_ROUND_DONE). */
+enum srv_round_event srv_update_done(struct gv_server *srv);
 
 /* ================================================================ ops.c: liveness */
 

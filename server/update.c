@@ -85,14 +85,24 @@ err:
     return status;
 }
 
+void srv_down_dense_add(const struct srv_down *d, float *acc, uint64_t a, uint64_t b)
+{
+    for (uint64_t i = a; i < b; i++)
+        acc[i] += d->resid[i];
+}
+
+void srv_down_flush(struct srv_down *d)
+{
+    for (uint32_t u = 0; u < d->n_units; u++)
+        (void)gv_ef_reset(d->ef[u]);
+}
+
 gv_status_t srv_down_apply(struct srv_down *d, float *acc, const struct gv_ps_decision *dec,
                            const uint8_t *heavy, bool accordion, uint64_t iter)
 {
     if (dec->level == GV_ADAPT_LEVEL_DENSE) { /* everything goes: the residual with it */
-        for (uint64_t i = 0; i < d->n; i++)
-            acc[i] += d->resid[i];
-        for (uint32_t u = 0; u < d->n_units; u++)
-            (void)gv_ef_reset(d->ef[u]);
+        srv_down_dense_add(d, acc, 0, d->n);
+        srv_down_flush(d);
         return GV_OK;
     }
     for (uint32_t u = 0; u < d->n_units; u++) {
@@ -206,8 +216,9 @@ enum srv_round_event srv_update_apply(struct gv_server *srv)
          * gradient, which every worker must hold bit for bit once it decoded the update */
         checksum = gv_ps_checksum(r->acc, sh->n);
     } else {
-        gv_optim_apply_host(&job->optim, lr, sh->params, sh->momentum, r->acc, sh->n);
-        checksum = gv_ps_checksum(sh->params, sh->n);
+        checksum = gv_ps_cksum_final(
+            gv_ps_step_range(&job->optim, lr, sh->params, sh->momentum, r->acc, 0, sh->n, true),
+            sh->n);
     }
 
     struct gv_proto_msg m;
@@ -226,37 +237,54 @@ enum srv_round_event srv_update_apply(struct gv_server *srv)
         gv_proto_seg_add(&m, GV_PROTO_SEG_RAW, GV_PROTO_ENC_BYTES, sh->n_tensors, sh->n_tensors);
         pl[npl++] = (struct gv_iov){r->next.heavy, sh->n_tensors};
     }
+    m.u.update.model_checksum = checksum;
+    if (srv_update_send(srv, &m, pl, npl, lr, true) != GV_OK)
+        return SRV_ROUND_BUSY;
+    return srv_update_done(srv);
+}
+
+gv_status_t srv_update_send(struct gv_server *srv, struct gv_proto_msg *m, const struct gv_iov *pl,
+                            int npl, float lr, bool final)
+{
+    struct srv_round *r = &srv->round;
     struct gv_ps_decision next = r->next.d;
     next.lr = (double)lr;
-    m.u.update.model_checksum = checksum;
-    bool resync_all = job->resync_every > 0 && (r->iter + 1) % job->resync_every == 0;
+    bool resync_all = srv->job->resync_every > 0 && (r->iter + 1) % srv->job->resync_every == 0;
+    if (!final) /* a piece: only the rate of its step; the decision comes with the last one */
+        m->u.update.decision = (struct gv_proto_decision){.level = GV_PROTO_LEVEL_NONE, .lr = lr};
     for (uint32_t w = 0; w < srv->W; w++) {
         struct srv_peer *p = srv->net.workers[w];
         if (p == NULL || !srv_round_member(srv, w))
             continue; /* out of the job (expected now holds the next round's workers) */
-        next.resync = resync_all || r->resync_req[w];
-        gv_ps_decision_to_proto(&next, &m.u.update.decision);
+        next.resync = final && (resync_all || r->resync_req[w]);
+        if (final)
+            gv_ps_decision_to_proto(&next, &m->u.update.decision);
         uint64_t b = 0;
-        status = gv_ps_link_send(&p->link, &m, pl, npl, &b);
+        gv_status_t status = gv_ps_link_send(&p->link, m, pl, npl, &b);
         if (status != GV_OK) {
             srv_abort(srv, GV_ERR_CLOSED, "cannot send the update to %s: %s", p->name,
                       gv_status_str(status));
-            return SRV_ROUND_BUSY;
+            return status;
         }
         r->sent += b;
         if (next.resync) {
             r->resync_req[w] = false;
             if (srv_send_model(srv, p, r->iter, &r->sent) != GV_OK) {
                 srv_abort(srv, GV_ERR_CLOSED, "cannot send the model to %s", p->name);
-                return SRV_ROUND_BUSY;
+                return GV_ERR_CLOSED;
             }
         }
     }
+    return GV_OK;
+}
+
+enum srv_round_event srv_update_done(struct gv_server *srv)
+{
+    struct srv_round *r = &srv->round;
     gv_ps_bytes_add(&r->bytes, r->cur.d.cf_send, r->sent, r->recv, 0);
     r->done++;
     r->t_last_ns = gv_now_ns();
-    GV_TRACE("server %u: round %" PRIu64 " done, update of %" PRIu64 " entries", srv->rank, r->iter,
-             m.nnz);
+    GV_TRACE("server %u: round %" PRIu64 " done", srv->rank, r->iter);
     update_decision_copy(srv, &r->cur, &r->next);
     r->next.iter = UINT64_MAX;
     r->iter++;

@@ -67,16 +67,52 @@ static void step_stats(struct gv_worker *w, struct step_ctx *x, struct gv_proto_
     }
 }
 
+static void step_push_msg(struct gv_worker *w, struct wk_server *ws, struct gv_proto_msg *m)
+{
+    gv_ps_link_msg(&ws->link, m, GV_PROTO_MSG_PUSH, w->iter);
+    m->dtype = GV_PROTO_DTYPE_F32;
+    m->numel = ws->n;
+    m->cf = w->dec.cf_send;
+    m->u.push.level = gv_ps_level_to_proto(w->dec.level);
+}
+
+/* A dense f32 push in the round's pieces (src: the shard's first element), in ascending order,
+ * server 0's last one with the statistics. */
+static gv_status_t step_push_pieces(struct gv_worker *w, struct step_ctx *x, struct wk_server *ws,
+                                    const float *src)
+{
+    for (uint32_t k = 0; k < ws->pc.np; k++) {
+        uint64_t a = gv_ps_piece_lo(&ws->pc, k), len = gv_ps_piece_hi(&ws->pc, k) - a;
+        struct gv_proto_msg m;
+        step_push_msg(w, ws, &m);
+        m.numel = len;
+        m.offset = a;
+        m.nnz = len;
+        if (ws->s == 0 && k + 1 == ws->pc.np)
+            step_stats(w, x, &m.u.push.stats);
+        gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, GV_PROTO_ENC_F32, len, 4 * len);
+        struct gv_iov pl = {(void *)(uintptr_t)(src + a), 4 * len};
+        uint64_t b = 0;
+        gv_status_t status = gv_ps_link_send(&ws->link, &m, &pl, 1, &b);
+        if (status != GV_OK) {
+            wk_fail(w, status == GV_ERR_CLOSED ? GV_ERR_CLOSED : status, "cannot push to %s: %s",
+                    ws->name, gv_status_str(status));
+            return status;
+        }
+        ws->piece_seq[k] = ws->link.n_sent;
+        x->out->bytes_sent += b;
+        x->out->payload_sent += pl.len;
+        x->out->nnz_sent += len;
+    }
+    return GV_OK;
+}
+
 static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s)
 {
     struct wk_server *ws = &w->srv[s];
     uint64_t t = gv_trace_now(w->cfg.trace);
     struct gv_proto_msg m;
-    gv_ps_link_msg(&ws->link, &m, GV_PROTO_MSG_PUSH, w->iter);
-    m.dtype = GV_PROTO_DTYPE_F32;
-    m.numel = ws->n;
-    m.cf = w->dec.cf_send;
-    m.u.push.level = gv_ps_level_to_proto(w->dec.level);
+    step_push_msg(w, ws, &m);
     if (s == 0)
         step_stats(w, x, &m.u.push.stats);
     /* --optimizer caller: the servers compare every worker's parameters (as the caller's
@@ -94,6 +130,15 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
             src = w->hg;
         }
         enum gv_val_type vt = gv_ps_dense_vt(w->job, &w->dec);
+        if (vt == GV_VAL_F32 && gv_job_pieced(w->job)) {
+            gv_status_t status = step_push_pieces(w, x, ws, src + ws->lo);
+            if (status != GV_OK)
+                return status;
+            ws->pushed = true;
+            gv_trace_span(w->cfg.trace, GV_PS_SPAN_PUSH, t, gv_trace_now(w->cfg.trace), w->iter,
+                          w->dec.cf_send, 4 * ws->n, (int32_t)s);
+            return GV_OK;
+        }
         size_t len = gv_sparse_val_len(ws->n, vt);
         gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, gv_ps_val_type_to_proto(vt), ws->n, len);
         m.nnz = ws->n;
@@ -131,6 +176,7 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
                 ws->name, gv_status_str(status));
         return status;
     }
+    ws->piece_seq[0] = ws->link.n_sent;
     x->out->bytes_sent += b;
     x->out->payload_sent += pl[0].len + (npl > 1 ? pl[1].len : 0);
     x->out->nnz_sent += m.nnz;
@@ -223,30 +269,56 @@ static gv_status_t wk_parse_prefix(const void *prefix, uint32_t *hdr_len_p, uint
     return status;
 }
 
+/* The pieces this round's update comes in: a dense f32 round's (ws->pc), else one, the shard. */
+static struct gv_ps_pieces step_pieces(const struct gv_worker *w, const struct wk_server *ws)
+{
+    if (w->dec.level == GV_ADAPT_LEVEL_DENSE && gv_ps_dense_vt(w->job, &w->dec) == GV_VAL_F32)
+        return ws->pc; /* one piece unless gv_job_pieced */
+    return (struct gv_ps_pieces){.n = ws->n, .base = ws->n, .np = 1};
+}
+
+/* An update's piece: one of the round's pieces not applied yet, the last one (with the
+ * decision: its level is not NONE) after all the others. GV_OK with its index in *k_p. */
+static gv_status_t step_piece_check(const struct gv_worker *w, const struct wk_server *ws,
+                                    const struct gv_proto_msg *m, uint32_t *k_p)
+{
+    struct gv_ps_pieces lay = step_pieces(w, ws);
+    bool final = m->u.update.decision.level != GV_PROTO_LEVEL_NONE;
+    uint64_t k = lay.base > 0 ? m->offset / lay.base : 0;
+    if (k >= lay.np || m->offset != gv_ps_piece_lo(&lay, (uint32_t)k) ||
+        m->numel != gv_ps_piece_hi(&lay, (uint32_t)k) - m->offset || (ws->have >> k) & 1u ||
+        final != (ws->pieces_got + 1 == lay.np))
+        return GV_ERR_PROTO;
+    *k_p = (uint32_t)k;
+    return GV_OK;
+}
+
 static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
                                     const struct gv_proto_msg *m, struct gv_iov *dst, int *cnt)
 {
     bool accordion = w->job->method == GV_JOB_ACCORDION;
     enum gv_val_type dense_vt = gv_ps_dense_vt(w->job, &w->dec); /* this iteration's decision */
-    bool dense;
-    if (!ws->synced || !w->in_step ||
-        gv_ps_update_check(m, w->iter, ws->s, ws->n, dense_vt, ws->ucap, accordion, w->m.n_tensors,
-                           &dense) != GV_OK) {
+    bool dense, final = m->u.update.decision.level != GV_PROTO_LEVEL_NONE;
+    uint32_t pk = 0;
+    if (!ws->synced || !w->in_step || step_piece_check(w, ws, m, &pk) != GV_OK ||
+        gv_ps_update_check(m, w->iter, ws->s, m->numel, dense_vt, ws->ucap, accordion && final,
+                           w->m.n_tensors, &dense) != GV_OK) {
         gv_log(GV_LOG_ERROR,
                "worker %u: %s sent a malformed update (iteration %" PRIu64
-               ", shard %u, numel %" PRIu64 ", %u segments) during iteration %" PRIu64 "%s",
-               w->rank, ws->name, m->iteration, m->shard, m->numel, m->n_segs, w->iter,
+               ", shard %u, offset %" PRIu64 ", numel %" PRIu64 ", %u segments) during "
+               "iteration %" PRIu64 "%s",
+               w->rank, ws->name, m->iteration, m->shard, m->offset, m->numel, m->n_segs, w->iter,
                w->in_step ? "" : " (between iterations)");
         return GV_ERR_PROTO;
     }
-    if (!gv_ps_link_idle(&ws->link)) {
+    if (ws->link.n_done < ws->piece_seq[pk]) {
         ws->deferred = true;
-        return GV_ERR_AGAIN; /* our push to this server is still leaving ubuf: wait */
+        return GV_ERR_AGAIN; /* our push of that piece is still being read from where it lands */
     }
     ws->deferred = false;
     int k = 0;
     if (dense && dense_vt == GV_VAL_F32) {
-        dst[k++] = (struct gv_iov){w->hg + ws->lo, 4 * ws->n};
+        dst[k++] = (struct gv_iov){w->hg + ws->lo + m->offset, 4 * m->numel};
     } else if (dense) { /* halves: decoded into the replica's host view when applied */
         dst[k++] = (struct gv_iov){ws->ubuf, (size_t)m->segs[0].bytes};
     } else {
@@ -273,51 +345,93 @@ static gv_status_t wk_on_header(struct gv_conn *c, const void *msg, size_t msg_l
     return wk_control_header(w, ws, m, payload_len, dst, dst_cnt);
 }
 
-/* The optimizer step on the shard, with the averaged gradient g (host): on the host replica,
- * or uploaded to the GPU and stepped there (the same bits). */
-static gv_status_t step_optim(struct gv_worker *w, struct wk_server *ws, float lr, const float *g)
+/* The optimizer step on elements [a, b) of the shard, with the averaged gradient g (host, the
+ * shard's first element): on the host replica, fused with the checksum when `verify` (the
+ * blocks' sum added to ws->ck_sum), or uploaded to the GPU and stepped there (the same bits; the
+ * checksum is then taken on a copy of the whole shard at the end). */
+static gv_status_t step_optim(struct gv_worker *w, struct wk_server *ws, float lr, const float *g,
+                              uint64_t a, uint64_t b, bool verify)
 {
     const struct gv_optim_cfg *oc = &w->job->optim;
     if (!w->mirrored) {
-        gv_optim_apply_host(oc, lr, w->hp + ws->lo, w->hv + ws->lo, g, ws->n);
+        ws->ck_sum += gv_ps_step_range(oc, lr, w->hp + ws->lo, w->hv + ws->lo, g, a, b, verify);
         return GV_OK;
     }
     float *dg = w->m.grads + ws->lo;
-    gv_status_t status = wk_upload(w, dg, g, ws->n, "the update");
+    gv_status_t status = wk_upload(w, dg + a, g + a, b - a, "the update");
     if (status == GV_OK)
-        status = gv_optim_apply(w->m.be, oc, lr, w->m.params + ws->lo, w->m.momentum + ws->lo, dg,
-                                ws->n);
+        status = gv_optim_apply(w->m.be, oc, lr, w->m.params + ws->lo + a,
+                                w->m.momentum + ws->lo + a, dg + a, b - a);
     if (status != GV_OK)
         wk_fail(w, status, "the optimizer step on the GPU failed (%s)", gv_status_str(status));
     return status;
 }
 
+/* The drift check once the shard's update is applied (a mismatch asks for a full model). */
+static void step_verify(struct gv_worker *w, struct wk_server *ws, uint64_t want)
+{
+    /* a GPU replica is checked on a copy of its shard */
+    if (w->mirrored && wk_download(w, w->hp + ws->lo, w->m.params + ws->lo, ws->n,
+                                   "the shard to checksum") != GV_OK)
+        return;
+    w->checks++;
+    uint64_t ck =
+        w->mirrored ? gv_ps_checksum(w->hp + ws->lo, ws->n) : gv_ps_cksum_final(ws->ck_sum, ws->n);
+    if (ck == want)
+        return;
+    w->mismatches++;
+    gv_log(GV_LOG_WARN,
+           "worker %u: shard %u drifted from %s at iteration %" PRIu64 " (checksum %016" PRIx64
+           ", server %016" PRIx64 "): asking for a full model",
+           w->rank, ws->s, ws->name, w->iter, ck, want);
+    struct gv_proto_msg r;
+    gv_ps_link_msg(&ws->link, &r, GV_PROTO_MSG_MODEL, w->iter);
+    (void)gv_ps_link_send(&ws->link, &r, NULL, 0, NULL);
+}
+
+/* An update, or a piece of one, arrived: decoded where the shard's gradient is, the server's
+ * step applied to its range; the last piece brings the next decision and the checksum. */
 static void step_apply_update(struct gv_worker *w, struct wk_server *ws,
                               const struct gv_proto_msg *m)
 {
     float *g = w->hg + ws->lo;
     bool accordion = w->job->method == GV_JOB_ACCORDION;
-    if (ws->got_update) {
-        wk_fail(w, GV_ERR_PROTO, "%s sent two updates for iteration %" PRIu64, ws->name, w->iter);
+    bool final = m->u.update.decision.level != GV_PROTO_LEVEL_NONE;
+    uint32_t k;
+    if (ws->got_update || step_piece_check(w, ws, m, &k) != GV_OK) {
+        wk_fail(w, GV_ERR_PROTO,
+                "%s sent an unexpected update (offset %" PRIu64 ", %" PRIu64
+                " elements) for iteration %" PRIu64,
+                ws->name, m->offset, m->numel, w->iter);
         return;
     }
-    uint32_t nseg = m->n_segs - (accordion ? 1 : 0);
+    uint64_t a = m->offset, len = m->numel;
+    uint32_t nseg = m->n_segs - (accordion && final ? 1 : 0);
     if (nseg == 2) {
-        memset(g, 0, 4 * ws->n);
-        if (gv_ps_sparse_add(m, ws->ubuf, (uint32_t)ws->n, g) != GV_OK) {
+        memset(g + a, 0, 4 * len);
+        if (gv_ps_sparse_add(m, ws->ubuf, (uint32_t)len, g + a) != GV_OK) {
             wk_fail(w, GV_ERR_PROTO, "%s sent an update that does not decode", ws->name);
             return;
         }
     } else if (m->segs[0].enc == GV_PROTO_ENC_F16) {
-        gv_ps_f16_decode((const uint16_t *)(const void *)ws->ubuf, ws->n, g);
+        gv_ps_f16_decode((const uint16_t *)(const void *)ws->ubuf, len, g + a);
     }
+    ws->have |= 1u << k;
+    ws->pieces_got++;
+    bool verify = w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0;
+    /* --optimizer caller: no step here (the caller's optimizer steps with g; one piece) */
+    if (!w->caller_optim &&
+        step_optim(w, ws, (float)m->u.update.decision.lr, g, a, a + len, verify) != GV_OK)
+        return;
+    if (!final)
+        return;
     gv_ps_decision_from_proto(&m->u.update.decision, &ws->dec);
     ws->dec_iter = m->iteration + 1;
     ws->resync = ws->dec.resync;
     ws->got_update = true;
     if (w->caller_optim) {
-        /* the caller's optimizer steps with g; the checksum is of g itself */
-        if (w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0) {
+        /* the checksum is of g itself */
+        if (verify) {
             w->checks++;
             uint64_t ck = gv_ps_checksum(g, ws->n);
             if (ck != m->u.update.model_checksum) {
@@ -330,32 +444,12 @@ static void step_apply_update(struct gv_worker *w, struct wk_server *ws,
         }
         return;
     }
-    float lr = (float)ws->dec.lr;
-    if (step_optim(w, ws, lr, g) != GV_OK)
-        return;
     if (ws->resync) {
         ws->model_left = 2 * ws->n;
         ws->model_checksum = 0;
         w->resyncs++;
-        return;
-    }
-    if (w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0) {
-        /* a GPU replica is checked on a copy of its shard */
-        if (w->mirrored && wk_download(w, w->hp + ws->lo, w->m.params + ws->lo, ws->n,
-                                       "the shard to checksum") != GV_OK)
-            return;
-        w->checks++;
-        uint64_t ck = gv_ps_checksum(w->hp + ws->lo, ws->n);
-        if (ck != m->u.update.model_checksum) {
-            w->mismatches++;
-            gv_log(GV_LOG_WARN,
-                   "worker %u: shard %u drifted from %s at iteration %" PRIu64
-                   " (checksum %016" PRIx64 ", server %016" PRIx64 "): asking for a full model",
-                   w->rank, ws->s, ws->name, w->iter, ck, m->u.update.model_checksum);
-            struct gv_proto_msg r;
-            gv_ps_link_msg(&ws->link, &r, GV_PROTO_MSG_MODEL, w->iter);
-            (void)gv_ps_link_send(&ws->link, &r, NULL, 0, NULL);
-        }
+    } else if (verify) {
+        step_verify(w, ws, m->u.update.model_checksum);
     }
 }
 
@@ -546,6 +640,9 @@ static gv_status_t step_run(struct gv_worker *w, const struct gv_worker_step_in 
         struct wk_server *ws = &w->srv[s];
         ws->tail = ws->cap;
         ws->pushed = ws->got_update = ws->resync = false;
+        ws->pieces_got = ws->have = 0;
+        ws->ck_sum = 0;
+        memset(ws->piece_seq, 0, sizeof(ws->piece_seq));
     }
     w->it_recv = w->it_payload_recv = 0;
     w->in_step = true;

@@ -12,7 +12,7 @@
 
 #include <pthread.h>
 
-#define WK_HDR_SLOTS 16
+#define WK_HDR_SLOTS 32 /* pieces of a push (up to GV_PS_MAX_PIECES) and a few more */
 #define WK_MODEL_CHUNK (256ull << 20)
 
 /* One server connection and everything about that server's shard. */
@@ -49,6 +49,15 @@ struct wk_server {
     struct gv_ps_decision dec; /* from the last UPDATE or DECISION */
     uint64_t dec_iter;
     uint8_t *heavy; /* [n_tensors]: Accordion's per-tensor level from this server */
+
+    /* a dense round's pieces (gv_job_pieces): those of this round's update applied so far,
+     * the link's send count once each piece of our push was handed to it (its update may land
+     * where the push is read from only once that send completed), the checksum's blocks */
+    struct gv_ps_pieces pc;
+    uint32_t pieces_got;
+    uint32_t have; /* bit k: piece k applied */
+    uint64_t piece_seq[GV_PS_MAX_PIECES];
+    uint64_t ck_sum;
 
     /* push staging: the sent entries of this shard, filled back to front */
     uint32_t *sidx; /* [cap], shard-relative indices */

@@ -443,6 +443,7 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
         ws->s = s;
         ws->lo = w->map.lo[s];
         ws->n = gv_shard_numel(&w->map, s);
+        gv_job_pieces(w->job, ws->n, &ws->pc);
         status = wk_shard_buffers(w, ws);
         ws->link.on_idle = wk_link_idle;
         ws->link.arg = ws;

@@ -18,13 +18,14 @@ head -n 1 "$tmp/p.csv" | grep -q '^workers,servers,method,compressor,bytes,numel
 # columns: 1 workers 2 servers 3 method 5 bytes 6 numel 7 cf 8 cf_mean 9 iters 10 seconds
 # 11 up 12 down 13 gbps 14 eff_gbps 15-19 rtt min p50 p99 p99.9 max 20 pp_bytes 21 pp_gbps
 # 22 pp_p50 23 ratio 24.. the phases (compute compress push wait apply aggregate add decide
-# update)
+# update), then the CPU of a PS round and of the baseline's equivalent (ms)
 awk -F, 'NR > 1 {
     bad = !($1 == 2 && $2 == 2 && $9 == 20 && $10 > 0 && $13 > 0 && $11 > 0 && $12 > 0)
     bad = bad || !($5 == 4 * $6 && ($5 - (NR < 4 ? 4096 : 65536)) ^ 2 < 10000)
     bad = bad || !($15 > 0 && $15 <= $16 && $16 <= $17 && $17 <= $18 && $18 <= $19)
     bad = bad || !($20 > 0 && $21 > 0 && $22 > 0 && $23 > 0)
     bad = bad || !($25 > 0 && $26 > 0 && $26 <= $25 && $29 > 0 && $32 > 0)
+    bad = bad || !(NF == 34 && $33 > 0 && $34 > 0)
     # the dense-equivalent goodput: 2 x bytes x 2 workers x rounds over the same time
     bad = bad || !(($14 - 4 * $5 * $9 * 8 / $10 / 1e9) ^ 2 < 1e-4 * $14 ^ 2)
     if ($7 == 1) # dense: the method, both ways the same bytes, the baseline at the value size
@@ -44,6 +45,7 @@ assert d["benchmark"] == "ps" and d["ok"] is True and len(d["results"]) == 1
 r = d["results"][0]
 assert r["iters"] == 20 and r["gbps"] > 0 and r["rtt_us"]["p50"] > 0
 assert r["pushpull"]["bytes"] == r["bytes"] and len(r["ratios"]) == 2 and r["ratio"] > 0
+assert r["cpu_ms"] > 0 and r["pp_cpu_ms"] > 0
 EOF
 
 # the table, an adaptive method, and each process's timeline

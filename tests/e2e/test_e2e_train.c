@@ -235,16 +235,25 @@ static void ref_check(struct ref *r, const char *dir, cJSON *const *iters, int n
         enum gv_val_type uvt = down[0] != NULL && !dense ? vt : GV_VAL_F32;
         uint64_t upd = 0;
         for (uint32_t s = 0; s < S; s++) {
-            uint32_t n = (uint32_t)gv_shard_numel(&map, s), c = 0;
-            for (uint32_t j = 0; j < n; j++) {
-                uint32_t bits;
-                memcpy(&bits, &acc[map.lo[s] + j], 4);
-                if (bits != 0) {
-                    sidx[c] = j;
-                    sval[c++] = acc[map.lo[s] + j];
+            uint64_t n = gv_shard_numel(&map, s);
+            struct gv_ps_pieces lay = {.n = n, .base = n, .np = 1};
+            if (dense && !f16) /* a dense f32 round's update comes in pieces */
+                gv_job_pieces(job, n, &lay);
+            for (uint32_t k = 0; k < lay.np; k++) {
+                uint64_t a = map.lo[s] + gv_ps_piece_lo(&lay, k);
+                uint32_t len = (uint32_t)(gv_ps_piece_hi(&lay, k) - gv_ps_piece_lo(&lay, k)), c = 0;
+                for (uint32_t j = 0; j < len; j++) {
+                    uint32_t bits;
+                    memcpy(&bits, &acc[a + j], 4);
+                    if (bits != 0) {
+                        sidx[c] = j;
+                        sval[c++] = acc[a + j];
+                    }
                 }
+                upd += f16              ? 2ull * len
+                       : 2ull * c > len ? 4ull * len
+                                        : plan_bytes(sidx, sval, c, len, uvt);
             }
-            upd += f16 ? 2ull * n : 2ull * c > n ? 4ull * n : plan_bytes(sidx, sval, c, n, uvt);
         }
         for (int w = 0; w < W; w++) {
             const cJSON *rw = cJSON_GetArrayItem(iters[w], i);
@@ -503,6 +512,8 @@ int main(int argc, char **argv)
     char a[512];
     snprintf(a, sizeof(a), "%s --method dense --lr 0.05", base);
     run_case("dense", a, 20, false, false);
+    snprintf(a, sizeof(a), "%s --method dense --lr 0.05 --piece-size 4K", base);
+    run_case("dense in pieces of 1024 elements", a, 20, false, false);
     snprintf(a, sizeof(a), "%s --method dense-fp16 --lr 0.05", base);
     run_case("dense-fp16", a, 20, false, false);
     snprintf(a, sizeof(a), "%s --method static --cf 10 --lr 0.05", base);

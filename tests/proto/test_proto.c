@@ -134,9 +134,14 @@ static void test_round_trip_fields(void)
     gv_sample_msg(GV_PROTO_MSG_MODEL, &m);
     GV_CHECK_OK(round_trip(&m, NULL, &arena, &o, NULL));
     GV_CHECK(o.u.model.offset == 512 && o.u.model.checksum == 0xfeedfacecafebeefull);
+
     GV_CHECK_EQ(o.segs[0].kind, GV_PROTO_SEG_DENSE);
     GV_CHECK_EQ(o.payload_len, 1024);
 
+    gv_sample_msg(GV_PROTO_MSG_UPDATE, &m); /* a piece of a dense round's update */
+    m.offset = 4096;
+    GV_CHECK_OK(round_trip(&m, NULL, &arena, &o, NULL));
+    GV_CHECK(o.offset == 4096 && gv_proto_msg_equal(&m, &o));
     /* checkpoint reports (PUSH, STATS) and verdicts (DECISION, UPDATE); a bare report keeps
      * the statistics sub-message, whose other fields stay zero */
     gv_sample_msg(GV_PROTO_MSG_PUSH, &m);
@@ -626,6 +631,14 @@ static void m_model_off_bad(Gravac__Header *h)
 {
     h->model->offset = INT32_MAX - 255;
 }
+static void m_piece_off_ok(Gravac__Header *h) /* an UPDATE piece of numel 1000 */
+{
+    h->offset = INT32_MAX - 1000;
+}
+static void m_piece_off_bad(Gravac__Header *h)
+{
+    h->offset = INT32_MAX - 999;
+}
 static void m_unknown_top(Gravac__Header *h)
 {
     unknown_in(&h->base);
@@ -755,6 +768,8 @@ static const struct mcase mcases[] = {
     {GV_PROTO_MSG_WELCOME, m_welcome_big, 0, NULL, P, "shard numel 2147483648 above cap"},
     {GV_PROTO_MSG_MODEL, m_model_off_ok, 0, NULL, GV_OK, NULL},
     {GV_PROTO_MSG_MODEL, m_model_off_bad, 0, NULL, P, "beyond cap max_numel"},
+    {GV_PROTO_MSG_UPDATE, m_piece_off_ok, 0, NULL, GV_OK, NULL},
+    {GV_PROTO_MSG_UPDATE, m_piece_off_bad, 0, NULL, P, "piece [2147482648, +1000) beyond cap"},
     {GV_PROTO_MSG_PUSH, m_unknown_top, 0, NULL, P, "unknown fields"},
     {GV_PROTO_MSG_PUSH, m_unknown_seg, 0, NULL, P, "unknown fields"},
     {GV_PROTO_MSG_PUSH, m_unknown_body, 0, NULL, P, "unknown fields"},

@@ -4,6 +4,7 @@
  * description (ranks from flags, MPI and Slurm variables, rendezvous files). */
 #include "check.h"
 #include "gv_ps.h"
+#include "ps_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -429,24 +430,153 @@ static void test_cluster(void)
     rmdir(dir);
 }
 
-static void test_util(void)
+static uint64_t ck_rand(uint64_t *s)
 {
-    float a[1001], b[1001];
-    for (int i = 0; i < 1001; i++)
-        a[i] = b[i] = (float)i * 0.37f - 100.0f;
-    GV_CHECK(gv_ps_checksum(a, 1001) == gv_ps_checksum(b, 1001));
-    b[1000] = -b[1000];
-    GV_CHECK(gv_ps_checksum(a, 1001) != gv_ps_checksum(b, 1001));
-    b[1000] = a[1000];
-    b[3] = nextafterf(b[3], 1e9f);
-    GV_CHECK(gv_ps_checksum(a, 1001) != gv_ps_checksum(b, 1001));
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* The checksum: its definition pinned (a wire value: both sides must agree, on every host), the
+ * CRC32C instruction's kernel equal to the portable one, any block-aligned split summing to the
+ * whole, the fused optimizer step giving gv_optim_apply_host's bits, and what it must notice. */
+static void test_cksum(void)
+{
+    enum { N = 5000 };
+    float *a = malloc(N * sizeof(float)), *b = malloc(N * sizeof(float));
+    uint64_t seed = 0x1234567ull;
+    for (int i = 0; i < N; i++)
+        a[i] = (float)i * 0.37f - 100.0f;
+    /* the definition: changing it changes what servers and workers compare */
+    GV_CHECK_EQ(gv_ps_checksum(a, N), 0x7447f35f63feb4d0ull);
+    GV_CHECK_EQ(gv_ps_checksum(a, 1), 0x4655caa900d3b088ull);
+    GV_CHECK_EQ(gv_ps_checksum(a, 0), 0xc25abb1cbd5e0221ull);
+    const char *name;
+    gv_ps_cksum_block_fn fast = gv_ps_cksum_pick(&name);
+    GV_CHECK(strcmp(name, gv_ps_cksum_kernel()) == 0);
+    for (int i = 0; i < N; i++) { /* any bit pattern: NaNs, infinities, subnormals, -0 */
+        uint32_t x = (uint32_t)ck_rand(&seed);
+        memcpy(&b[i], &x, 4);
+    }
+    int bad = 0;
+    for (size_t m = 0; m <= GV_PS_CKSUM_BLOCK; m += (m < 40 ? 1 : 61))
+        for (size_t off = 0; off < 3; off++)
+            bad += fast(b + off, m) != gv_ps_cksum_block_generic(b + off, m);
+    GV_CHECK_EQ(bad, 0);
+    /* block-aligned splits, summed in any order */
+    for (size_t n = 1; n < N; n = n * 3 + 7) {
+        uint64_t whole = gv_ps_checksum(b, n), sum = 0;
+        size_t cut = (n / 2) / GV_PS_CKSUM_BLOCK * GV_PS_CKSUM_BLOCK;
+        sum += gv_ps_cksum_range(b, cut, n);
+        sum += gv_ps_cksum_range(b, 0, cut);
+        GV_CHECK_EQ(gv_ps_cksum_final(sum, n), whole);
+    }
+    /* what it notices: a sign, one ulp, two elements or two blocks trading places, the length */
+    memcpy(a, b, N * sizeof(float));
+    uint64_t base = gv_ps_checksum(a, N);
+    a[N - 1] = -a[N - 1];
+    GV_CHECK(gv_ps_checksum(a, N) != base);
+    memcpy(a, b, N * sizeof(float));
+    uint32_t u;
+    memcpy(&u, &a[7], 4);
+    u ^= 1;
+    memcpy(&a[7], &u, 4);
+    GV_CHECK(gv_ps_checksum(a, N) != base);
+    memcpy(a, b, N * sizeof(float));
+    a[2] = b[3], a[3] = b[2]; /* two lanes */
+    GV_CHECK(gv_ps_checksum(a, N) != base);
+    memcpy(a, b, N * sizeof(float));
+    a[0] = b[8], a[8] = b[0]; /* the same lane, two words apart */
+    GV_CHECK(gv_ps_checksum(a, N) != base);
+    memcpy(a, b + GV_PS_CKSUM_BLOCK, GV_PS_CKSUM_BLOCK * sizeof(float)); /* blocks swapped */
+    memcpy(a + GV_PS_CKSUM_BLOCK, b, GV_PS_CKSUM_BLOCK * sizeof(float));
+    GV_CHECK(gv_ps_checksum(a, 2 * GV_PS_CKSUM_BLOCK) != gv_ps_checksum(b, 2 * GV_PS_CKSUM_BLOCK));
+    GV_CHECK(gv_ps_checksum(b, N - 1) != base);
     float z[2] = {0.0f, -0.0f}, z2[2] = {0.0f, 0.0f};
     GV_CHECK(gv_ps_checksum(z, 2) != gv_ps_checksum(z2, 2)); /* bit patterns, not values */
-    GV_CHECK(gv_ps_checksum(a, 1000) != gv_ps_checksum(a, 1001));
 
+    /* the fused step: gv_optim_apply_host's bits, its checksum the checksum of the result */
+    struct gv_optim_cfg oc;
+    gv_optim_cfg_default(&oc);
+    oc.weight_decay = 1e-3f;
+    for (int nest = 0; nest < 2; nest++) {
+        oc.nesterov = nest;
+        float *p1 = malloc(N * 4), *v1 = malloc(N * 4), *p2 = malloc(N * 4), *v2 = malloc(N * 4);
+        for (int i = 0; i < N; i++) {
+            p1[i] = p2[i] = (float)((int)(ck_rand(&seed) % 2001) - 1000) * 1e-3f;
+            v1[i] = v2[i] = (float)((int)(ck_rand(&seed) % 201) - 100) * 1e-4f;
+            a[i] = (float)((int)(ck_rand(&seed) % 2001) - 1000) * 1e-5f;
+        }
+        gv_optim_apply_host(&oc, 0.05f, p1, v1, a, N);
+        size_t cut = 3 * GV_PS_CKSUM_BLOCK;
+        uint64_t s2 = gv_ps_step_range(&oc, 0.05f, p2, v2, a, cut, N, true);
+        s2 += gv_ps_step_range(&oc, 0.05f, p2, v2, a, 0, cut, true);
+        GV_CHECK(memcmp(p1, p2, N * 4) == 0 && memcmp(v1, v2, N * 4) == 0);
+        GV_CHECK_EQ(gv_ps_cksum_final(s2, N), gv_ps_checksum(p1, N));
+        GV_CHECK_EQ(gv_ps_step_range(&oc, 0.05f, p2, v2, a, 0, N, false), 0);
+        free(p1), free(v1), free(p2), free(v2);
+    }
+    free(a);
+    free(b);
+}
+
+/* gv_ps_average_sum gives the bits of the reference's sum from zero and division, for any bit
+ * pattern (subnormals, infinities, NaNs, -0.0) and divisor (powers of two are multiplied). */
+static void test_average_sum(void)
+{
+    enum { N = 4096 };
+    float *g0 = malloc(N * 4), *g1 = malloc(N * 4), *acc = malloc(N * 4), *want = malloc(N * 4);
+    uint64_t seed = 99;
+    for (int i = 0; i < N; i++) {
+        uint32_t a = (uint32_t)ck_rand(&seed), b = (uint32_t)ck_rand(&seed);
+        if (i % 7 == 0)
+            a &= 0x807fffffu; /* subnormal or zero, either sign */
+        if (i % 11 == 0)
+            b = 0x80000000u; /* -0.0 */
+        memcpy(&g0[i], &a, 4);
+        memcpy(&g1[i], &b, 4);
+    }
+    g0[5] = -0.0f;
+    const uint32_t divs[] = {1, 2, 3, 4, 7, 8, 1024, 1000};
+    int bad = 0;
+    for (size_t d = 0; d < GV_ARRAY_LEN(divs); d++) {
+        const float w = (float)divs[d];
+        for (int last = 0; last < 2; last++) {
+            for (int i = 0; i < N; i++) { /* the reference: 0 + g0 (+ g1), / w */
+                float s = 0.0f;
+                s += g0[i];
+                if (last)
+                    s += g1[i];
+                want[i] = s / w;
+            }
+            memcpy(acc, g0, N * 4); /* the first push as it landed */
+            gv_ps_average_sum(acc, last ? g1 : NULL, true, divs[d], 0, N);
+            for (int i = 0; i < N; i++)
+                bad += memcmp(&acc[i], &want[i], 4) != 0;
+            for (int i = 0; i < N; i++) /* a sum already started from zero */
+                acc[i] = 0.0f + g0[i];
+            gv_ps_average_sum(acc, last ? g1 : NULL, false, divs[d], 0, N);
+            for (int i = 0; i < N; i++)
+                bad += memcmp(&acc[i], &want[i], 4) != 0;
+        }
+        memcpy(acc, g0, N * 4);
+        gv_ps_average(acc, N, divs[d]);
+        for (int i = 0; i < N; i++) {
+            float q = g0[i] / w;
+            bad += memcmp(&acc[i], &q, 4) != 0;
+        }
+    }
+    GV_CHECK_EQ(bad, 0);
+    free(g0), free(g1), free(acc), free(want);
+}
+
+static void test_util(void)
+{
     float x[3] = {3.0f, 1.0f, -0.0f};
     gv_ps_average(x, 3, 3);
     GV_CHECK(x[0] == 1.0f && x[1] == 1.0f / 3.0f && signbit(x[2]));
+    test_average_sum();
 
     struct gv_ps_bytes by;
     memset(&by, 0, sizeof(by));
@@ -464,11 +594,39 @@ static void test_util(void)
     GV_CHECK(rss > 0 && gv_ps_peak_rss() >= rss);
 }
 
+/* A dense round's pieces: 512 KiB pieces of a 300000-element shard; one piece where the job
+ * takes none (dense-fp16, --optimizer caller, --model external) or the option is 0. */
+static void test_pieces(void)
+{
+    struct gv_job job = {.method = GV_JOB_DENSE, .piece_size = 512 * 1024};
+    struct gv_ps_pieces pc;
+    gv_job_pieces(&job, 300000, &pc);
+    GV_CHECK(gv_job_pieced(&job) && pc.np == 3 && pc.base == 131072 && pc.n == 300000);
+    GV_CHECK_EQ(gv_ps_piece_hi(&pc, 2), 300000);
+    job.optimizer = GV_JOB_OPTIM_CALLER; /* the update is the cut vector: no step to overlap */
+    gv_job_pieces(&job, 300000, &pc);
+    GV_CHECK(!gv_job_pieced(&job) && pc.np == 1 && pc.base == 300000);
+    job.optimizer = GV_JOB_OPTIM_JOB;
+    job.model = GV_JOB_MODEL_EXTERNAL;
+    gv_job_pieces(&job, 300000, &pc);
+    GV_CHECK(!gv_job_pieced(&job) && pc.np == 1);
+    job.model = (enum gv_nn_model_kind)0;
+    job.method = GV_JOB_DENSE_FP16;
+    gv_job_pieces(&job, 300000, &pc);
+    GV_CHECK(!gv_job_pieced(&job) && pc.np == 1);
+    job.method = GV_JOB_DENSE;
+    job.piece_size = 0;
+    gv_job_pieces(&job, 300000, &pc);
+    GV_CHECK(gv_job_pieced(&job) && pc.np == 1);
+}
+
 int main(void)
 {
     test_map();
     test_job();
     test_cluster();
     test_util();
+    test_cksum();
+    test_pieces();
     return gv_check_summary();
 }

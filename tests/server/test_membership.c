@@ -29,6 +29,7 @@ struct world {
     pthread_t sth[S];
     gv_status_t sres[S];
     uint32_t min_workers;
+    bool pieces; /* the dense job in pieces */
     /* worker 0 */
     size_t P, n_t, numel[16];
     char names[16][24];
@@ -37,6 +38,8 @@ struct world {
     int wsteps;
 };
 
+/* The job: top-k at CF 4 on a small MLP, or (pieces) dense rounds in pieces of 1024 elements
+ * on a larger one (3 pieces per shard). */
 static int job_load(struct world *x)
 {
     static struct gv_opt_table tab;
@@ -44,10 +47,14 @@ static int job_load(struct world *x)
     char *argv[] = {"t",      "--dataset", "synthetic", "--synthetic-n", "1024", "--widths",
                     "16",     "--batch",   "16",        "--lr",          "0.05", "--method",
                     "static", "--cf",      "4",         "--steps",       "3"};
+    char *pargv[] = {"t",     "--dataset",    "synthetic", "--synthetic-n", "1024", "--widths",
+                     "64",    "--batch",      "16",        "--lr",          "0.05", "--method",
+                     "dense", "--piece-size", "4K",        "--steps",       "3"};
     tab = (struct gv_opt_table){gv_job_options, gv_job_options_n, &x->job};
     spec = (struct gv_cfg_spec){.program = "t", .tables = &tab, .n_tables = 1};
     return gv_cfg_create(&spec, &x->cfg) == GV_OK &&
-                   gv_cfg_load(x->cfg, (int)GV_ARRAY_LEN(argv), argv, NULL) == GV_OK &&
+                   gv_cfg_load(x->cfg, (int)GV_ARRAY_LEN(argv), x->pieces ? pargv : argv, NULL) ==
+                       GV_OK &&
                    gv_job_resolve(&x->job, W) == GV_OK
                ? 0
                : -1;
@@ -167,6 +174,9 @@ static void fk_close(struct gv_conn *c, gv_status_t reason, void *u)
     k->link.c = NULL;
 }
 
+static void fake_push_sparse(struct fake *f);
+static void fake_push_piece(struct world *x, struct fake *f);
+
 static void fake_run(struct world *x, struct fake *f)
 {
     struct gv_tp_config tc;
@@ -197,7 +207,23 @@ static void fake_run(struct world *x, struct fake *f)
     while (gv_now_ns() < end && !(f->c[0].decision && f->c[1].decision))
         gv_tp_progress(f->tp, 10);
     GV_CHECK(f->c[0].decision && f->c[1].decision);
-    /* the push of iteration 0 to server 1 only: three entries, shard-relative 1, 3, 5 */
+    if (x->pieces) {
+        fake_push_piece(x, f);
+    } else {
+        fake_push_sparse(f);
+    }
+    end = gv_now_ns() + 2000000000ull;
+    while (gv_now_ns() < end && !gv_ps_link_idle(&f->c[1].link))
+        gv_tp_progress(f->tp, 10);
+    /* then it dies: both connections close (nothing unread: an orderly close, not a reset) */
+    gv_tp_destroy(f->tp);
+    for (int s = 0; s < S; s++)
+        gv_ps_link_cleanup(&f->c[s].link);
+}
+
+/* The push of iteration 0 to server 1 only: three entries, shard-relative 1, 3, 5. */
+static void fake_push_sparse(struct fake *f)
+{
     uint32_t idx[3] = {1, 3, 5};
     float val[3];
     memcpy(val, fake_val, sizeof(val));
@@ -223,21 +249,47 @@ static void fake_run(struct world *x, struct fake *f)
     gv_proto_seg_add(&m, GV_PROTO_SEG_VALUES, GV_PROTO_ENC_F32, 3, info.val_len);
     struct gv_iov pl[2] = {{ib, info.idx_len}, {vb, info.val_len}};
     GV_CHECK_OK(gv_ps_link_send(&f->c[1].link, &m, pl, 2, NULL));
-    end = gv_now_ns() + 2000000000ull;
-    while (gv_now_ns() < end && !gv_ps_link_idle(&f->c[1].link))
-        gv_tp_progress(f->tp, 10);
-    /* then it dies: both connections close (nothing unread: an orderly close, not a reset) */
-    gv_tp_destroy(f->tp);
-    for (int s = 0; s < S; s++)
-        gv_ps_link_cleanup(&f->c[s].link);
+}
+
+/* Dense rounds in pieces: piece 1 of worker 1's dense push of iteration 0, to server 1 only. */
+static float fake_piece_val(size_t j)
+{
+    return (float)((int)(j % 29) - 14) * 0.015625f;
+}
+
+static void fake_push_piece(struct world *x, struct fake *f)
+{
+    static float v[GV_PS_CKSUM_BLOCK * 4];
+    struct gv_ps_pieces lay;
+    gv_job_pieces(&x->job, f->c[1].numel, &lay);
+    GV_CHECK(lay.np == 3);
+    uint64_t a = gv_ps_piece_lo(&lay, 1), len = gv_ps_piece_hi(&lay, 1) - a;
+    for (uint64_t j = 0; j < len; j++)
+        v[j] = fake_piece_val(a + j);
+    struct gv_proto_msg m;
+    gv_proto_msg_init(&m, GV_PROTO_MSG_PUSH);
+    m.role = GV_PROTO_ROLE_WORKER;
+    m.rank = 1;
+    m.iteration = 0;
+    m.shard = 1;
+    m.dtype = GV_PROTO_DTYPE_F32;
+    m.numel = len;
+    m.offset = a;
+    m.nnz = len;
+    m.cf = 1;
+    m.u.push.level = GV_PROTO_LEVEL_DENSE;
+    gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, GV_PROTO_ENC_F32, len, 4 * len);
+    struct gv_iov pl = {v, 4 * len};
+    GV_CHECK_OK(gv_ps_link_send(&f->c[1].link, &m, &pl, 1, NULL));
 }
 
 /* ---------------------------------------------------------------- the runs */
 
-static int world_start(struct world *x, uint32_t min_workers)
+static int world_start(struct world *x, uint32_t min_workers, bool pieces)
 {
     memset(x, 0, sizeof(*x));
     x->min_workers = min_workers;
+    x->pieces = pieces;
     if (job_load(x) != 0)
         return -1;
     snprintf(x->dir, sizeof(x->dir), "/tmp/gv_test_memb_XXXXXX");
@@ -299,7 +351,7 @@ static void test_partial_push(void)
 {
     static struct world x;
     static struct fake f;
-    GV_CHECK(world_start(&x, 1) == 0);
+    GV_CHECK(world_start(&x, 1, false) == 0);
     pthread_t wt;
     pthread_create(&wt, NULL, worker0_main, &x);
     fake_run(&x, &f);
@@ -358,12 +410,60 @@ static void test_partial_push(void)
     world_free(&x);
 }
 
+/* The same death in a dense job whose rounds travel in pieces: worker 1 pushed one piece of
+ * server 1's shard and died. Its piece counts (the round averages over 2 on both servers, its
+ * other pieces and shard 0 count as zero), the pieces are stepped at the round's end, and from
+ * iteration 1 on worker 0 is alone. */
+static void test_partial_pieces(void)
+{
+    static struct world x;
+    static struct fake f;
+    memset(&f, 0, sizeof(f));
+    GV_CHECK(world_start(&x, 1, true) == 0);
+    pthread_t wt;
+    pthread_create(&wt, NULL, worker0_main, &x);
+    fake_run(&x, &f);
+    pthread_join(wt, NULL);
+    world_end(&x);
+    GV_CHECK_OK(x.wstatus);
+    GV_CHECK_EQ(x.wsteps, STEPS);
+    GV_CHECK_OK(x.sres[0]);
+    GV_CHECK_OK(x.sres[1]);
+    GV_CHECK(log_has("worker 1's push reached some servers only: it counts in the average "
+                     "(over 2)"));
+    uint64_t lo1 = x.P / 2;
+    struct gv_ps_pieces lay;
+    gv_job_pieces(&x.job, x.P - lo1, &lay);
+    uint64_t a = lo1 + gv_ps_piece_lo(&lay, 1), b = lo1 + gv_ps_piece_hi(&lay, 1);
+    int bad0 = 0, bad1 = 0;
+    for (size_t j = 0; j < x.P; j++) {
+        float s = 0.0f;
+        s += x.g_in[0][j];
+        if (j >= a && j < b)
+            s += fake_piece_val(j - lo1);
+        float want = s / 2.0f;
+        bad0 += memcmp(&x.avg[0][j], &want, 4) != 0;
+        float alone = (0.0f + x.g_in[1][j]) / 1.0f;
+        bad1 += memcmp(&x.avg[1][j], &alone, 4) != 0;
+    }
+    GV_CHECK_EQ(bad0, 0);
+    GV_CHECK_EQ(bad1, 0);
+    for (int s = 0; s < S; s++) {
+        struct gv_ckpt_section sec[GV_SERVER_STATE_SECTIONS];
+        size_t n;
+        GV_CHECK_OK(gv_server_state_sections(x.srv[s], sec, GV_SERVER_STATE_SECTIONS, &n));
+        size_t off = s == 0 ? 0 : lo1;
+        GV_CHECK(memcmp(sec[0].data, x.params + off, sec[0].len) == 0);
+    }
+    world_free(&x);
+}
+
 static void test_min_workers(void)
 {
     static struct world x;
     static struct fake f;
     memset(&f, 0, sizeof(f));
-    GV_CHECK(world_start(&x, 2) == 0);
+    GV_CHECK(world_start(&x, 2, false) == 0);
     pthread_t wt;
     pthread_create(&wt, NULL, worker0_main, &x);
     fake_run(&x, &f);
@@ -380,6 +480,7 @@ int main(void)
 {
     gv_log_set_cb(log_cb, NULL);
     test_partial_push();
+    test_partial_pieces();
     test_min_workers();
     gv_log_set_cb(NULL, NULL);
     return gv_check_summary();

@@ -61,6 +61,7 @@ struct harness {
     struct gv_worker_summary sum[W];
     int delay_w0_ms;       /* worker 0 sleeps this long before each step: the others push first */
     int empty_late_pushes; /* reference: pushes of workers 1.. without entries for server 0 */
+    uint32_t n_pieces;     /* reference: the most pieces a dense round's update came in */
 };
 
 static uint64_t mix(uint64_t x)
@@ -443,25 +444,38 @@ static void reference(struct harness *h)
                     srv_down_apply(down[s], acc + map.lo[s], &dec, NULL, false, (uint64_t)i));
         /* values as halves where the downlink cut them in fp16 mode */
         enum gv_val_type uvt = down[0] != NULL && !dense ? vt : GV_VAL_F32;
-        /* the update each server sends: the entries whose bits are not +0.0 */
-        uint64_t upd = 0;
+        /* the update each server sends: the entries whose bits are not +0.0, per piece of a
+         * dense round (one piece, the shard, otherwise) */
+        uint64_t upd = 0, n_msgs = 0;
         for (uint32_t s = 0; s < S; s++) {
-            uint32_t n = (uint32_t)gv_shard_numel(&map, s), c = 0;
-            const float *x = acc + map.lo[s];
-            for (uint32_t j = 0; j < n; j++) {
-                uint32_t bits;
-                memcpy(&bits, &x[j], 4);
-                if (bits != 0) {
-                    sidx[c] = j;
-                    sval[c++] = x[j];
+            uint64_t n = gv_shard_numel(&map, s);
+            struct gv_ps_pieces lay = {.n = n, .base = n, .np = 1};
+            if (dense)
+                gv_job_pieces(job, n, &lay);
+            h->n_pieces = GV_MAX(h->n_pieces, lay.np);
+            n_msgs += lay.np;
+            for (uint32_t k = 0; k < lay.np; k++) {
+                uint64_t a = gv_ps_piece_lo(&lay, k), len = gv_ps_piece_hi(&lay, k) - a;
+                const float *x = acc + map.lo[s] + a;
+                uint32_t c = 0;
+                for (uint32_t j = 0; j < len; j++) {
+                    uint32_t bits;
+                    memcpy(&bits, &x[j], 4);
+                    if (bits != 0) {
+                        sidx[c] = j;
+                        sval[c++] = x[j];
+                    }
                 }
+                upd += 2 * (uint64_t)c > len ? 4ull * len
+                                             : plan_bytes(sidx, sval, c, (uint32_t)len, uvt);
             }
-            upd += 2 * (uint64_t)c > n ? 4ull * n : plan_bytes(sidx, sval, c, n, uvt);
         }
         bool resync = false;
         for (int w = 0; w < W; w++)
             resync |= h->out[w][i].resynced;
         for (int w = 0; w < W && !resync; w++) {
+            /* one message per piece: at least a prefix each */
+            bad_bytes += h->out[w][i].bytes_recv - upd < n_msgs * GV_PROTO_PREFIX_LEN;
             bad_bytes += h->out[w][i].payload_recv != upd;
             if (h->out[w][i].payload_recv != upd)
                 fprintf(stderr, "iter %d worker %d: received %llu payload bytes, expected %llu\n",
@@ -518,7 +532,7 @@ static void on_alarm(int sig)
 }
 
 static void run_case_delayed(const char *what, int argc, char **argv, int want_levels_changed,
-                             int delay_w0_ms, int want_empty_late)
+                             int delay_w0_ms, int want_empty_late, uint32_t want_pieces)
 {
     struct harness *h = calloc(1, sizeof(*h));
     fprintf(stderr, "---- %s\n", what);
@@ -549,6 +563,9 @@ static void run_case_delayed(const char *what, int argc, char **argv, int want_l
             GV_CHECK_MSG(changes > 0, "%s: the CF never changed", what);
         if (want_empty_late)
             GV_CHECK_MSG(h->empty_late_pushes > 0, "%s: no push without entries", what);
+        if (want_pieces > 0)
+            GV_CHECK_MSG(h->n_pieces == want_pieces, "%s: dense rounds came in %u pieces, not %u",
+                         what, h->n_pieces, want_pieces);
     }
     harness_cleanup(h);
     free(h);
@@ -556,7 +573,7 @@ static void run_case_delayed(const char *what, int argc, char **argv, int want_l
 
 static void run_case(const char *what, int argc, char **argv, int want_levels_changed)
 {
-    run_case_delayed(what, argc, argv, want_levels_changed, 0, 0);
+    run_case_delayed(what, argc, argv, want_levels_changed, 0, 0, 0);
 }
 
 int main(int argc, char **argv)
@@ -610,6 +627,17 @@ int main(int argc, char **argv)
      * pushes (which the transport delivers without asking on_header) arrive before their turn */
     char *empty[] = {"t",      "--dataset", "synthetic", "--widths",     "48,24", "--method",
                      "static", "--cf",      "100000",    "--topk-scope", "tensor"};
-    run_case_delayed("static CF 100000: empty pushes before their turn", 11, empty, 0, 30, 1);
+    run_case_delayed("static CF 100000: empty pushes before their turn", 11, empty, 0, 30, 1, 0);
+    /* dense rounds in pieces of 1024 elements (3 per shard of 2273), worker 0 late so that the
+     * others' pieces wait for their turn; and GraVAC's dense rounds in pieces, where the
+     * servers' downlink residual goes out with them */
+    char *pdense[] = {"t",     "--dataset",      "synthetic", "--widths",     "48,24", "--method",
+                      "dense", "--weight-decay", "0.001",     "--piece-size", "4K"};
+    run_case_delayed("dense in pieces", 11, pdense, 0, 20, 0, 3);
+    char *pgrv[] = {
+        "t",          "--dataset",   "synthetic", "--widths",     "48,24", "--method",
+        "gravac-exp", "--window",    "3",         "--epsilon",    "0.2",   "--theta-min",
+        "4",          "--theta-max", "64",        "--piece-size", "4K"};
+    run_case_delayed("gravac with dense rounds in pieces", 17, pgrv, 1, 0, 0, 3);
     return gv_check_summary();
 }
