@@ -57,7 +57,7 @@ gv_status_t wk_server_status(struct gv_worker *w, struct wk_server *ws)
     if (ws->closed) {
         wk_fail(w, GV_ERR_CLOSED, "%s closed the connection at iteration %" PRIu64 " (%s)",
                 ws->name, w->iter, gv_status_str(ws->close_reason));
-        return GV_ERR_CLOSED;
+        return w->fail_status; /* the first failure: a refusal that closed it stays one */
     }
     return w->fail_status;
 }
