@@ -419,7 +419,9 @@ static gv_status_t bp_cluster_create(const struct bp_opts *o, uint64_t bytes, do
     c->S = o->servers;
     bp_barrier_init(&c->phase, c->W + 1);
     bp_barrier_init(&c->step, c->W);
-    uint64_t steps = warmup + rec_cap + 1;
+    /* exactly the rounds the workers run: a job longer than that would see their BYEs as
+     * workers leaving early (and abort) */
+    uint64_t steps = warmup + rec_cap;
     gv_status_t status = bp_job(c, bytes, cf, steps);
     if (status == GV_OK && o->trace_dir[0] != '\0')
         status = gv_ps_mkdir(o->trace_dir);

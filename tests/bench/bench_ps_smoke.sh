@@ -53,6 +53,9 @@ EOF
     --warmup 1 --no-baseline --trace "$tmp/tl" > "$tmp/t.txt" 2> "$tmp/t.err" \
     || fail "gravac-exp run: $(cat "$tmp/t.err")"
 grep -q 'gravac parameter-server benchmark' "$tmp/t.txt" || fail "banner"
+# the job is exactly the rounds the workers run: they end it, nobody leaves it early (with one
+# round more, a worker's BYE before worker 0's aborted the job after the results)
+grep -Eq 'left the job|aborting the job' "$tmp/t.err" && fail "the job was aborted: $(cat "$tmp/t.err")"
 grep -q 'Baseline *: none' "$tmp/t.txt" || fail "banner baseline"
 [ "$(ls "$tmp/tl" | wc -l)" -eq 3 ] || fail "timelines: $(ls "$tmp/tl")"
 "$trace" merge -o "$tmp/job.json" "$tmp"/tl/*.json || fail "merge"
