@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -335,6 +336,7 @@ static gv_status_t spawn(struct launch *L, const char *role, int rank, char *con
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGCHLD);
     sigprocmask(SIG_BLOCK, &block, &old);
+    pid_t launch_pid = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
@@ -345,6 +347,11 @@ static gv_status_t spawn(struct launch *L, const char *role, int rank, char *con
     }
     if (pid == 0) {
         setpgid(0, 0); /* Ctrl-C reaches launch only; it forwards the signal */
+        /* launch killed outright (SIGKILL, an OOM kill) forwards nothing: the kernel sends
+         * the child SIGTERM instead, so no server or worker outlives it; a launch that died
+         * before this line is seen as a new parent */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != launch_pid)
+            _exit(127);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGCHLD, SIG_DFL);

@@ -5,7 +5,8 @@
 # routed (worker-only and server-only ones do not upset the other programs); a bad option exits
 # 2 naming it; a worker killed mid-run makes launch stop the others and exit 1 naming it; SIGINT
 # stops everything with 130; GV_SERVERS is launch's (a count), not its children's; a job the
-# servers refuse is reported as the servers' failure; no process is left behind in any case.
+# servers refuse is reported as the servers' failure; launch itself killed with SIGKILL takes its
+# children with it; no process is left behind in any case.
 set -u
 bin=$1
 tmp=$(mktemp -d /tmp/gv_e2e_launch_XXXXXX)
@@ -136,6 +137,28 @@ rc=$?
 [ $rc -eq 1 ] || fail "refused job: rc $rc"
 grep -q 'FAILED: server[01] (exit status 2)' "$out" ||
     { fail "the refusing server is not named first"; grep 'gravac-launch' "$out" >&2; }
+
+# 7. launch itself killed outright (SIGKILL: nothing is forwarded): its servers and workers
+# are told by the kernel (SIGTERM) and are gone within a bounded time, not left running
+out=$tmp/orphans.txt
+"$bin/gravac-launch" --servers 2 --workers 2 $job --steps 1000000 --insecure >"$out" 2>&1 &
+lp=$!
+for i in $(seq 1 200); do
+    grep -q 'training starts' "$out" && break
+    sleep 0.05
+done
+kids=$(children_of $lp)
+[ "$(echo $kids | wc -w)" -eq 4 ] || fail "SIGKILL: launch has not 4 children: '$kids'"
+kill -KILL $lp
+wait $lp 2>/dev/null
+for i in $(seq 1 100); do
+    left=""
+    for p in $kids; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+    [ -z "$left" ] && break
+    sleep 0.1
+done
+[ -z "$left" ] || fail "SIGKILL of launch: processes$left still run after 10 s"
+for p in $left; do kill -KILL "$p" 2>/dev/null; done
 
 if [ $fails -ne 0 ]; then
     echo "test_e2e_launch: $fails failures" >&2

@@ -20,6 +20,7 @@ be loaded into an uninstrumented Python; test_libgravac covers the library there
 """
 
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -46,9 +47,19 @@ def launch(build, args, script_args, timeout=120):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("GRAVAC_LIBRARY", None)
     t0 = time.time()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                       timeout=timeout)
-    out = p.stdout.decode("utf-8", "replace")
+    # on a timeout the launcher is killed outright; its servers and workers follow it (the
+    # kernel sends them SIGTERM when it dies, test_e2e_launch case 7)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                         start_new_session=True)
+    try:
+        data, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        data, _ = p.communicate()
+        out = data.decode("utf-8", "replace")
+        return -9, out + "\n(timed out after %d s: the whole job was killed)" % timeout, \
+            time.time() - t0
+    out = data.decode("utf-8", "replace")
     return p.returncode, out, time.time() - t0
 
 
