@@ -69,6 +69,7 @@ struct auto_state {
     uint32_t skip[2], lost[2];
     /* the phase (a new one at every lr drop) */
     double phase_lr, phase_time;
+    double probe_time; /* the phase's seconds in probes below the incumbent */
     uint64_t phases, switches, probes;
     struct auto_arm arm[GV_ADAPT_AUTO_MAX_ARMS];
 };

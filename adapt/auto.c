@@ -262,7 +262,8 @@ static const char *next_after_inc(struct gv_adapt *ctl)
     if (au->inc > 0) { /* below: its least probe must fit the budget */
         bool meas;
         double t_dn = auto_arm_time(ctl, au->inc - 1, &meas);
-        ok[0] = c->block_min * t_dn <= c->probe_budget * au->phase_time;
+        /* the phase's probes below, this one's least length included, within the budget */
+        ok[0] = au->probe_time + c->block_min * t_dn <= c->probe_budget * au->phase_time;
         if (arm_dense(ctl, au->inc)) /* dense below dense: worth it only if faster */
             ok[0] = ok[0] && (!meas || t_dn < (1.0 - 0.5 * c->tie) * t_inc);
     }
@@ -318,6 +319,8 @@ static void block_end(struct gv_adapt *ctl, uint64_t iter, const struct adapt_co
     struct auto_log l = {.event = "block", .old_core = old, .block = &b, .pair = -1};
     if (au->role == AUTO_PROBE) {
         au->probe = b;
+        if (b.arm < au->inc)
+            au->probe_time += au->b_time;
         double t_inc = au->a1.t > 0.0 ? au->a1.t : auto_arm_time(ctl, au->inc, NULL);
         bool both_dense = arm_dense(ctl, b.arm) && arm_dense(ctl, au->inc);
         if (!both_dense && b.arm < au->inc && b.t > 0.0 && b.t <= (1.0 + c->tie) * t_inc) {
@@ -433,7 +436,7 @@ static bool phase_check(struct gv_adapt *ctl, const struct gv_adapt_obs *obs,
     if (!(obs->lr < c->lr_drop * au->phase_lr))
         return false;
     au->phase_lr = obs->lr;
-    au->phase_time = 0.0;
+    au->phase_time = au->probe_time = 0.0;
     au->phases++;
     memset(au->ev_s, 0, sizeof(au->ev_s));
     memset(au->ev_w, 0, sizeof(au->ev_w));
@@ -546,7 +549,8 @@ const char *auto_state_bad(const struct gv_adapt *ctl)
         if (!fin(au->ev_s[p]) || !fin(au->ev_w[p]) || au->ev_w[p] < 0 || au->ev_n[p] > ctl->n_obs)
             return "evidence";
     if (!fin(au->phase_lr) || au->phase_lr < 0 || !fin(au->phase_time) || au->phase_time < 0 ||
-        au->phases > ctl->n_obs || au->switches > ctl->n_obs || au->probes > ctl->n_obs)
+        !fin(au->probe_time) || au->probe_time < 0 || au->phases > ctl->n_obs ||
+        au->switches > ctl->n_obs || au->probes > ctl->n_obs)
         return "phase";
     uint64_t total = 0;
     for (uint32_t a = 0; a < GV_ADAPT_AUTO_MAX_ARMS; a++) {

@@ -97,7 +97,7 @@
  * so every decay is followed by at least switch_epochs light epochs. Decisions take effect from
  * the next iteration. The decision's level is FLOOR; cf_send is the smallest CF any layer uses.
  *
- * ---- AUTO: the default controller (docs/adapt.md section 4) --------------------------------
+ * ---- AUTO: the controller without per-job settings (docs/adapt.md section 4) ----------------
  * Picks, among a ladder of arms (dense, dense in halves, sparse CFs), the one under which the
  * training loss falls fastest per second, with the same settings on every job. Measurements:
  *  - time: every arm's iteration time (t_compute + t_compress + t_comm), the median of its
@@ -119,12 +119,13 @@
  * incumbent. Time rules, no loss needed: an arm above is not probed unless measured `tie`
  * faster; a probe below no more than `tie` slower replaces the incumbent; between the two
  * dense arms (the same gradient) only time counts: 5 % (tie / 2) faster replaces, and is
- * probed. A probe below waits while block_min of its iterations exceed probe_budget of the
- * phase's time; a side that lost a sandwich (z beyond -z_switch) is probed half as often each
- * time it loses again (1 in 2, 4, 8). An lr below lr_drop x the phase's starts a new phase:
- * evidence cleared, short blocks, the incumbent drop_rungs down but not onto a dense arm. The
- * quality guard: from quality_from of total_iters (unknown: from the first lr drop) no arm
- * above quality_cf (the accuracy at the budget depends on the CF through most of training).
+ * probed. A probe below waits while the phase's probes below, plus block_min of its own
+ * iterations, would exceed probe_budget of the phase's time; a side that lost a sandwich (z beyond
+ * -z_switch) is probed half as often each time it loses again (1 in 2, 4, 8). An lr below lr_drop x
+ * the phase's starts a new phase: evidence cleared, short blocks, the incumbent drop_rungs down but
+ * not onto a dense arm. The quality guard: from quality_from of total_iters (unknown: from the
+ * first lr drop) no arm above quality_cf (the accuracy at the budget depends on the CF through most
+ * of training).
  *
  * ---- Decision log --------------------------------------------------------------------------
  * With a sink set, one JSON object (one line, no newline) per window and per decision change:
@@ -209,7 +210,7 @@ struct gv_adapt_auto_cfg {
     double z_switch;                   /* > 0: evidence that moves the incumbent (2) */
     double forget;                     /* [0, 1]: evidence kept per new sandwich (0.7) */
     double tie;                        /* [0, 1): relative time difference taken as equal (0.1) */
-    double probe_budget;               /* (0, 1]: a probe's least time / phase time (0.25) */
+    double probe_budget;               /* (0, 1]: probes below / phase time (0.25) */
     double lr_drop;                    /* (0, 1): lr below this x the phase's: new phase (0.5) */
     uint32_t drop_rungs;               /* rungs down at a new phase (1) */
     uint32_t timing_iters;             /* >= 2: iterations per arm when timing (3) */

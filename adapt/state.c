@@ -256,8 +256,9 @@ static void put_auto(struct wr *w, const struct auto_state *au)
     put_u64(w, au->b_iters);
     put_u64(w, au->b_tn);
     put_f64(w, au->b_tsum);
-    const double d[] = {au->b_time, au->b_target, au->sn,  au->sx,       au->sy,
-                        au->sxx,    au->sxy,      au->syy, au->phase_lr, au->phase_time};
+    const double d[] = {au->b_time,   au->b_target,   au->sn,        au->sx,
+                        au->sy,       au->sxx,        au->sxy,       au->syy,
+                        au->phase_lr, au->phase_time, au->probe_time};
     for (size_t i = 0; i < GV_ARRAY_LEN(d); i++)
         put_f64(w, d[i]);
     put_block(w, &au->a1);
@@ -292,8 +293,9 @@ static uint8_t get_auto(struct rd *r, struct auto_state *au)
     au->b_iters = get_u64(r);
     au->b_tn = get_u64(r);
     au->b_tsum = get_f64(r);
-    double *d[] = {&au->b_time, &au->b_target, &au->sn,  &au->sx,       &au->sy,
-                   &au->sxx,    &au->sxy,      &au->syy, &au->phase_lr, &au->phase_time};
+    double *d[] = {&au->b_time,   &au->b_target,   &au->sn,        &au->sx,
+                   &au->sy,       &au->sxx,        &au->sxy,       &au->syy,
+                   &au->phase_lr, &au->phase_time, &au->probe_time};
     for (size_t i = 0; i < GV_ARRAY_LEN(d); i++)
         *d[i] = get_f64(r);
     f |= get_block(r, &au->a1);

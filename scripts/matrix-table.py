@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""matrix-table.py: the tables of issue 15's matrix (docs/results.md section 11) from the
+"""matrix-table.py: the tables of issue 15's matrix (docs/results.md section 12) from the
 train.json files of `scripts/bench-train.sh matrix`, one per job.
 
-    scripts/matrix-table.py [--targets JOB=T1,T2,...] [--csv OUT] DIR/mlp DIR/cnn ...
+    scripts/matrix-table.py [--targets JOB=T1,T2,...] [--rerun DIR] [--csv OUT] DIR/mlp ...
+
+--rerun DIR (repeatable): DIR/<job>/train.json holds later runs of some methods of the same
+jobs (a method re-measured after a change, `bench-train.sh matrix-JOB -- --methods auto`): they
+take those methods' places, and the runs they replace stay in the tables as "METHOD (before)".
 
 For every job, rate and target: each method's mean time to the target over the repeats (the
 first evaluation at or above it, training time, evaluations excluded; '-' when a repeat missed
@@ -53,6 +57,26 @@ def fmt_t(v):
     return "-" if v is None else f"{v[0]:.1f}"
 
 
+def merge_rerun(j, later):
+    """j with the methods of `later` (same job and settings) replaced by its runs."""
+    if later["setup"]["job"] != j["setup"]["job"] or later["setup"]["steps"] != j["setup"]["steps"]:
+        raise SystemExit("matrix-table: a re-run of another job or budget")
+    new = {m["label"] for m in later["setup"]["methods"]}
+    methods = []
+    for m in j["setup"]["methods"]:
+        if m["label"] in new:
+            methods.append(dict(m, label=m["label"] + " (before)"))
+    methods = [m for m in j["setup"]["methods"] if m["label"] not in new] + methods
+    methods += later["setup"]["methods"]
+    runs = [dict(r, method=r["method"] + " (before)") if r["method"] in new else r
+            for r in j["runs"]] + later["runs"]
+    setup = dict(j["setup"], methods=methods)
+    lm = later["machine"]
+    note = (f"{', '.join(sorted(new))} re-run in a later invocation (load average "
+            f"{lm['load_before'][0]:.1f} before, {lm['load_after'][0]:.1f} after)")
+    return dict(j, setup=setup, runs=runs, rerun_note=note)
+
+
 def job_tables(name, j, targets, out, csvrows):
     rates = [r["rate"] if isinstance(r, dict) else r for r in j["setup"]["rates"]]
     methods = [m["label"] for m in j["setup"]["methods"]]
@@ -63,7 +87,8 @@ def job_tables(name, j, targets, out, csvrows):
     out.append(f"### {name}\n")
     out.append(f"job: `{j['setup']['job']}`; budget {j['setup']['steps']} iterations, "
                f"evaluation every {j['setup']['eval_every']}; {j['setup']['repeats']} repeat(s); "
-               f"load average {m['load_before'][0]:.1f} before, {m['load_after'][0]:.1f} after\n")
+               f"load average {m['load_before'][0]:.1f} before, {m['load_after'][0]:.1f} after"
+               + (f"; {j['rerun_note']}" if "rerun_note" in j else "") + "\n")
     checks = []
     for rate in rates:
         out.append(f"**{rate}**: time to target [s] (mean over repeats; iterations in brackets), "
@@ -165,6 +190,8 @@ def main():
     ap.add_argument("--targets", action="append", default=[],
                     help="JOB=T1,T2,... (fractions or percentages)")
     ap.add_argument("--csv", help="write the per-method rows here")
+    ap.add_argument("--rerun", action="append", default=[],
+                    help="DIR whose DIR/<job>/train.json replaces some methods' runs")
     ap.add_argument("dirs", nargs="+")
     a = ap.parse_args()
     tmap = {}
@@ -175,6 +202,9 @@ def main():
     for d in a.dirs:
         name = os.path.basename(os.path.normpath(d))
         j = load(d)
+        for rd in a.rerun:
+            if os.path.exists(os.path.join(rd, name, "train.json")):
+                j = merge_rerun(j, load(os.path.join(rd, name)))
         targets = tmap.get(name) or sorted(set(
             [j["setup"]["target_accuracy"]] + list(j["setup"]["also_targets"])))
         allchecks += job_tables(name, j, targets, out, csvrows)

@@ -1,9 +1,11 @@
 /* test_adapt_auto.c: the AUTO controller on synthetic environments, every rule in turn: the
  * timing stage (order, stop, start prior), the time rules (never probe an arm above that saves
  * no time, take at once an arm below that proved as fast), the loss evidence of sandwiches
- * (down and up), the probes' back-off, a phase at an lr drop, the quality guard, the decision
- * log, configuration and observation checks. Each scenario's decision sequence is asserted
- * run by run (ADAPT_DUMP=1 prints the runs and the log). */
+ * (down and up), the probes' time budget, a phase at an lr drop, the quality guard, the
+ * decision log, configuration and observation checks. Each scenario asserts what its rule
+ * must produce (the timing order and the runs where they are exact, counts of CFs and of the
+ * log's reasons where the noise decides the details); ADAPT_DUMP=1 prints the runs and the
+ * log. The recorded traces of real jobs are replayed bit for bit by test_adapt_auto_trace. */
 #include "adapt_internal.h"
 #include "harness.h"
 
@@ -123,6 +125,15 @@ static uint64_t count_cf(const struct step *s, size_t from, size_t to, double cf
     return n;
 }
 
+/* Iterations in [from, to) that sent a CF above cf. */
+static uint64_t count_above(const struct step *s, size_t from, size_t to, double cf)
+{
+    uint64_t n = 0;
+    for (size_t i = from; i < to; i++)
+        n += s[i].cf > cf;
+    return n;
+}
+
 static int count_reason(const struct logcap *c, const char *reason)
 {
     int n = 0;
@@ -155,8 +166,19 @@ static void test_comm_bound(void)
     static struct step s[N];
     areplay(ctl, &e, N, s);
     dump_runs("comm-bound", s, N);
-    (void)count_cf(s, 0, N, 10);
-    (void)count_reason(&cap, "x");
+    /* the timing stage from the top down to CF 10, then the prior's start (CF 100) */
+    static const struct run head[] = {{0, F, 1000, 1000, 1000}, {3, F, 300, 300, 300},
+                                      {6, F, 100, 100, 100},    {9, F, 30, 30, 30},
+                                      {12, F, 10, 10, 10},      {15, F, 100, 100, 100}};
+    for (size_t i = 0; i < GV_ARRAY_LEN(head); i++)
+        GV_CHECK_EQ(s[head[i].from].cf, head[i].cf);
+    GV_CHECK_EQ(count_reason(&cap, "start"), 1);
+    /* a dense iteration costs 30 of CF 100's: never tried, not even timed */
+    GV_CHECK_EQ(count_cf(s, 0, N, 1) + count_cf(s, 0, N, 2), 0);
+    /* the lower CFs reach a lower loss: the evidence moves the incumbent down, to CF 10 */
+    GV_CHECK(count_reason(&cap, "evidence-below") >= 1);
+    GV_CHECK_EQ(count_above(s, N - 100, N, 10) + count_cf(s, N - 100, N, 10) > 50, true);
+    GV_CHECK(count_cf(s, N - 300, N, 10) > count_cf(s, 0, 300, 10));
     gv_adapt_destroy(ctl);
     logcap_free(&cap);
 }
@@ -224,6 +246,12 @@ static void test_evidence_up(void)
     static struct step s[N];
     areplay(ctl, &e, N, s);
     dump_runs("evidence-up", s, N);
+    /* the same progress per iteration everywhere: the cheaper arms win, one rung at a time */
+    GV_CHECK(count_reason(&cap, "evidence-above") >= 2);
+    GV_CHECK_EQ(count_reason(&cap, "evidence-below"), 0);
+    GV_CHECK(count_cf(s, 24, 100, 2) > 0); /* the pessimistic prior starts at a dense arm */
+    GV_CHECK_EQ(count_cf(s, 100, N, 1) + count_cf(s, 100, N, 2), 0);
+    GV_CHECK(count_above(s, N - 100, N, 10) >= 80); /* and the evidence takes it up */
     gv_adapt_destroy(ctl);
     logcap_free(&cap);
 }
@@ -244,6 +272,11 @@ static void test_as_fast_below(void)
     static struct step s[N];
     areplay(ctl, &e, N, s);
     dump_runs("as-fast-below", s, N);
+    /* before the change the link decides (no dense); after it every arm takes about as long
+     * and the incumbent slides down to a dense arm without any loss evidence */
+    GV_CHECK_EQ(count_cf(s, 0, 300, 1) + count_cf(s, 0, 300, 2), 0);
+    GV_CHECK(count_reason(&cap, "as-fast-below") >= 2);
+    GV_CHECK(count_cf(s, N - 100, N, 1) + count_cf(s, N - 100, N, 2) >= 80);
     gv_adapt_destroy(ctl);
     logcap_free(&cap);
 }
@@ -263,6 +296,11 @@ static void test_lr_drop(void)
     static struct step s[N];
     areplay(ctl, &e, N, s);
     dump_runs("lr-drop", s, N);
+    GV_CHECK_EQ(count_reason(&cap, "lr-drop"), 1);
+    GV_CHECK_EQ(count_reason(&cap, "quality-guard"), 1);
+    GV_CHECK(count_above(s, 0, 250, 10) > 0);
+    GV_CHECK_EQ(count_above(s, 251, N, 10), 0); /* the drop's decision acts from 251 */
+    GV_CHECK_EQ(count_cf(s, 251, N, 1) + count_cf(s, 251, N, 2), 0);
     gv_adapt_destroy(ctl);
     logcap_free(&cap);
 }
@@ -281,6 +319,60 @@ static void test_guard(void)
     static struct step s[N];
     areplay(ctl, &e, N, s);
     dump_runs("guard", s, N);
+    GV_CHECK_EQ(count_reason(&cap, "quality-guard"), 1);
+    GV_CHECK(count_above(s, 0, 200, 10) > 100);
+    GV_CHECK_EQ(count_above(s, 201, N, 10), 0); /* from 20 % of the budget */
+    gv_adapt_destroy(ctl);
+    logcap_free(&cap);
+}
+
+/* Seconds spent in probes below the incumbent, from the log (a probe's block is logged when it
+ * ends: back to the incumbent, or taken at once as fast), and the phase's time at the end. */
+static double probe_below_s(const struct logcap *c, double *phase_s)
+{
+    double s = 0.0;
+    *phase_s = 0.0;
+    for (int i = 0; i < c->n; i++) {
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(c->lines[i], "block");
+        const char *r = jstr(c->lines[i], "reason");
+        bool below =
+            strcmp(r, "as-fast-below") == 0 || (strcmp(r, "back-to-incumbent") == 0 && b != NULL &&
+                                                jnum(b, "cf") < jnum(c->lines[i], "incumbent"));
+        if (below)
+            s += jnum(b, "iters") * jnum(b, "t_ms") / 1000.0;
+        *phase_s = jnum(c->lines[i], "phase_s");
+    }
+    return s;
+}
+
+/* The arm below costs 3x the incumbent's time and the loss falls as fast per second under
+ * either (no evidence either way, as on the MLP and the CNN at 100 Mbit/s with CF 4 below CF
+ * 10): the probes below go on, but together they take at most probe_budget of the phase's
+ * time (plus the overshoot of the last one), not a probe every other block. */
+static void test_probe_budget(void)
+{
+    struct gv_adapt_config cfg = auto_cfg();
+    cfg.autoc.total_iters = 1500; /* the guard keeps the incumbent at CF 10 from 300 */
+    struct gv_adapt *ctl;
+    GV_CHECK_OK(gv_adapt_create(&cfg, &ctl));
+    struct logcap cap = {0};
+    gv_adapt_set_log(ctl, dump_cb, &cap);
+    struct aenv e = env_comm(&cfg.autoc);
+    for (uint32_t a = 0; a < cfg.autoc.n_arms; a++) { /* the same progress per second */
+        e.level[a] = 0.3;
+        e.kappa[a] = 0.2 * (e.t_fix + e.t_dense * payload(cfg.autoc.cf[a]));
+    }
+    enum { N = 1500 };
+    static struct step s[N];
+    areplay(ctl, &e, N, s);
+    dump_runs("probe-budget", s, N);
+    double phase_s, below = probe_below_s(&cap, &phase_s);
+    GV_CHECK(count_reason(&cap, "probe-below") >= 2); /* it still looks below */
+    GV_CHECK(phase_s > 10.0);
+    GV_CHECK_MSG(below <= 0.3 * phase_s, "probes below took %.2f s of the phase's %.2f s", below,
+                 phase_s);
+    if (getenv("ADAPT_DUMP") != NULL)
+        fprintf(stderr, "probes below: %.2f s of %.2f s\n", below, phase_s);
     gv_adapt_destroy(ctl);
     logcap_free(&cap);
 }
@@ -563,6 +655,7 @@ int main(void)
     test_as_fast_below();
     test_lr_drop();
     test_guard();
+    test_probe_budget();
     test_continuation();
     test_corrupt();
     test_invalid();
