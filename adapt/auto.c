@@ -223,7 +223,9 @@ static void block_finish(struct gv_adapt *ctl, struct auto_block *b)
 }
 
 /* Scores the sandwich a1 - probe - a2 on the pair of neighbours it spans. Returns the pair
- * (its lower arm), or -1; *e_p and *var_p: the difference of rates, > 0 favouring the lower. */
+ * (its upper arm - 1: dense in full against the first sparse arm is the pair of dense in
+ * halves and that arm), or -1; *e_p and *var_p: the difference of rates, > 0 favouring the lower.
+ */
 static int sandwich(struct gv_adapt *ctl, const struct auto_block *a2, double *e_p, double *var_p)
 {
     struct auto_state *au = &ctl->au;
@@ -234,7 +236,7 @@ static int sandwich(struct gv_adapt *ctl, const struct auto_block *a2, double *e
     double var = b->rate_var + 0.25 * (a1->rate_var + a2->rate_var);
     if (!(var > 0.0) || !isfinite(e))
         return -1;
-    uint32_t p = GV_MIN(b->arm, a2->arm);
+    uint32_t p = GV_MAX(b->arm, a2->arm) - 1;
     if (b->arm > a2->arm)
         e = -e; /* the probe above did better: evidence for the higher CF */
     double f = ctl->cfg.autoc.forget;
@@ -267,10 +269,20 @@ static const char *next_after_inc(struct gv_adapt *ctl)
         if (arm_dense(ctl, au->inc)) /* dense below dense: worth it only if faster */
             ok[0] = ok[0] && (!meas || t_dn < (1.0 - 0.5 * c->tie) * t_inc);
     }
-    if (au->inc + 1 <= arm_top(ctl)) { /* above: only if measured to save time */
+    uint32_t up = au->inc + 1;
+    if (up <= arm_top(ctl)) { /* above: only if measured to save time */
         bool meas;
-        double t_up = auto_arm_time(ctl, au->inc + 1, &meas);
-        bool both_dense = arm_dense(ctl, au->inc + 1);
+        double t_up = auto_arm_time(ctl, up, &meas);
+        bool both_dense = arm_dense(ctl, up);
+        if (both_dense && !(meas && t_up < (1.0 - 0.5 * c->tie) * t_inc) &&
+            up + 1 <= arm_top(ctl)) {
+            /* the other dense arm sends the same gradient and saves no time: the rung above
+             * the two dense arms is the first sparse one (the pair's evidence is kept on
+             * dense in halves and that arm) */
+            up++;
+            t_up = auto_arm_time(ctl, up, &meas);
+            both_dense = false;
+        }
         ok[1] = meas && t_up < (1.0 - (both_dense ? 0.5 : 1.0) * c->tie) * t_inc;
     }
     for (int d = 0; d < 2; d++) /* a side that keeps losing waits its turn out */
@@ -284,7 +296,7 @@ static const char *next_after_inc(struct gv_adapt *ctl)
         return "no-probe";
     }
     au->dir = 1 - d;
-    block_start(ctl, AUTO_PROBE, d == 0 ? au->inc - 1 : au->inc + 1);
+    block_start(ctl, AUTO_PROBE, d == 0 ? au->inc - 1 : up);
     return d == 0 ? "probe-below" : "probe-above";
 }
 
@@ -344,7 +356,8 @@ static void block_end(struct gv_adapt *ctl, uint64_t iter, const struct adapt_co
     if (l.pair >= 0 && !arm_dense(ctl, (uint32_t)l.pair + 1)) { /* dense pairs: time only */
         double z = pair_z(au, (uint32_t)l.pair);
         uint32_t lo = (uint32_t)l.pair;
-        backoff(au, lo == au->inc ? 1 : 0, z, c->z_switch);
+        bool inc_low = au->inc <= lo; /* the incumbent is the lower side (or the dense arm below) */
+        backoff(au, inc_low ? 1 : 0, z, c->z_switch);
         if (lo + 1 == au->inc && z >= c->z_switch) {
             switch_to(ctl, lo);
             l.reason = "evidence-below";
@@ -352,7 +365,7 @@ static void block_end(struct gv_adapt *ctl, uint64_t iter, const struct adapt_co
             adapt_log_auto(ctl, iter, &l);
             return;
         }
-        if (lo == au->inc && z <= -c->z_switch && lo + 1 <= arm_top(ctl)) {
+        if (inc_low && z <= -c->z_switch && lo + 1 <= arm_top(ctl)) {
             switch_to(ctl, lo + 1);
             l.reason = "evidence-above";
             block_start(ctl, AUTO_INC, au->inc);

@@ -119,13 +119,14 @@
  * incumbent. Time rules, no loss needed: an arm above is not probed unless measured `tie`
  * faster; a probe below no more than `tie` slower replaces the incumbent; between the two
  * dense arms (the same gradient) only time counts: 5 % (tie / 2) faster replaces, and is
- * probed. A probe below waits while the phase's probes below, plus block_min of its own
- * iterations, would exceed probe_budget of the phase's time; a side that lost a sandwich (z beyond
- * -z_switch) is probed half as often each time it loses again (1 in 2, 4, 8). An lr below lr_drop x
- * the phase's starts a new phase: evidence cleared, short blocks, the incumbent drop_rungs down but
- * not onto a dense arm. The quality guard: from quality_from of total_iters (unknown: from the
- * first lr drop) no arm above quality_cf (the accuracy at the budget depends on the CF through most
- * of training).
+ * probed; otherwise the arm above dense in full is the first sparse arm (that pair's evidence
+ * is kept on dense in halves and that arm). A probe below waits while the phase's probes below,
+ * plus block_min of its own iterations, would exceed probe_budget of the phase's time; a side that
+ * lost a sandwich (z beyond -z_switch) is probed half as often each time it loses again (1 in 2, 4,
+ * 8). An lr below lr_drop x the phase's starts a new phase: evidence cleared, short blocks, the
+ * incumbent drop_rungs down but not onto a dense arm. The quality guard: from quality_from of
+ * total_iters (unknown: from the first lr drop) no arm above quality_cf (the accuracy at the budget
+ * depends on the CF through most of training).
  *
  * ---- Decision log --------------------------------------------------------------------------
  * With a sink set, one JSON object (one line, no newline) per window and per decision change:
