@@ -22,7 +22,8 @@ _Static_assert(GRAVAC_ERR_AUTH == (int)GV_ERR_AUTH, "status values");
 /* ---------------------------------------------------------------- logging: the last error */
 
 static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
-static char err_line[1024];
+static char err_line[1024];              /* the process's last error (any thread's) */
+static _Thread_local char err_own[1024]; /* the calling thread's */
 static char log_tag[32] = "worker";
 
 /* gravac's usual line on stderr, one write per line; errors are kept for gravac_last_error. */
@@ -40,6 +41,8 @@ static void gravac_log_sink(enum gv_log_level level, const char *line, void *arg
     if (level == GV_LOG_ERROR)
         snprintf(err_line, sizeof(err_line), "%s", line);
     pthread_mutex_unlock(&err_mu);
+    if (level == GV_LOG_ERROR)
+        snprintf(err_own, sizeof(err_own), "%s", line);
     if (n > (int)sizeof(out) - 1)
         n = (int)sizeof(out) - 1;
     ssize_t w = write(STDERR_FILENO, out, (size_t)n);
@@ -48,7 +51,9 @@ static void gravac_log_sink(enum gv_log_level level, const char *line, void *arg
 
 const char *gravac_last_error(void)
 {
-    return err_line;
+    /* two workers in one process (threads) each read their own: a process-wide line was
+     * overwritten by the other worker's error in between */
+    return err_own[0] != '\0' ? err_own : err_line;
 }
 
 int gravac_api_version(void)

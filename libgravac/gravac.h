@@ -119,7 +119,8 @@ gravac_status gravac_finish(struct gravac *g);
  * every process of the job stops and names this worker and the reason. */
 void gravac_fail(struct gravac *g, const char *why);
 
-/* The last error gravac logged in this process ("" when none). */
+/* The last error gravac logged on the calling thread; when that thread has logged none, the
+ * last one of the process (its helper thread's, say); "" when none. */
 const char *gravac_last_error(void);
 
 #ifdef __cplusplus

@@ -435,9 +435,73 @@ static void test_misuse(void)
     GV_CHECK(strcmp(gravac_status_str(GRAVAC_ERR_PROTO), gv_status_str(GV_ERR_PROTO)) == 0);
 }
 
+/* Two threads, each with its own failed call, in the order A, B, then A reads: A gets its own
+ * error, not B's (the layout-mismatch job above, two workers in one process, read the other
+ * worker's error now and then). */
+struct err_pair {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stage;
+    char a_read[1024];
+};
+
+static void err_wait(struct err_pair *e, int stage)
+{
+    pthread_mutex_lock(&e->mu);
+    while (e->stage < stage)
+        pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void err_set(struct err_pair *e, int stage)
+{
+    pthread_mutex_lock(&e->mu);
+    e->stage = stage;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void *err_thread_a(void *arg)
+{
+    struct err_pair *e = arg;
+    struct gravac *g = NULL;
+    const char *bad_model[] = {"t", "--model=mlp", "--rank=0", "--num-workers=1",
+                               "--servers=127.0.0.1:1"};
+    (void)gravac_create(5, bad_model, &g);
+    err_set(e, 1);
+    err_wait(e, 2);
+    snprintf(e->a_read, sizeof(e->a_read), "%s", gravac_last_error());
+    return NULL;
+}
+
+static void *err_thread_b(void *arg)
+{
+    struct err_pair *e = arg;
+    struct gravac *g = NULL;
+    err_wait(e, 1);
+    const char *accordion[] = {"t", "--method=accordion", "--rank=0", "--num-workers=1",
+                               "--servers=127.0.0.1:1"};
+    (void)gravac_create(5, accordion, &g);
+    err_set(e, 2);
+    return NULL;
+}
+
+static void test_last_error_per_thread(void)
+{
+    struct err_pair e = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t a, b;
+    GV_CHECK_EQ(pthread_create(&a, NULL, err_thread_a, &e), 0);
+    GV_CHECK_EQ(pthread_create(&b, NULL, err_thread_b, &e), 0);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    GV_CHECK_MSG(strstr(e.a_read, "--model must be external") != NULL,
+                 "thread A read another thread's error: %s", e.a_read);
+}
+
 int main(void)
 {
     test_misuse();
+    test_last_error_per_thread();
     test_caller_dense();
     test_caller_compressed();
     test_job_sgd();
