@@ -144,6 +144,21 @@ static int count_reason(const struct logcap *c, const char *reason)
     return n;
 }
 
+/* One scenario: a controller with cfg, its log captured into cap, n iterations of e replayed
+ * into s (and printed under title with ADAPT_DUMP=1). NULL when it cannot be created. */
+static struct gv_adapt *scenario(const struct gv_adapt_config *cfg, struct aenv *e, size_t n,
+                                 struct step *s, struct logcap *cap, const char *title)
+{
+    struct gv_adapt *ctl = NULL;
+    GV_CHECK_OK(gv_adapt_create(cfg, &ctl));
+    if (ctl == NULL)
+        return NULL;
+    gv_adapt_set_log(ctl, dump_cb, cap);
+    areplay(ctl, e, n, s);
+    dump_runs(title, s, n);
+    return ctl;
+}
+
 static struct aenv env_comm(const struct gv_adapt_auto_cfg *c)
 {
     /* 100 Mbit/s-like: iterations of 8 ms plus the payload at 250 ms per dense model */
@@ -159,15 +174,11 @@ static struct aenv env_comm(const struct gv_adapt_auto_cfg *c)
 static void test_comm_bound(void)
 {
     struct gv_adapt_config cfg = auto_cfg();
-    struct gv_adapt *ctl;
-    GV_CHECK_OK(gv_adapt_create(&cfg, &ctl));
-    struct logcap cap = {0};
-    gv_adapt_set_log(ctl, dump_cb, &cap);
     struct aenv e = env_comm(&cfg.autoc);
     enum { N = 1500 };
     static struct step s[N];
-    areplay(ctl, &e, N, s);
-    dump_runs("comm-bound", s, N);
+    struct logcap cap = {0};
+    struct gv_adapt *ctl = scenario(&cfg, &e, N, s, &cap, "comm-bound");
     /* the timing stage from the top down to CF 10, then the prior's start (CF 100) */
     static const struct run head[] = {{0, F, 1000, 1000, 1000}, {3, F, 300, 300, 300},
                                       {6, F, 100, 100, 100},    {9, F, 30, 30, 30},
@@ -200,15 +211,11 @@ static struct aenv env_compute(const struct gv_adapt_auto_cfg *c)
 static void test_compute_bound(void)
 {
     struct gv_adapt_config cfg = auto_cfg();
-    struct gv_adapt *ctl;
-    GV_CHECK_OK(gv_adapt_create(&cfg, &ctl));
-    struct logcap cap = {0};
-    gv_adapt_set_log(ctl, dump_cb, &cap);
     struct aenv e = env_compute(&cfg.autoc);
     enum { N = 600 };
     static struct step s[N];
-    areplay(ctl, &e, N, s);
-    dump_runs("compute-bound", s, N);
+    struct logcap cap = {0};
+    struct gv_adapt *ctl = scenario(&cfg, &e, N, s, &cap, "compute-bound");
     static const struct run want[] = {
         {0, F, 1000, 1000, 1000}, {3, F, 300, 300, 300}, {6, F, 100, 100, 100},
         {9, F, 30, 30, 30},       {12, F, 10, 10, 10},   {15, F, 4, 4, 4},
@@ -235,10 +242,6 @@ static void test_evidence_up(void)
 {
     struct gv_adapt_config cfg = auto_cfg();
     cfg.autoc.gamma0 = 1.0; /* a pessimistic prior: the start is too low */
-    struct gv_adapt *ctl;
-    GV_CHECK_OK(gv_adapt_create(&cfg, &ctl));
-    struct logcap cap = {0};
-    gv_adapt_set_log(ctl, dump_cb, &cap);
     struct aenv e = env_comm(&cfg.autoc);
     for (uint32_t a = 0; a < cfg.autoc.n_arms; a++) {
         e.level[a] = 0.3;
@@ -246,8 +249,8 @@ static void test_evidence_up(void)
     }
     enum { N = 1200 };
     static struct step s[N];
-    areplay(ctl, &e, N, s);
-    dump_runs("evidence-up", s, N);
+    struct logcap cap = {0};
+    struct gv_adapt *ctl = scenario(&cfg, &e, N, s, &cap, "evidence-up");
     /* the same progress per iteration everywhere: the cheaper arms win, one rung at a time */
     GV_CHECK(count_reason(&cap, "evidence-above") >= 2);
     GV_CHECK_EQ(count_reason(&cap, "evidence-below"), 0);
@@ -263,17 +266,13 @@ static void test_evidence_up(void)
 static void test_as_fast_below(void)
 {
     struct gv_adapt_config cfg = auto_cfg();
-    struct gv_adapt *ctl;
-    GV_CHECK_OK(gv_adapt_create(&cfg, &ctl));
-    struct logcap cap = {0};
-    gv_adapt_set_log(ctl, dump_cb, &cap);
     struct aenv e = env_comm(&cfg.autoc);
     e.change_at = 300;
     e.t_dense_after = 0.0005;
     enum { N = 1500 };
     static struct step s[N];
-    areplay(ctl, &e, N, s);
-    dump_runs("as-fast-below", s, N);
+    struct logcap cap = {0};
+    struct gv_adapt *ctl = scenario(&cfg, &e, N, s, &cap, "as-fast-below");
     /* before the change the link decides (no dense); after it every arm takes about as long
      * and the incumbent slides down to a dense arm without any loss evidence */
     GV_CHECK_EQ(count_cf(s, 0, 300, 1) + count_cf(s, 0, 300, 2), 0);
@@ -288,16 +287,12 @@ static void test_as_fast_below(void)
 static void test_lr_drop(void)
 {
     struct gv_adapt_config cfg = auto_cfg();
-    struct gv_adapt *ctl;
-    GV_CHECK_OK(gv_adapt_create(&cfg, &ctl));
-    struct logcap cap = {0};
-    gv_adapt_set_log(ctl, dump_cb, &cap);
     struct aenv e = env_comm(&cfg.autoc);
     e.drop_at = 250;
     enum { N = 800 };
     static struct step s[N];
-    areplay(ctl, &e, N, s);
-    dump_runs("lr-drop", s, N);
+    struct logcap cap = {0};
+    struct gv_adapt *ctl = scenario(&cfg, &e, N, s, &cap, "lr-drop");
     GV_CHECK_EQ(count_reason(&cap, "lr-drop"), 1);
     GV_CHECK_EQ(count_reason(&cap, "quality-guard"), 1);
     GV_CHECK(count_above(s, 0, 250, 10) > 0);
@@ -312,15 +307,11 @@ static void test_guard(void)
 {
     struct gv_adapt_config cfg = auto_cfg();
     cfg.autoc.total_iters = 1000;
-    struct gv_adapt *ctl;
-    GV_CHECK_OK(gv_adapt_create(&cfg, &ctl));
-    struct logcap cap = {0};
-    gv_adapt_set_log(ctl, dump_cb, &cap);
     struct aenv e = env_comm(&cfg.autoc);
     enum { N = 1000 };
     static struct step s[N];
-    areplay(ctl, &e, N, s);
-    dump_runs("guard", s, N);
+    struct logcap cap = {0};
+    struct gv_adapt *ctl = scenario(&cfg, &e, N, s, &cap, "guard");
     GV_CHECK_EQ(count_reason(&cap, "quality-guard"), 1);
     GV_CHECK(count_above(s, 0, 200, 10) > 100);
     GV_CHECK_EQ(count_above(s, 201, N, 10), 0); /* from 20 % of the budget */
@@ -355,10 +346,6 @@ static void test_probe_budget(void)
 {
     struct gv_adapt_config cfg = auto_cfg();
     cfg.autoc.total_iters = 1500; /* the guard keeps the incumbent at CF 10 from 300 */
-    struct gv_adapt *ctl;
-    GV_CHECK_OK(gv_adapt_create(&cfg, &ctl));
-    struct logcap cap = {0};
-    gv_adapt_set_log(ctl, dump_cb, &cap);
     struct aenv e = env_comm(&cfg.autoc);
     for (uint32_t a = 0; a < cfg.autoc.n_arms; a++) { /* the same progress per second */
         e.level[a] = 0.3;
@@ -366,8 +353,8 @@ static void test_probe_budget(void)
     }
     enum { N = 1500 };
     static struct step s[N];
-    areplay(ctl, &e, N, s);
-    dump_runs("probe-budget", s, N);
+    struct logcap cap = {0};
+    struct gv_adapt *ctl = scenario(&cfg, &e, N, s, &cap, "probe-budget");
     double phase_s, below = probe_below_s(&cap, &phase_s);
     GV_CHECK(count_reason(&cap, "probe-below") >= 2); /* it still looks below */
     GV_CHECK(phase_s > 10.0);
@@ -386,10 +373,6 @@ static void test_probe_budget(void)
 static void test_dense_rung(void)
 {
     struct gv_adapt_config cfg = auto_cfg();
-    struct gv_adapt *ctl;
-    GV_CHECK_OK(gv_adapt_create(&cfg, &ctl));
-    struct logcap cap = {0};
-    gv_adapt_set_log(ctl, dump_cb, &cap);
     struct aenv e = env_comm(&cfg.autoc);
     e.t_fix = 0.040;
     e.t_dense = 0.008;
@@ -400,8 +383,8 @@ static void test_dense_rung(void)
     }
     enum { N = 1500 };
     static struct step s[N];
-    areplay(ctl, &e, N, s);
-    dump_runs("dense-rung", s, N);
+    struct logcap cap = {0};
+    struct gv_adapt *ctl = scenario(&cfg, &e, N, s, &cap, "dense-rung");
     GV_CHECK_EQ(s[24].cf, 1); /* the start: dense in full */
     int from_dense = 0;
     for (int i = 0; i < cap.n; i++) {
