@@ -28,6 +28,17 @@ children_of() {
     pgrep -P "$1" 2>/dev/null | tr '\n' ' '
 }
 
+# start_endless SERVERS OUT: an endless job in the background (its pid in $lp), once training
+# has started (at most 10 s)
+start_endless() {
+    "$bin/gravac-launch" --servers "$1" --workers 2 $job --steps 1000000 --insecure >"$2" 2>&1 &
+    lp=$!
+    for i in $(seq 1 200); do
+        grep -q 'training starts' "$2" && break
+        sleep 0.05
+    done
+}
+
 job="--dataset synthetic --synthetic-n 2048 --batch 32 --widths 32 --connect-timeout 20s"
 
 # 1. a short job: rc 0, prefixed lines, progress, summary; options routed to the right programs
@@ -107,12 +118,7 @@ no_children "$kids"
 
 # 4. SIGINT: everything stops, rc 130
 out=$tmp/int.txt
-"$bin/gravac-launch" --servers 1 --workers 2 $job --steps 1000000 --insecure >"$out" 2>&1 &
-lp=$!
-for i in $(seq 1 200); do
-    grep -q 'training starts' "$out" && break
-    sleep 0.05
-done
+start_endless 1 "$out"
 kids=$(children_of $lp)
 kill -INT $lp
 wait $lp
@@ -141,12 +147,7 @@ grep -q 'FAILED: server[01] (exit status 2)' "$out" ||
 # 7. launch itself killed outright (SIGKILL: nothing is forwarded): its servers and workers
 # are told by the kernel (SIGTERM) and are gone within a bounded time, not left running
 out=$tmp/orphans.txt
-"$bin/gravac-launch" --servers 2 --workers 2 $job --steps 1000000 --insecure >"$out" 2>&1 &
-lp=$!
-for i in $(seq 1 200); do
-    grep -q 'training starts' "$out" && break
-    sleep 0.05
-done
+start_endless 2 "$out"
 kids=$(children_of $lp)
 [ "$(echo $kids | wc -w)" -eq 4 ] || fail "SIGKILL: launch has not 4 children: '$kids'"
 kill -KILL $lp
