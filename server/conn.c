@@ -301,7 +301,10 @@ static void conn_worker_msg(struct gv_server *srv, struct srv_peer *p, const str
             srv_stop(srv, why);
         } else if (srv->cfg.dead_policy != GV_DEAD_CONTINUE) {
             p->reported = true;
-            srv_abort(srv, GV_ERR_CLOSED, "%s reported: %s", p->name, t);
+            /* a worker passing on server 0's verdict that a checkpoint failed: the job ends for
+             * that reason here too (exit status 4), whichever message arrives first */
+            gv_status_t cause = m->u.error.code == GV_ERR_CKPT ? GV_ERR_CKPT : GV_ERR_CLOSED;
+            srv_abort(srv, cause, "%s reported: %s", p->name, t);
         } else {
             snprintf(why, sizeof(why), "it stopped: %s", t);
             conn_worker_dead(srv, p, why);

@@ -319,11 +319,18 @@ void srv_send_bye_all(struct gv_server *srv, uint64_t iteration)
         srv_send_bye(srv, srv->net.workers[w], iteration);
 }
 
+void srv_error_text(char *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out, SRV_ERROR_TEXT_MAX + 1, fmt, ap);
+    va_end(ap);
+}
+
 void srv_send_error_all(struct gv_server *srv, uint64_t iter, gv_status_t code, const char *text)
 {
-    /* cut to the wire's cap: a longer text could not be encoded and nobody would be told */
     char cut[SRV_ERROR_TEXT_MAX + 1];
-    snprintf(cut, sizeof(cut), "%s", text);
+    srv_error_text(cut, "%s", text);
     for (struct srv_peer *p = srv->net.joined.head; p != NULL; p = p->next) {
         if (p->closed)
             continue;
