@@ -613,7 +613,14 @@ static inline bool gv_ps_link_idle(const struct gv_ps_link *l)
 {
     return l->n_done == l->n_sent;
 }
-/* Encodes m into a free slot and sends it with payload[0..n) (borrowed until completion).
+/* An ERROR's text as it can go on the wire: text itself when it fits caps->max_text_len
+ * (caps NULL: the defaults), else its first max_text_len bytes copied into buf (len bytes).
+ * A text is for people: cut, not refused (a refused ERROR tells the peer nothing). */
+const char *gv_ps_error_text_fit(const char *text, const struct gv_proto_caps *caps, char *buf,
+                                 size_t len);
+
+/* Encodes m into a free slot and sends it with payload[0..n) (borrowed until completion); an
+ * ERROR's text too long for the wire is cut (gv_ps_error_text_fit).
  * *bytes_p (may be NULL) receives the frame's size on the wire. GV_OK when sent or queued;
  * GV_ERR_AGAIN when every slot or the transport queue is busy (nothing sent); GV_ERR_CLOSED,
  * GV_ERR_INVAL (logged). */

@@ -52,9 +52,33 @@ static void link_sent(struct gv_conn *c, gv_status_t status, void *arg)
         l->on_idle(l, l->arg);
 }
 
+const char *gv_ps_error_text_fit(const char *text, const struct gv_proto_caps *caps, char *buf,
+                                 size_t len)
+{
+    struct gv_proto_caps def;
+    if (caps == NULL) {
+        gv_proto_caps_default(&def);
+        caps = &def;
+    }
+    if (text == NULL || strlen(text) <= caps->max_text_len || len == 0)
+        return text;
+    snprintf(buf, GV_MIN(len, (size_t)caps->max_text_len + 1), "%s", text);
+    return buf;
+}
+
 gv_status_t gv_ps_link_send(struct gv_ps_link *l, const struct gv_proto_msg *m,
                             const struct gv_iov *payload, int n, uint64_t *bytes_p)
 {
+    struct gv_proto_msg cut_m;
+    char cut[1024];
+    if (m->type == GV_PROTO_MSG_ERROR) {
+        const char *t = gv_ps_error_text_fit(m->u.error.text, l->caps, cut, sizeof(cut));
+        if (t != m->u.error.text) {
+            cut_m = *m;
+            cut_m.u.error.text = t;
+            m = &cut_m;
+        }
+    }
     if (l->c == NULL)
         return GV_ERR_CLOSED;
     if (l->n_sent - l->n_done >= l->n_slots)

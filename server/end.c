@@ -59,10 +59,10 @@ static void end_request(struct gv_server *srv, gv_status_t status, const char *t
            "server %u: %s; asking server 0 to %s "
            "the job",
            srv->rank, text, status == GV_OK ? "stop" : "end");
-    /* cut to the wire's cap: a longer text could not be encoded, the request would fail and
-     * this server would end the job on its own, with its own status, instead of server 0's */
-    char msg[SRV_ERROR_TEXT_MAX + 1];
-    srv_error_text(msg, "server %u: %s", srv->rank, text);
+    /* the link cuts it to the wire's cap: refused, the request would fail and this server
+     * would end the job on its own, with its own status, instead of server 0's */
+    char msg[400];
+    snprintf(msg, sizeof(msg), "server %u: %s", srv->rank, text);
     struct srv_peer *c = srv->net.coord;
     struct gv_proto_msg m;
     gv_ps_link_msg(&c->link, &m, GV_PROTO_MSG_ERROR, srv->round.iter);

@@ -319,25 +319,15 @@ void srv_send_bye_all(struct gv_server *srv, uint64_t iteration)
         srv_send_bye(srv, srv->net.workers[w], iteration);
 }
 
-void srv_error_text(char *out, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(out, SRV_ERROR_TEXT_MAX + 1, fmt, ap);
-    va_end(ap);
-}
-
 void srv_send_error_all(struct gv_server *srv, uint64_t iter, gv_status_t code, const char *text)
 {
-    char cut[SRV_ERROR_TEXT_MAX + 1];
-    srv_error_text(cut, "%s", text);
     for (struct srv_peer *p = srv->net.joined.head; p != NULL; p = p->next) {
         if (p->closed)
             continue;
         struct gv_proto_msg m;
         gv_ps_link_msg(&p->link, &m, GV_PROTO_MSG_ERROR, iter);
         m.u.error.code = code;
-        m.u.error.text = cut;
+        m.u.error.text = text; /* cut to the wire's cap by the link */
         (void)gv_ps_link_send(&p->link, &m, NULL, 0, NULL);
     }
 }

@@ -33,8 +33,6 @@
 #define SRV_HDR_BYTES 1024
 /* MODEL chunks: at most this many elements per message (1 GiB of floats). */
 #define SRV_MODEL_CHUNK (256ull << 20)
-/* The longest text an ERROR carries (the default caps' max_text_len). */
-#define SRV_ERROR_TEXT_MAX 256
 
 /* ================================================================ peers (net.c) */
 
@@ -686,9 +684,6 @@ void srv_send_bye(struct gv_server *srv, struct srv_peer *p, uint64_t iteration)
 /* Every welcomed worker is told the job is over (those that said BYE get it as the answer). */
 void srv_send_bye_all(struct gv_server *srv, uint64_t iteration);
 /* ERROR(code, text) at iteration iter to every joined peer. */
-/* The text of an ERROR this server sends, printf-style, cut to the wire's cap (a longer one
- * cannot be encoded, and the peer would not be told). out: SRV_ERROR_TEXT_MAX + 1 bytes. */
-void srv_error_text(char *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void srv_send_error_all(struct gv_server *srv, uint64_t iter, gv_status_t code, const char *text);
 /* Tells worker p why it is out of the job (it may be alive: hung, or cut off from this server
  * only), then closes its connection once that has left. */
