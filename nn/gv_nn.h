@@ -192,6 +192,27 @@ gv_status_t gv_nn_model_set_grads(struct gv_nn_model *m, const float *host);
  * GV_ERR_INVAL (logged) when the batch is malformed (n out of range, label out of range). */
 gv_status_t gv_nn_model_train_step(struct gv_nn_model *m, const struct gv_nn_batch *b,
                                    struct gv_nn_stats *stats_p);
+/* What a caller running communication beside the compute (gravac-worker --overlap) is told
+ * during a training step. Offsets are elements of the flat vectors. */
+struct gv_nn_hooks {
+    /* Before the forward pass first reads parameters [lo, hi): the caller returns once they are
+     * final (a non-OK status ends the step with it). */
+    gv_status_t (*params_needed)(void *user, size_t lo, size_t hi);
+    /* The gradients of [lo, numel) are final: called with decreasing lo during the backward
+     * pass, last with 0 (a non-OK status ends the step with it). */
+    gv_status_t (*grads_ready)(void *user, size_t lo);
+    void *user;
+};
+/* A dense layer's weight gradient is computed, and reported, in blocks of rows of about 128 Ki
+ * elements (with or without hooks: the same bits either way), so that its first blocks can
+ * leave while the rest is computed; the forward pass asks for the same blocks. Image models
+ * only: the LSTM's weights are needed from its first time step to its last, so it asks for
+ * every parameter before its forward pass and reports every gradient after its backward pass. */
+
+/* gv_nn_model_train_step with hooks (NULL: none): the same bits with or without them. */
+gv_status_t gv_nn_model_train_step_hooked(struct gv_nn_model *m, const struct gv_nn_batch *b,
+                                          const struct gv_nn_hooks *hooks,
+                                          struct gv_nn_stats *stats_p);
 /* Forward only; grads untouched. */
 gv_status_t gv_nn_model_eval_batch(struct gv_nn_model *m, const struct gv_nn_batch *b,
                                    struct gv_nn_stats *stats_p);

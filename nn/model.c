@@ -377,21 +377,98 @@ gv_status_t gv_nn_model_optim_step(struct gv_nn_model *m, const struct gv_optim_
 
 /* ---------------------------------------------------------------- image models */
 
-static gv_status_t model_forward(struct gv_nn_model *m, int n)
+/* The hooks' calls (none without hooks). */
+static gv_status_t hook_need(const struct gv_nn_hooks *h, const struct gv_nn_model *m, int t,
+                             size_t a, size_t b)
+{
+    if (h == NULL || h->params_needed == NULL || t < 0)
+        return GV_OK;
+    return h->params_needed(h->user, m->t[t].offset + a, m->t[t].offset + b);
+}
+
+static gv_status_t hook_ready(const struct gv_nn_hooks *h, const struct gv_nn_model *m, int t,
+                              size_t a)
+{
+    if (h == NULL || h->grads_ready == NULL || t < 0)
+        return GV_OK;
+    return h->grads_ready(h->user, m->t[t].offset + a);
+}
+
+/* Rows of a dense weight per block: whole rows of at least NN_DENSE_BLOCK elements, a multiple
+ * of 16, with or without hooks: a BLAS may sum an element of a product of other shapes in
+ * another order, so the blocks are the same on both paths and the bits with them. */
+#define NN_DENSE_BLOCK ((size_t)131072)
+
+static int dense_rows_per_block(const struct nn_layer *l)
+{
+    size_t r = (NN_DENSE_BLOCK + (size_t)l->in_dim - 1) / (size_t)l->in_dim;
+    r = (r + 15) / 16 * 16;
+    return r >= (size_t)l->out_dim ? l->out_dim : (int)r;
+}
+
+/* The first row of the block that ends at row hi (> 0). */
+static int dense_block_lo(int hi, int rows)
+{
+    return (hi - 1) / rows * rows;
+}
+
+/* y = x W^T + b in blocks of output columns, the last rows of W first (the order in which a
+ * worker's updates come back: ps.md section 7), each block once its rows of W are final. */
+static gv_status_t dense_fwd(struct gv_nn_model *m, const struct gv_nn_hooks *h,
+                             const struct nn_layer *l, const float *x, int n)
+{
+    struct gv_nn_backend *be = m->be;
+    int rows = dense_rows_per_block(l), in = l->in_dim, out = l->out_dim;
+    const float *w = nn_param(m, l->wt);
+    for (int hi = out; hi > 0;) {
+        int lo = dense_block_lo(hi, rows);
+        GV_NN_TRY(hook_need(h, m, l->wt, (size_t)lo * (size_t)in, (size_t)hi * (size_t)in));
+        GV_NN_TRY(be->ops->gemm(be, 0, 1, n, hi - lo, in, 1.0f, x, in, w + (size_t)lo * in, in,
+                                0.0f, l->out + lo, out));
+        hi = lo;
+    }
+    GV_NN_TRY(hook_need(h, m, l->bt, 0, (size_t)out));
+    return be->ops->bias_add(be, l->out, nn_param(m, l->bt), n, out);
+}
+
+/* The input's gradient first (it needs the whole of W, which may change once W's gradient has
+ * left), then the bias's, then W's in blocks of rows from the last, each reported when done. */
+static gv_status_t dense_bwd(struct gv_nn_model *m, const struct gv_nn_hooks *h,
+                             const struct nn_layer *l, const float *x, float *dx, int n)
+{
+    struct gv_nn_backend *be = m->be;
+    int rows = dense_rows_per_block(l), in = l->in_dim, out = l->out_dim;
+    const float *dy = l->dout;
+    float *dw = nn_grad(m, l->wt);
+    if (dx != NULL)
+        GV_NN_TRY(be->ops->gemm(be, 0, 0, n, in, out, 1.0f, dy, out, nn_param(m, l->wt), in, 0.0f,
+                                dx, in));
+    GV_NN_TRY(be->ops->bias_grad(be, nn_grad(m, l->bt), dy, n, out));
+    GV_NN_TRY(hook_ready(h, m, l->bt, 0));
+    for (int hi = out; hi > 0;) {
+        int lo = dense_block_lo(hi, rows);
+        GV_NN_TRY(be->ops->gemm(be, 1, 0, hi - lo, in, n, 1.0f, dy + lo, out, x, in, 1.0f,
+                                dw + (size_t)lo * in, in));
+        GV_NN_TRY(hook_ready(h, m, l->wt, (size_t)lo * (size_t)in));
+        hi = lo;
+    }
+    return GV_OK;
+}
+
+static gv_status_t model_forward(struct gv_nn_model *m, const struct gv_nn_hooks *h, int n)
 {
     struct gv_nn_backend *be = m->be;
     const float *in = m->x;
     for (int i = 0; i < m->n_l; i++) {
         struct nn_layer *l = &m->l[i];
         switch (l->kind) {
-        case NN_L_DENSE:
-            GV_NN_TRY(gv_nn_dense_fwd(be, in, nn_param(m, l->wt), nn_param(m, l->bt), l->out, n,
-                                      l->in_dim, l->out_dim));
-            break;
+        case NN_L_DENSE: GV_NN_TRY(dense_fwd(m, h, l, in, n)); break;
         case NN_L_RELU:
             GV_NN_TRY(be->ops->relu_fwd(be, in, l->out, (size_t)n * (size_t)l->out_dim));
             break;
         case NN_L_CONV:
+            GV_NN_TRY(hook_need(h, m, l->wt, 0, m->t[l->wt].numel));
+            GV_NN_TRY(hook_need(h, m, l->bt, 0, m->t[l->bt].numel));
             GV_NN_TRY(gv_nn_conv_fwd(be, in, nn_param(m, l->wt), nn_param(m, l->bt), l->out, l->col,
                                      &l->cs, n));
             break;
@@ -404,7 +481,7 @@ static gv_status_t model_forward(struct gv_nn_model *m, int n)
     return GV_OK;
 }
 
-static gv_status_t model_backward(struct gv_nn_model *m, int n)
+static gv_status_t model_backward(struct gv_nn_model *m, const struct gv_nn_hooks *h, int n)
 {
     struct gv_nn_backend *be = m->be;
     for (int i = m->n_l - 1; i >= 0; i--) {
@@ -412,10 +489,7 @@ static gv_status_t model_backward(struct gv_nn_model *m, int n)
         float *dx = i > 0 ? m->l[i - 1].dout : NULL;
         const float *x = i > 0 ? m->l[i - 1].out : m->x;
         switch (l->kind) {
-        case NN_L_DENSE:
-            GV_NN_TRY(gv_nn_dense_bwd(be, x, nn_param(m, l->wt), l->dout, dx, nn_grad(m, l->wt),
-                                      nn_grad(m, l->bt), n, l->in_dim, l->out_dim));
-            break;
+        case NN_L_DENSE: GV_NN_TRY(dense_bwd(m, h, l, x, dx, n)); break;
         case NN_L_RELU:
             if (dx != NULL)
                 GV_NN_TRY(
@@ -424,6 +498,7 @@ static gv_status_t model_backward(struct gv_nn_model *m, int n)
         case NN_L_CONV:
             GV_NN_TRY(gv_nn_conv_bwd(be, nn_param(m, l->wt), l->dout, dx, nn_grad(m, l->wt),
                                      nn_grad(m, l->bt), l->col, &l->cs, n));
+            GV_NN_TRY(hook_ready(h, m, l->wt, 0));
             break;
         case NN_L_POOL:
             if (dx != NULL)
@@ -501,27 +576,39 @@ static gv_status_t model_loss(struct gv_nn_model *m, int n, int train, struct gv
 }
 
 static gv_status_t model_run(struct gv_nn_model *m, const struct gv_nn_batch *b, int train,
-                             struct gv_nn_stats *st)
+                             const struct gv_nn_hooks *h, struct gv_nn_stats *st)
 {
     GV_NN_TRY(model_check_batch(m, b));
     GV_NN_TRY(model_upload(m, b));
     int lstm = m->cfg.kind == GV_NN_LSTM;
-    GV_NN_TRY(lstm ? nn_lstm_forward(m, b->n) : model_forward(m, b->n));
+    if (lstm && h != NULL && h->params_needed != NULL)
+        GV_NN_TRY(h->params_needed(h->user, 0, m->numel));
+    GV_NN_TRY(lstm ? nn_lstm_forward(m, b->n) : model_forward(m, h, b->n));
     GV_NN_TRY(model_loss(m, b->n, train, st));
     if (!train)
         return GV_OK;
     GV_NN_TRY(m->be->ops->zero(m->be, m->arena + m->numel, m->numel * sizeof(float)));
-    return lstm ? nn_lstm_backward(m, b->n) : model_backward(m, b->n);
+    GV_NN_TRY(lstm ? nn_lstm_backward(m, b->n) : model_backward(m, h, b->n));
+    if (h != NULL && h->grads_ready != NULL) /* every gradient, whatever the model reported */
+        return h->grads_ready(h->user, 0);
+    return GV_OK;
 }
 
 gv_status_t gv_nn_model_train_step(struct gv_nn_model *m, const struct gv_nn_batch *b,
                                    struct gv_nn_stats *stats_p)
 {
-    return model_run(m, b, 1, stats_p);
+    return model_run(m, b, 1, NULL, stats_p);
+}
+
+gv_status_t gv_nn_model_train_step_hooked(struct gv_nn_model *m, const struct gv_nn_batch *b,
+                                          const struct gv_nn_hooks *hooks,
+                                          struct gv_nn_stats *stats_p)
+{
+    return model_run(m, b, 1, hooks, stats_p);
 }
 
 gv_status_t gv_nn_model_eval_batch(struct gv_nn_model *m, const struct gv_nn_batch *b,
                                    struct gv_nn_stats *stats_p)
 {
-    return model_run(m, b, 0, stats_p);
+    return model_run(m, b, 0, NULL, stats_p);
 }

@@ -324,6 +324,109 @@ static void test_alloc_failures(void)
     gv_log_set_cb(NULL, NULL);
 }
 
+/* The hooks of a training step (gravac-worker --overlap): a model whose parameters are NaN
+ * until the forward pass asks for them (the hook copies them in, as a worker applies an update)
+ * and whose reported gradients' parameters are made NaN at once (as an update landing there)
+ * computes the same loss and gradients, bit for bit, as the plain step; every reported range is
+ * final when reported, and the reports come from the last tensor to the first. */
+struct hook_rec {
+    const float *params_ref, *grads_ref; /* the plain step's */
+    float *params, *grads;               /* the hooked model's */
+    size_t n, lo_min, calls_ready, calls_need;
+    bool order_ok, final_ok;
+};
+
+static gv_status_t rec_need(void *user, size_t lo, size_t hi)
+{
+    struct hook_rec *r = user;
+    r->calls_need++;
+    if (lo > hi || hi > r->n)
+        return GV_ERR_INVAL;
+    memcpy(r->params + lo, r->params_ref + lo, (hi - lo) * sizeof(float));
+    return GV_OK;
+}
+
+static gv_status_t rec_ready(void *user, size_t lo)
+{
+    struct hook_rec *r = user;
+    r->calls_ready++;
+    r->order_ok &= lo <= r->lo_min;
+    r->lo_min = lo;
+    r->final_ok &= memcmp(r->grads + lo, r->grads_ref + lo, (r->n - lo) * sizeof(float)) == 0;
+    for (size_t i = lo; i < r->n; i++)
+        r->params[i] = NAN;
+    return GV_OK;
+}
+
+static void hooks_case(enum gv_nn_model_kind kind, int width)
+{
+    struct gv_nn_dataset *tr = NULL, *te = NULL;
+    struct gv_nn_model_cfg cfg;
+    struct gv_nn_model *a = NULL, *b = NULL;
+    int h = kind == GV_NN_CNN ? 8 : 1, w = kind == GV_NN_CNN ? 8 : 64;
+    GV_CHECK_OK(gv_nn_dataset_synthetic(h, w, 1, 10, 256, 64, 1.5f, 5, &tr, &te));
+    gv_nn_model_cfg_default(kind, &cfg);
+    cfg.in_h = h, cfg.in_w = w, cfg.in_c = 1, cfg.max_batch = 32;
+    cfg.widths[0] = width, cfg.widths[1] = 50, cfg.n_widths = 2;
+    cfg.conv1 = 8, cfg.conv2 = 8, cfg.cnn_dense = 32;
+    GV_CHECK_OK(gv_nn_model_create(be, &cfg, &a));
+    GV_CHECK_OK(gv_nn_model_create(be, &cfg, &b));
+    struct gv_nn_batch_buf buf;
+    GV_CHECK_OK(gv_nn_batch_buf_init(&buf, tr, 32));
+    if (a == NULL || b == NULL || tr == NULL)
+        goto out;
+    GV_CHECK_OK(gv_nn_model_init(a, 7));
+    GV_CHECK_OK(gv_nn_model_init(b, 7));
+    size_t n = gv_nn_model_numel(a), idx[32];
+    for (int i = 0; i < 32; i++)
+        idx[i] = (size_t)i * 3;
+    struct gv_nn_batch bt;
+    GV_CHECK_OK(gv_nn_batch_gather(tr, idx, 32, &buf, &bt));
+    struct gv_nn_stats sa, sb;
+    GV_CHECK_OK(gv_nn_model_train_step(a, &bt, &sa));
+    float *pb = gv_nn_model_params(b);
+    for (size_t i = 0; i < n; i++)
+        pb[i] = NAN;
+    struct hook_rec r = {.params_ref = gv_nn_model_params(a),
+                         .grads_ref = gv_nn_model_grads(a),
+                         .params = pb,
+                         .grads = gv_nn_model_grads(b),
+                         .n = n,
+                         .lo_min = n,
+                         .order_ok = true,
+                         .final_ok = true};
+    struct gv_nn_hooks hk = {.params_needed = rec_need, .grads_ready = rec_ready, .user = &r};
+    GV_CHECK_OK(gv_nn_model_train_step_hooked(b, &bt, &hk, &sb));
+    GV_CHECK_MSG(sa.loss_sum == sb.loss_sum && sa.correct == sb.correct,
+                 "%s width %d: loss %.9g vs %.9g", gv_nn_model_kind_str(kind), width, sa.loss_sum,
+                 sb.loss_sum);
+    size_t first = n;
+    for (size_t i = n; i-- > 0;)
+        if (memcmp(gv_nn_model_grads(a) + i, gv_nn_model_grads(b) + i, sizeof(float)) != 0)
+            first = i;
+    GV_CHECK_MSG(first == n, "%s width %d: the gradients differ from element %zu of %zu",
+                 gv_nn_model_kind_str(kind), width, first, n);
+    GV_CHECK_MSG(r.order_ok && r.final_ok && r.lo_min == 0, "%s width %d: order %d final %d lo %zu",
+                 gv_nn_model_kind_str(kind), width, r.order_ok, r.final_ok, r.lo_min);
+    /* blocks: more reports than tensors when the first weight is larger than a block */
+    if (kind == GV_NN_MLP && width * 64 > 131072)
+        GV_CHECK_MSG(r.calls_ready > (size_t)gv_nn_model_tensor_count(a),
+                     "%zu reports for %d tensors", r.calls_ready, gv_nn_model_tensor_count(a));
+out:
+    gv_nn_batch_buf_cleanup(&buf);
+    gv_nn_model_destroy(a);
+    gv_nn_model_destroy(b);
+    gv_nn_dataset_destroy(tr);
+    gv_nn_dataset_destroy(te);
+}
+
+static void test_hooks(void)
+{
+    hooks_case(GV_NN_MLP, 200);
+    hooks_case(GV_NN_MLP, 4100); /* fc1: two blocks of 2048 rows and one of 4 */
+    hooks_case(GV_NN_CNN, 0);
+}
+
 int main(void)
 {
     GV_CHECK_OK(gv_nn_backend_create(GV_NN_CPU, 1, &be));
@@ -333,6 +436,7 @@ int main(void)
     test_init();
     test_bad_input();
     test_eval_keeps_grads();
+    test_hooks();
     test_learns();
     test_lstm_learns();
     test_alloc_failures();
