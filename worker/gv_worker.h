@@ -130,6 +130,27 @@ struct gv_worker_step_out {
 gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *in,
                            struct gv_worker_step_out *out);
 
+/* Overlap (docs/ps.md section 7): gv_worker_step is gv_worker_step_push then
+ * gv_worker_step_finish; a caller may instead run its next forward pass between the two and,
+ * during its backward pass, hand over gradients as they are produced:
+ * - gv_worker_grads_ready(w, lo): the gradients of [lo, numel) are final (lo decreasing over
+ *   the pass); what they complete is compressed and pushed at once (whole shards, or a dense
+ *   f32 round's pieces; server 0's last push, which carries the statistics, waits for the push
+ *   call). Not after a push whose iteration is not finished (GV_ERR_INVAL). A GPU replica
+ *   (gv_worker_overlaps false) pushes everything at the push call instead.
+ * - gv_worker_step_push(w, in): compresses and pushes the rest; the iteration is in flight.
+ * - gv_worker_params_wait(w, lo, hi): returns once the in-flight iteration's updates of
+ *   [lo, hi) are applied (at once when none is in flight): the caller reads parameters only
+ *   after this. Each update is applied as it arrives, by whichever call is running.
+ * - gv_worker_step_finish(w, out): waits for every update, adopts the next decision, fills out
+ *   as gv_worker_step does; comm_s then also holds whatever the caller did in between.
+ * The replica's bits are those of gv_worker_step. Errors as gv_worker_step's. */
+bool gv_worker_overlaps(const struct gv_worker *w);
+gv_status_t gv_worker_grads_ready(struct gv_worker *w, size_t lo);
+gv_status_t gv_worker_step_push(struct gv_worker *w, const struct gv_worker_step_in *in);
+gv_status_t gv_worker_params_wait(struct gv_worker *w, size_t lo, size_t hi);
+gv_status_t gv_worker_step_finish(struct gv_worker *w, struct gv_worker_step_out *out);
+
 /* Says BYE to every server after `iterations` and waits for every server's answer, which says
  * how the job ended: GV_OK when every server answered BYE (every iteration of the job done, or
  * worker 0 ended it early: its BYE before the last iteration is how --target-accuracy stops a

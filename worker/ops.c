@@ -94,7 +94,9 @@ static void *ops_helper(void *arg)
     pthread_mutex_lock(&w->mu);
     while (!w->helper_stop) {
         int ms = 50;
-        if (w->fail_status == GV_OK) {
+        /* not while an iteration is open or in flight (overlap): its pushes and updates are
+         * the caller's calls' to run, on the replica's ranges they own */
+        if (w->fail_status == GV_OK && w->st.phase == WK_IDLE) {
             (void)gv_tp_progress(w->tp, 0);
             ms = GV_MIN(wk_tick(w, gv_now_ns()), 50);
         }

@@ -9,17 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-/* What one step needs to remember between its phases. */
-struct step_ctx {
-    const struct gv_worker_step_in *in;
-    struct gv_worker_step_out *out;
-    uint32_t levels;
-    bool dense; /* the level sent is dense */
-    struct gv_norms norms;
-    uint64_t t0;
-    uint32_t next_push; /* shards >= next_push have been pushed */
-};
-
 /* Splits the sent entries of unit u (a tensor, or the model) over the shards it spans, into
  * each shard's staging (filled back to front, so that the shard's entries end up in ascending
  * order). */
@@ -47,16 +36,17 @@ static void step_stage(struct gv_worker *w, uint32_t u, const struct gv_sparse *
     }
 }
 
-static void step_stats(struct gv_worker *w, struct step_ctx *x, struct gv_proto_iter_stats *st)
+static void step_stats(struct gv_worker *w, struct gv_proto_iter_stats *st)
 {
+    const struct wk_step *x = &w->st;
     memset(st, 0, sizeof(*st));
     st->g_ef_sq = x->norms.ef;
     st->g_min_sq = x->norms.min;
     st->g_c_sq = x->norms.cand;
-    st->compute_s = x->in->compute_s;
+    st->compute_s = x->in.compute_s;
     st->compress_s = (double)(gv_now_ns() - x->t0) * 1e-9;
-    st->samples = x->in->samples;
-    st->loss = x->in->loss;
+    st->samples = x->in.samples;
+    st->loss = x->in.loss;
     if (w->ck_pend_iter == w->iter) { /* its part of this iteration's checkpoint */
         st->ckpt_iter = w->iter;
         st->ckpt_status = w->ck_pend_status;
@@ -76,45 +66,68 @@ static void step_push_msg(struct gv_worker *w, struct wk_server *ws, struct gv_p
     m->u.push.level = gv_ps_level_to_proto(w->dec.level);
 }
 
-/* A dense f32 push in the round's pieces (src: the shard's first element), in ascending order,
- * server 0's last one with the statistics. */
-static gv_status_t step_push_pieces(struct gv_worker *w, struct step_ctx *x, struct wk_server *ws,
-                                    const float *src)
+/* A push that could not be sent: a server that dropped this worker (declared it dead while it
+ * was stopped, say) closed the connection, and what it said first, or the close itself, is the
+ * reason to report, not the broken pipe. */
+static gv_status_t step_push_failed(struct gv_worker *w, struct wk_server *ws, gv_status_t status)
 {
-    for (uint32_t k = 0; k < ws->pc.np; k++) {
+    (void)gv_tp_progress(w->tp, 0);
+    if (wk_server_status(w, ws) == GV_OK)
+        wk_fail(w, status == GV_ERR_CLOSED ? GV_ERR_CLOSED : status, "cannot push to %s: %s",
+                ws->name, gv_status_str(status));
+    return w->fail_status;
+}
+
+/* A dense f32 push in the round's pieces (src: the shard's first element), from the last piece
+ * to the first (the order backward produces them in), those starting at or above global
+ * element `below` not pushed yet; server 0's first piece, the last to leave, carries the
+ * statistics, and only with `final`. */
+static gv_status_t step_push_pieces(struct gv_worker *w, struct wk_server *ws, const float *src,
+                                    uint64_t below, bool final)
+{
+    struct gv_worker_step_out *out = &w->st.out;
+    while (ws->pc_left > 0) {
+        uint32_t k = ws->pc_left - 1;
         uint64_t a = gv_ps_piece_lo(&ws->pc, k), len = gv_ps_piece_hi(&ws->pc, k) - a;
+        bool stats = ws->s == 0 && k == 0;
+        if (ws->lo + a < below || (stats && !final))
+            break;
         struct gv_proto_msg m;
         step_push_msg(w, ws, &m);
         m.numel = len;
         m.offset = a;
         m.nnz = len;
-        if (ws->s == 0 && k + 1 == ws->pc.np)
-            step_stats(w, x, &m.u.push.stats);
+        if (stats)
+            step_stats(w, &m.u.push.stats);
         gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, GV_PROTO_ENC_F32, len, 4 * len);
         struct gv_iov pl = {(void *)(uintptr_t)(src + a), 4 * len};
         uint64_t b = 0;
         gv_status_t status = gv_ps_link_send(&ws->link, &m, &pl, 1, &b);
-        if (status != GV_OK) {
-            wk_fail(w, status == GV_ERR_CLOSED ? GV_ERR_CLOSED : status, "cannot push to %s: %s",
-                    ws->name, gv_status_str(status));
-            return status;
-        }
+        if (status != GV_OK)
+            return step_push_failed(w, ws, status);
         ws->piece_seq[k] = ws->link.n_sent;
-        x->out->bytes_sent += b;
-        x->out->payload_sent += pl.len;
-        x->out->nnz_sent += len;
+        ws->pc_left = k;
+        out->bytes_sent += b;
+        out->payload_sent += pl.len;
+        out->nnz_sent += len;
     }
     return GV_OK;
 }
 
-static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s)
+/* Server s's push, or (a dense round in pieces) its pieces at or above global element
+ * `below`; *whole: all of it has left. */
+static gv_status_t step_push(struct gv_worker *w, uint32_t s, uint64_t below, bool final,
+                             bool *whole)
 {
+    struct wk_step *x = &w->st;
+    struct gv_worker_step_out *out = &x->out;
     struct wk_server *ws = &w->srv[s];
     uint64_t t = gv_trace_now(w->cfg.trace);
+    *whole = false;
     struct gv_proto_msg m;
     step_push_msg(w, ws, &m);
     if (s == 0)
-        step_stats(w, x, &m.u.push.stats);
+        step_stats(w, &m.u.push.stats);
     /* --optimizer caller: the servers compare every worker's parameters (as the caller's
      * optimizer left them) by their checksum */
     if (w->caller_optim && w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0)
@@ -123,22 +136,28 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
     int npl;
     if (x->dense) {
         const float *src = w->resid != NULL ? w->resid : w->m.grads; /* g_ef, or g (dense) */
-        if (w->mirrored) { /* the shard's part of it to the host, once this iteration */
-            gv_status_t status = wk_download(w, w->hg + ws->lo, src + ws->lo, ws->n, "g_ef");
-            if (status != GV_OK)
-                return status;
+        if (w->mirrored) { /* the shard's part of it to the host, once this iteration (no
+                              overlap on a GPU replica: the whole shard is ready) */
+            if (ws->pc_left == ws->pc.np) {
+                gv_status_t status = wk_download(w, w->hg + ws->lo, src + ws->lo, ws->n, "g_ef");
+                if (status != GV_OK)
+                    return status;
+            }
             src = w->hg;
         }
         enum gv_val_type vt = gv_ps_dense_vt(w->job, &w->dec);
         if (vt == GV_VAL_F32 && gv_job_pieced(w->job)) {
-            gv_status_t status = step_push_pieces(w, x, ws, src + ws->lo);
+            uint64_t before = out->payload_sent;
+            gv_status_t status = step_push_pieces(w, ws, src + ws->lo, below, final);
             if (status != GV_OK)
                 return status;
-            ws->pushed = true;
             gv_trace_span(w->cfg.trace, GV_PS_SPAN_PUSH, t, gv_trace_now(w->cfg.trace), w->iter,
-                          w->dec.cf_send, 4 * ws->n, (int32_t)s);
+                          w->dec.cf_send, out->payload_sent - before, (int32_t)s);
+            ws->pushed = *whole = ws->pc_left == 0;
             return GV_OK;
         }
+        if (ws->lo < below || (s == 0 && !final))
+            return GV_OK;
         size_t len = gv_sparse_val_len(ws->n, vt);
         gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, gv_ps_val_type_to_proto(vt), ws->n, len);
         m.nnz = ws->n;
@@ -150,6 +169,8 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
         }
         npl = 1;
     } else {
+        if (ws->lo < below || (s == 0 && !final))
+            return GV_OK;
         struct gv_sparse sp = {.idx = ws->sidx + ws->tail,
                                .val = ws->sval + ws->tail,
                                .cap = ws->cap - ws->tail,
@@ -171,38 +192,45 @@ static gv_status_t step_push(struct gv_worker *w, struct step_ctx *x, uint32_t s
     }
     uint64_t b = 0;
     gv_status_t status = gv_ps_link_send(&ws->link, &m, pl, npl, &b);
-    if (status != GV_OK) {
-        wk_fail(w, status == GV_ERR_CLOSED ? GV_ERR_CLOSED : status, "cannot push to %s: %s",
-                ws->name, gv_status_str(status));
-        return status;
-    }
+    if (status != GV_OK)
+        return step_push_failed(w, ws, status);
     ws->piece_seq[0] = ws->link.n_sent;
-    x->out->bytes_sent += b;
-    x->out->payload_sent += pl[0].len + (npl > 1 ? pl[1].len : 0);
-    x->out->nnz_sent += m.nnz;
-    ws->pushed = true;
+    out->bytes_sent += b;
+    out->payload_sent += pl[0].len + (npl > 1 ? pl[1].len : 0);
+    out->nnz_sent += m.nnz;
+    ws->pushed = *whole = true;
     gv_trace_span(w->cfg.trace, GV_PS_SPAN_PUSH, t, gv_trace_now(w->cfg.trace), w->iter,
                   w->dec.cf_send, pl[0].len + (npl > 1 ? pl[1].len : 0), (int32_t)s);
     return GV_OK;
 }
 
-/* Pushes every shard that no tensor below `below` contributes to. */
-static gv_status_t step_push_ready(struct gv_worker *w, struct step_ctx *x, uint64_t below)
+/* Pushes what no gradient below global element `below` contributes to, from the last server
+ * down: whole shards, or a dense round's pieces; server 0's last push (the statistics) only
+ * with `final`. */
+static gv_status_t step_push_ready(struct gv_worker *w, uint64_t below, bool final)
 {
-    while (x->next_push > 0 && w->srv[x->next_push - 1].lo >= below) {
-        gv_status_t status = step_push(w, x, x->next_push - 1);
+    struct wk_step *x = &w->st;
+    while (x->next_push > 0) {
+        bool whole = false;
+        gv_status_t status = step_push(w, x->next_push - 1, below, final, &whole);
         if (status != GV_OK)
             return status;
+        if (!whole)
+            break;
         x->next_push--;
     }
     return GV_OK;
 }
 
-static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
+/* Compresses the units whose gradients are final (those starting at or above `lo`), from the
+ * last, pushing what is complete as it goes. */
+static gv_status_t step_advance(struct gv_worker *w, uint64_t lo, bool final)
 {
+    struct wk_step *x = &w->st;
     const struct gv_ps_decision *d = &w->dec;
     bool accordion = w->job->method == GV_JOB_ACCORDION;
-    for (uint32_t u = w->n_units; u-- > 0;) {
+    for (; x->next_unit > 0 && w->unit_off[x->next_unit - 1] >= lo; x->next_unit--) {
+        uint32_t u = x->next_unit - 1;
         if (x->levels > 0) {
             /* Accordion's levels are per tensor, and so are its units */
             double cf = accordion && w->heavy[u] ? d->cf_candidate : d->theta_min;
@@ -241,7 +269,7 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
                     return status;
             }
         }
-        gv_status_t status = step_push_ready(w, x, w->unit_off[u]);
+        gv_status_t status = step_push_ready(w, w->unit_off[u], final);
         if (status != GV_OK)
             return status;
         if (gv_tp_progress(w->tp, 0) < 0)
@@ -249,6 +277,13 @@ static gv_status_t step_compress(struct gv_worker *w, struct step_ctx *x)
         (void)wk_tick(w, gv_now_ns());
         if (w->fail_status != GV_OK)
             return w->fail_status;
+    }
+    if (x->levels == 0) { /* no compression: any element is a boundary */
+        gv_status_t status = step_push_ready(w, lo, final);
+        if (status != GV_OK)
+            return status;
+        if (gv_tp_progress(w->tp, 0) < 0)
+            return GV_ERR_IO;
     }
     return GV_OK;
 }
@@ -595,71 +630,91 @@ static uint64_t step_wire(const struct gv_worker *w, bool sent)
     return b;
 }
 
-static gv_status_t step_run(struct gv_worker *w, const struct gv_worker_step_in *in,
-                            struct gv_worker_step_out *out);
-
-gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *in,
-                           struct gv_worker_step_out *out)
+/* Opens the iteration (once): every server's round state reset, the decision's levels taken. */
+static void step_open(struct gv_worker *w)
 {
-    pthread_mutex_lock(&w->mu);
-    w->busy = true;
-    gv_status_t status = step_run(w, in, out);
-    w->busy = false;
-    bool ckpt = status == GV_OK && !out->stop && wk_ckpt_due(w);
-    bool verdict = status == GV_OK && !out->stop && w->ck_pend_iter != 0;
-    pthread_mutex_unlock(&w->mu);
-    if (verdict)
-        wk_ckpt_verdict(w);
-    if (ckpt)
-        wk_ckpt_write(w);
-    w->t_step_end_ns = gv_trace_now(w->cfg.trace);
-    return status;
-}
-
-static gv_status_t step_run(struct gv_worker *w, const struct gv_worker_step_in *in,
-                            struct gv_worker_step_out *out)
-{
-    memset(out, 0, sizeof(*out));
-    if (w->fail_status != GV_OK)
-        return w->fail_status;
-    struct step_ctx x = {.in = in,
-                         .out = out,
-                         .levels = wk_levels(w, &w->dec),
-                         .dense = w->dec.level == GV_ADAPT_LEVEL_DENSE,
-                         .t0 = gv_now_ns(),
-                         .next_push = w->S};
+    struct wk_step *x = &w->st;
+    if (x->phase != WK_IDLE)
+        return;
+    *x = (struct wk_step){.phase = WK_OPEN,
+                          .levels = wk_levels(w, &w->dec),
+                          .dense = w->dec.level == GV_ADAPT_LEVEL_DENSE,
+                          .t0 = gv_now_ns(),
+                          .next_push = w->S,
+                          .next_unit = w->cmp != NULL ? w->n_units : 0};
     if (w->t_step_end_ns != 0) /* the caller's time since the last step */
-        gv_trace_span(w->cfg.trace, GV_PS_SPAN_COMPUTE, w->t_step_end_ns, x.t0, w->iter, 0, 0, -1);
+        gv_trace_span(w->cfg.trace, GV_PS_SPAN_COMPUTE, w->t_step_end_ns, x->t0, w->iter, 0, 0, -1);
+    struct gv_worker_step_out *out = &x->out;
     out->iter = w->iter;
     out->level = w->dec.level;
     out->cf = w->dec.cf_send;
     out->theta_min = w->dec.theta_min;
     out->cf_candidate = w->dec.cf_candidate;
-    uint64_t wire_s0 = step_wire(w, true), wire_r0 = step_wire(w, false);
+    x->wire_s0 = step_wire(w, true);
+    x->wire_r0 = step_wire(w, false);
     for (uint32_t s = 0; s < w->S; s++) {
         struct wk_server *ws = &w->srv[s];
         ws->tail = ws->cap;
         ws->pushed = ws->got_update = ws->resync = false;
         ws->pieces_got = ws->have = 0;
+        ws->pc_left = ws->pc.np;
         ws->ck_sum = 0;
         memset(ws->piece_seq, 0, sizeof(ws->piece_seq));
     }
     w->it_recv = w->it_payload_recv = 0;
     w->in_step = true;
-    gv_status_t status = step_compress(w, &x);
-    if (status == GV_OK)
-        status = step_push_ready(w, &x, 0);
-    uint64_t t1 = gv_now_ns();
-    out->compress_s = (double)(t1 - x.t0) * 1e-9;
-    gv_trace_span(w->cfg.trace, GV_PS_SPAN_COMPRESS, x.t0, t1, w->iter, w->dec.cf_send,
-                  out->payload_sent, -1);
+}
+
+/* Compresses what is left and pushes every server's rest; the iteration is then in flight. */
+static gv_status_t step_push_all(struct gv_worker *w, const struct gv_worker_step_in *in)
+{
+    if (w->fail_status != GV_OK)
+        return w->fail_status;
+    if (w->st.phase == WK_FLIGHT) {
+        gv_log(GV_LOG_ERROR, "worker %u: a push before the last iteration was finished", w->rank);
+        return GV_ERR_INVAL;
+    }
+    step_open(w);
+    struct wk_step *x = &w->st;
+    x->in = *in;
+    gv_status_t status = step_advance(w, 0, true);
+    x->t_pushed = gv_now_ns();
+    x->out.compress_s = (double)(x->t_pushed - x->t0) * 1e-9;
+    gv_trace_span(w->cfg.trace, GV_PS_SPAN_COMPRESS, x->t0, x->t_pushed, w->iter, w->dec.cf_send,
+                  x->out.payload_sent, -1);
+    if (status == GV_OK && x->next_push > 0) { /* cannot happen: every unit was compressed */
+        wk_fail(w, GV_ERR_INVAL, "iteration %" PRIu64 ": %u servers' pushes did not leave", w->iter,
+                x->next_push);
+        status = GV_ERR_INVAL;
+    }
+    if (status != GV_OK) { /* the iteration is over: the helper runs the transport again */
+        x->phase = WK_IDLE;
+        w->in_step = false;
+        return w->fail_status != GV_OK ? w->fail_status : status;
+    }
+    x->phase = WK_FLIGHT;
+    return GV_OK;
+}
+
+/* Waits for every update, adopts the next decision and closes the iteration. */
+static gv_status_t step_finish(struct gv_worker *w, struct gv_worker_step_out *out)
+{
+    struct wk_step *x = &w->st;
+    memset(out, 0, sizeof(*out));
+    if (w->fail_status != GV_OK)
+        return w->fail_status;
+    if (x->phase != WK_FLIGHT) {
+        gv_log(GV_LOG_ERROR, "worker %u: finishing an iteration that was not pushed", w->rank);
+        return GV_ERR_INVAL;
+    }
     bool stop = false;
-    if (status == GV_OK)
-        status = step_wait(w, &stop);
+    gv_status_t status = step_wait(w, &stop);
     w->in_step = false;
+    x->phase = WK_IDLE;
     uint64_t t2 = gv_now_ns();
-    out->comm_s = (double)(t2 - t1) * 1e-9;
-    gv_trace_span(w->cfg.trace, GV_PS_SPAN_WAIT, t1, t2, w->iter, w->dec.cf_send,
+    *out = x->out;
+    out->comm_s = (double)(t2 - x->t_pushed) * 1e-9;
+    gv_trace_span(w->cfg.trace, GV_PS_SPAN_WAIT, x->t_pushed, t2, w->iter, w->dec.cf_send,
                   w->it_payload_recv, -1);
     if (status != GV_OK)
         return w->fail_status != GV_OK ? w->fail_status : status;
@@ -667,7 +722,7 @@ static gv_status_t step_run(struct gv_worker *w, const struct gv_worker_step_in 
         out->stop = true;
         return GV_OK;
     }
-    if (x.dense && w->cmp != NULL) /* g_ef has left (the updates came back): r = 0 */
+    if (x->dense && w->cmp != NULL) /* g_ef has left (the updates came back): r = 0 */
         for (uint32_t u = 0; u < w->n_units; u++)
             if ((status = gv_cmp_apply(w->cmp, w->ef[u], GV_SENT_DENSE, NULL)) != GV_OK)
                 return status;
@@ -676,13 +731,145 @@ static gv_status_t step_run(struct gv_worker *w, const struct gv_worker_step_in 
         out->resynced |= w->srv[s].resync;
     if ((status = step_adopt(w)) != GV_OK)
         return status;
-    step_accordion(w, in->epoch_end);
+    step_accordion(w, x->in.epoch_end);
     out->bytes_recv = w->it_recv;
     out->payload_recv = w->it_payload_recv;
-    out->wire_sent = step_wire(w, true) - wire_s0;
-    out->wire_recv = step_wire(w, false) - wire_r0;
+    out->wire_sent = step_wire(w, true) - x->wire_s0;
+    out->wire_recv = step_wire(w, false) - x->wire_r0;
     gv_ps_bytes_add(&w->bytes, out->cf, out->bytes_sent, out->bytes_recv, out->payload_sent);
     w->steps++;
     w->iter++;
     return GV_OK;
+}
+
+/* After a finished iteration, out of the lock: the residual checkpoint's verdict and write. */
+static void step_after(struct gv_worker *w, gv_status_t status,
+                       const struct gv_worker_step_out *out)
+{
+    bool ckpt = status == GV_OK && !out->stop && wk_ckpt_due(w);
+    bool verdict = status == GV_OK && !out->stop && w->ck_pend_iter != 0;
+    w->busy = false;
+    pthread_mutex_unlock(&w->mu);
+    if (verdict)
+        wk_ckpt_verdict(w);
+    if (ckpt)
+        wk_ckpt_write(w);
+    w->t_step_end_ns = gv_trace_now(w->cfg.trace);
+}
+
+static void step_lock(struct gv_worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->busy = true;
+}
+
+static void step_unlock(struct gv_worker *w)
+{
+    w->busy = false;
+    pthread_mutex_unlock(&w->mu);
+}
+
+gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *in,
+                           struct gv_worker_step_out *out)
+{
+    step_lock(w);
+    gv_status_t status = step_push_all(w, in);
+    if (status == GV_OK)
+        status = step_finish(w, out);
+    else
+        memset(out, 0, sizeof(*out));
+    step_after(w, status, out);
+    return status;
+}
+
+bool gv_worker_overlaps(const struct gv_worker *w)
+{
+    return !w->mirrored;
+}
+
+gv_status_t gv_worker_grads_ready(struct gv_worker *w, size_t lo)
+{
+    if (w->mirrored) /* a GPU replica pushes at gv_worker_step_push */
+        return GV_OK;
+    step_lock(w);
+    gv_status_t status = w->fail_status;
+    if (status == GV_OK && w->st.phase == WK_FLIGHT) {
+        gv_log(GV_LOG_ERROR,
+               "worker %u: gradients of the next iteration before the last one was "
+               "finished",
+               w->rank);
+        status = GV_ERR_INVAL;
+    } else if (status == GV_OK) {
+        step_open(w);
+        status = step_advance(w, GV_MIN(lo, w->m.numel), false);
+        if (status != GV_OK) {
+            w->st.phase = WK_IDLE;
+            w->in_step = false;
+        }
+    }
+    step_unlock(w);
+    return status;
+}
+
+gv_status_t gv_worker_step_push(struct gv_worker *w, const struct gv_worker_step_in *in)
+{
+    step_lock(w);
+    gv_status_t status = step_push_all(w, in);
+    step_unlock(w);
+    return status;
+}
+
+/* Whether every element of [lo, hi) of the replica has its update applied. */
+static bool step_params_final(const struct gv_worker *w, uint64_t lo, uint64_t hi)
+{
+    for (uint32_t s = gv_shard_of(&w->map, lo); s < w->S && w->srv[s].lo < hi; s++) {
+        const struct wk_server *ws = &w->srv[s];
+        if (ws->got_update) {
+            if (ws->model_left > 0) /* a resync rewrites the whole shard */
+                return false;
+            continue;
+        }
+        struct gv_ps_pieces lay = step_pieces(w, ws);
+        uint64_t a = lo > ws->lo ? lo - ws->lo : 0, b = GV_MIN(hi - ws->lo, ws->n);
+        for (uint32_t k = lay.base > 0 ? (uint32_t)(a / lay.base) : 0;
+             k < lay.np && gv_ps_piece_lo(&lay, k) < b; k++)
+            if (!((ws->have >> k) & 1u))
+                return false;
+    }
+    return true;
+}
+
+gv_status_t gv_worker_params_wait(struct gv_worker *w, size_t lo, size_t hi)
+{
+    step_lock(w);
+    gv_status_t status = w->fail_status;
+    hi = GV_MIN(hi, w->m.numel);
+    while (status == GV_OK && w->st.phase == WK_FLIGHT && lo < hi &&
+           !step_params_final(w, lo, hi)) {
+        bool bye = false;
+        for (uint32_t s = 0; s < w->S && status == GV_OK; s++) {
+            struct wk_server *ws = &w->srv[s];
+            bye |= ws->got_bye;
+            if (!ws->got_update || ws->model_left > 0)
+                status = wk_server_status(w, ws);
+        }
+        if (bye || status != GV_OK)
+            break; /* the finish reports it */
+        int ms = wk_tick(w, gv_now_ns());
+        if (w->fail_status != GV_OK)
+            break;
+        if (gv_tp_progress(w->tp, ms) < 0)
+            wk_fail(w, GV_ERR_IO, "transport failure");
+        status = w->fail_status;
+    }
+    step_unlock(w);
+    return status;
+}
+
+gv_status_t gv_worker_step_finish(struct gv_worker *w, struct gv_worker_step_out *out)
+{
+    step_lock(w);
+    gv_status_t status = step_finish(w, out);
+    step_after(w, status, out);
+    return status;
 }

@@ -54,6 +54,7 @@ struct wk_server {
      * the link's send count once each piece of our push was handed to it (its update may land
      * where the push is read from only once that send completed), the checksum's blocks */
     struct gv_ps_pieces pc;
+    uint32_t pc_left; /* a dense round in pieces: pieces [0, pc_left) not pushed yet */
     uint32_t pieces_got;
     uint32_t have; /* bit k: piece k applied */
     uint64_t piece_seq[GV_PS_MAX_PIECES];
@@ -69,6 +70,22 @@ struct wk_server {
     uint8_t *ubuf;
     size_t ucap;
     uint64_t upd_payload;
+};
+
+/* One iteration between the caller's calls (step.c): opened by the first gv_worker_grads_ready
+ * or by the push, in flight once every push has left, closed by the finish. */
+enum wk_phase { WK_IDLE, WK_OPEN, WK_FLIGHT };
+struct wk_step {
+    enum wk_phase phase;
+    struct gv_worker_step_in in; /* set by the push */
+    struct gv_worker_step_out out;
+    uint32_t levels;
+    bool dense; /* the level sent is dense */
+    struct gv_norms norms;
+    uint64_t t0, t_pushed;
+    uint32_t next_push; /* shards >= next_push have been pushed */
+    uint32_t next_unit; /* units >= next_unit have been compressed */
+    uint64_t wire_s0, wire_r0;
 };
 
 struct gv_worker {
@@ -123,6 +140,7 @@ struct gv_worker {
     uint64_t steps, checks, mismatches, resyncs;
     uint64_t buffer_bytes, device_bytes;
     uint64_t it_recv, it_payload_recv; /* bytes of the current iteration received */
+    struct wk_step st;
     bool in_step;
     bool busy; /* the caller's thread is inside create or step: updates and
                   models may arrive (any other time they are a protocol error) */
