@@ -111,6 +111,13 @@ const struct gv_opt gv_train_options[] = {
      .flags = GV_OPT_RANGE,
      .min = 1,
      .max = 256},
+    {.name = "overlap",
+     .type = GV_OPT_BOOL,
+     .offset = T(overlap),
+     .def = "true",
+     .help = "push each block of gradients as the backward pass produces it and start the next "
+             "forward pass while updates arrive (CPU workers; the same bits either way)",
+     .group = "worker"},
 };
 const size_t gv_train_options_n = GV_ARRAY_LEN(gv_train_options);
 

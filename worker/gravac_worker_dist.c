@@ -47,6 +47,7 @@ struct dist {
     uint64_t cf_changes;
     double last_cf;
     bool stopped_by_server;
+    bool overlap; /* --overlap, and the worker can */
     uint64_t data_bytes;
     uint64_t cuda_rss; /* --device cuda: RSS the CUDA runtime added (libraries, context) */
     uint64_t ws_bytes; /* the model's workspace in host memory (0 on cuda: device memory) */
@@ -284,6 +285,111 @@ static void dist_timeline(struct dist *d, uint64_t iter, double cf)
     d->last_cf = cf;
 }
 
+/* One iteration pushed whose updates are still arriving (--overlap), and what its records
+ * need once it is finished. */
+struct pending {
+    bool on;
+    int64_t step, epoch;
+    struct gv_nn_stats st;
+    double loss, compute_s;
+};
+
+struct loop {
+    struct dist *d;
+    struct window win;
+    struct pending p;
+    bool stop;        /* the job ended (worker 0 stopped it, or the target was reached) */
+    int64_t ended_at; /* worker 0 stopped it: the iteration that did not run (-1: none) */
+    double hook_s;    /* time spent in the hooks this iteration (not compute) */
+    gv_status_t fail; /* a finish's error inside a hook */
+};
+
+/* The records of a finished iteration: metrics, CF timeline, the progress window and line. */
+static void dist_record(struct loop *lp, const struct gv_worker_step_out *out)
+{
+    struct dist *d = lp->d;
+    const struct gv_job *job = &d->o->job;
+    const struct gv_train_opts *to = &d->o->to;
+    const struct pending *p = &lp->p;
+    int64_t step = p->step, total = job->total_steps;
+    dist_iter_record(d, out, p->loss, p->compute_s);
+    dist_timeline(d, out->iter, out->cf);
+    struct window *win = &lp->win;
+    win->st.loss_sum += p->st.loss_sum;
+    win->st.correct += p->st.correct;
+    win->st.count += p->st.count;
+    win->samples += job->batch;
+    win->sent += out->bytes_sent;
+    win->recv += out->bytes_recv;
+    if ((uint64_t)(step + 1) % to->progress_every == 0 || step + 1 == total) {
+        double now = gv_now_s(), wl = win->st.loss_sum / (double)win->st.count;
+        uint64_t its = (uint64_t)win->samples / (uint64_t)job->batch;
+        struct gv_nn_record rec = {.type = "step",
+                                   .step = step + 1,
+                                   .epoch = p->epoch,
+                                   .time_s = now - d->t0,
+                                   .loss = wl,
+                                   .accuracy = (double)win->st.correct / (double)win->st.count,
+                                   .perplexity = job->model == GV_NN_LSTM ? exp(wl) : -1.0,
+                                   .samples_per_s =
+                                       (double)win->samples * job->num_workers / (now - win->t),
+                                   .lr = out->lr,
+                                   .cf = out->cf,
+                                   .bytes_sent = its ? win->sent / its : 0};
+        dist_emit(d, &rec, its ? win->recv / its : 0);
+        *win = (struct window){.t = gv_now_s()};
+    }
+}
+
+/* Finishes the pending iteration and records it; GV_OK with lp->stop when the job ended. */
+static gv_status_t dist_finish(struct loop *lp)
+{
+    if (!lp->p.on)
+        return GV_OK;
+    lp->p.on = false;
+    struct gv_worker_step_out out;
+    gv_status_t status = gv_worker_step_finish(lp->d->w, &out);
+    if (status != GV_OK)
+        return status;
+    if (out.stop) {
+        lp->d->stopped_by_server = true;
+        lp->stop = true;
+        lp->ended_at = lp->p.step;
+        gv_log(GV_LOG_INFO, "worker %u: the job ended at iteration %lld (worker 0 stopped it)",
+               lp->d->rank, (long long)lp->p.step);
+        return GV_OK;
+    }
+    dist_record(lp, &out);
+    return GV_OK;
+}
+
+/* The hooks (--overlap): the forward pass waits for the parameters it reads; the backward pass
+ * finishes the last iteration (its updates are all in: the forward pass read every parameter)
+ * and hands over each block of gradients as it is produced. GV_ERR_AGAIN: the job ended. */
+static gv_status_t dist_need(void *user, size_t lo, size_t hi)
+{
+    struct loop *lp = user;
+    uint64_t t = gv_now_ns();
+    gv_status_t status = lp->p.on ? gv_worker_params_wait(lp->d->w, lo, hi) : GV_OK;
+    lp->hook_s += (double)(gv_now_ns() - t) * 1e-9;
+    return status;
+}
+
+static gv_status_t dist_ready(void *user, size_t lo)
+{
+    struct loop *lp = user;
+    uint64_t t = gv_now_ns();
+    gv_status_t status = dist_finish(lp);
+    if (status != GV_OK)
+        lp->fail = status;
+    else if (lp->stop)
+        status = GV_ERR_AGAIN;
+    else
+        status = gv_worker_grads_ready(lp->d->w, lo);
+    lp->hook_s += (double)(gv_now_ns() - t) * 1e-9;
+    return status;
+}
+
 static gv_status_t dist_loop(struct dist *d, int64_t *done_p)
 {
     const struct gv_job *job = &d->o->job;
@@ -301,23 +407,37 @@ static gv_status_t dist_loop(struct dist *d, int64_t *done_p)
     int64_t step = (int64_t)gv_worker_iteration(d->w), total = job->total_steps, epoch = 0;
     for (int64_t i = 0; status == GV_OK && i < step; i++) /* joined late: skip those batches */
         status = gv_nn_sampler_next(&smp, job->batch, idx, &epoch);
-    struct window win = {.t = gv_now_s()};
-    bool stop = false;
-    for (; status == GV_OK && step < total && !stop; step++) {
+    struct loop lp = {.d = d, .win = {.t = gv_now_s()}, .ended_at = -1};
+    bool overlap = d->overlap = to->overlap && gv_worker_overlaps(d->w);
+    struct gv_nn_hooks hooks = {.params_needed = dist_need, .grads_ready = dist_ready, .user = &lp};
+    for (; status == GV_OK && step < total && !lp.stop; step++) {
         if (dist_stop) {
             gv_log(GV_LOG_WARN, "worker %u: %s at iteration %lld", d->rank,
                    strsignal((int)dist_stop), (long long)step);
+            (void)dist_finish(&lp);
             status = GV_ERR_CLOSED;
             break;
         }
         struct gv_nn_batch b;
         struct gv_nn_stats st;
         uint64_t tc = gv_now_ns();
+        lp.hook_s = 0;
         if ((status = gv_nn_sampler_next(&smp, job->batch, idx, &epoch)) != GV_OK ||
-            (status = gv_nn_batch_gather(d->train, idx, job->batch, &buf, &b)) != GV_OK ||
-            (status = gv_nn_model_train_step(d->model, &b, &st)) != GV_OK)
+            (status = gv_nn_batch_gather(d->train, idx, job->batch, &buf, &b)) != GV_OK)
             break;
-        double compute_s = (double)(gv_now_ns() - tc) * 1e-9;
+        status = overlap ? gv_nn_model_train_step_hooked(d->model, &b, &hooks, &st)
+                         : gv_nn_model_train_step(d->model, &b, &st);
+        if (status == GV_ERR_AGAIN && lp.stop) { /* the job ended during the backward pass */
+            status = GV_OK;
+            break;
+        }
+        if (lp.fail != GV_OK)
+            status = lp.fail;
+        if (status == GV_OK)
+            status = dist_finish(&lp); /* a model that reported nothing (cannot happen) */
+        if (status != GV_OK || lp.stop)
+            break;
+        double compute_s = (double)(gv_now_ns() - tc) * 1e-9 - lp.hook_s;
         double loss = st.loss_sum / (double)st.count;
         if (!isfinite(loss)) {
             gv_log(GV_LOG_ERROR,
@@ -332,53 +452,35 @@ static gv_status_t dist_loop(struct dist *d, int64_t *done_p)
                                        .compute_s = compute_s,
                                        .samples = (uint64_t)job->batch,
                                        .epoch_end = epoch_end};
-        struct gv_worker_step_out out;
-        if ((status = gv_worker_step(d->w, &in, &out)) != GV_OK)
+        if ((status = gv_worker_step_push(d->w, &in)) != GV_OK)
             break;
-        if (out.stop) {
-            d->stopped_by_server = true;
-            gv_log(GV_LOG_INFO,
-                   "worker %u: the job ended at iteration %lld (worker 0 stopped "
-                   "it)",
-                   d->rank, (long long)step);
-            break;
-        }
-        dist_iter_record(d, &out, loss, compute_s);
-        dist_timeline(d, out.iter, out.cf);
-        win.st.loss_sum += st.loss_sum;
-        win.st.correct += st.correct;
-        win.st.count += st.count;
-        win.samples += job->batch;
-        win.sent += out.bytes_sent;
-        win.recv += out.bytes_recv;
-        if ((uint64_t)(step + 1) % to->progress_every == 0 || step + 1 == total) {
-            double now = gv_now_s(), wl = win.st.loss_sum / (double)win.st.count;
-            uint64_t its = (uint64_t)win.samples / (uint64_t)job->batch;
-            struct gv_nn_record rec = {.type = "step",
-                                       .step = step + 1,
-                                       .epoch = epoch,
-                                       .time_s = now - d->t0,
-                                       .loss = wl,
-                                       .accuracy = (double)win.st.correct / (double)win.st.count,
-                                       .perplexity = job->model == GV_NN_LSTM ? exp(wl) : -1.0,
-                                       .samples_per_s =
-                                           (double)win.samples * job->num_workers / (now - win.t),
-                                       .lr = out.lr,
-                                       .cf = out.cf,
-                                       .bytes_sent = its ? win.sent / its : 0};
-            dist_emit(d, &rec, its ? win.recv / its : 0);
-            win = (struct window){.t = gv_now_s()};
-        }
+        lp.p = (struct pending){.on = true,
+                                .step = step,
+                                .epoch = epoch,
+                                .st = st,
+                                .loss = loss,
+                                .compute_s = compute_s};
         bool eval = to->eval_every > 0 ? (uint64_t)(step + 1) % to->eval_every == 0 : epoch_end;
-        if (d->lead && (eval || step + 1 == total)) {
+        bool at_eval = d->lead && (eval || step + 1 == total);
+        /* the updates arrive during the next forward pass; not before an evaluation (it reads
+         * the whole model), at the last iteration, or without overlap */
+        if (!overlap || at_eval || step + 1 == total) {
+            if ((status = dist_finish(&lp)) != GV_OK || lp.stop)
+                break;
+        }
+        if (at_eval) {
             double e0 = gv_now_s();
-            status = dist_eval(d, step + 1, epoch, &stop);
+            status = dist_eval(d, step + 1, epoch, &lp.stop);
             double spent = gv_now_s() - e0;
             d->eval_s += spent;
-            win.t += spent;
+            lp.win.t += spent;
         }
     }
-    *done_p = step;
+    if (status == GV_OK)
+        status = dist_finish(&lp);
+    else
+        (void)dist_finish(&lp);
+    *done_p = lp.ended_at >= 0 ? lp.ended_at : step;
     gv_free(idx);
     gv_nn_batch_buf_cleanup(&buf);
     gv_nn_sampler_cleanup(&smp);
@@ -447,6 +549,13 @@ static void dist_summary(struct dist *d, int64_t steps, double secs)
     printf("summary: checksums verified %" PRIu64 " times, %" PRIu64 " mismatches, %" PRIu64
            " resyncs\n",
            s.checksum_checks, s.checksum_mismatches, s.resyncs);
+    if (d->overlap)
+        printf("summary: overlap: %" PRIu64 " of %" PRIu64 " pushes left during the backward pass; "
+               "the forward pass waited for an update %" PRIu64 " times\n",
+               s.pushes_early, s.pushes, s.params_waits);
+    else
+        printf("summary: overlap off (%s)\n",
+               d->o->to.overlap ? "a GPU replica pushes after its backward pass" : "--no-overlap");
     /* the issue's bound, on the raw peak (VmHWM): everything the process ever held, shared
      * libraries included (the CUDA ones are mapped only with --device cuda; there the host
      * memory the CUDA runtime itself takes, measured when the GPU backend was created, is

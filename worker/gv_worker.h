@@ -184,6 +184,9 @@ struct gv_worker_summary {
     uint64_t resumed_from;  /* the iteration the servers resumed from (0: fresh) */
     bool residual_restored; /* the residual of that iteration was loaded */
     uint64_t ckpt_written;  /* residual checkpoints written */
+    uint64_t pushes;        /* pushes (or pieces of one) sent */
+    uint64_t pushes_early;  /* of which during the caller's backward pass (gv_worker_grads_ready) */
+    uint64_t params_waits;  /* gv_worker_params_wait calls that had to wait for an update */
 };
 void gv_worker_get_summary(const struct gv_worker *w, struct gv_worker_summary *sum);
 

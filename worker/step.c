@@ -44,7 +44,7 @@ static void step_stats(struct gv_worker *w, struct gv_proto_iter_stats *st)
     st->g_min_sq = x->norms.min;
     st->g_c_sq = x->norms.cand;
     st->compute_s = x->in.compute_s;
-    st->compress_s = (double)(gv_now_ns() - x->t0) * 1e-9;
+    st->compress_s = (double)(x->work_ns + gv_now_ns() - x->t_call) * 1e-9;
     st->samples = x->in.samples;
     st->loss = x->in.loss;
     if (w->ck_pend_iter == w->iter) { /* its part of this iteration's checkpoint */
@@ -107,6 +107,8 @@ static gv_status_t step_push_pieces(struct gv_worker *w, struct wk_server *ws, c
             return step_push_failed(w, ws, status);
         ws->piece_seq[k] = ws->link.n_sent;
         ws->pc_left = k;
+        w->pushes++;
+        w->pushes_early += w->st.early;
         out->bytes_sent += b;
         out->payload_sent += pl.len;
         out->nnz_sent += len;
@@ -195,6 +197,8 @@ static gv_status_t step_push(struct gv_worker *w, uint32_t s, uint64_t below, bo
     if (status != GV_OK)
         return step_push_failed(w, ws, status);
     ws->piece_seq[0] = ws->link.n_sent;
+    w->pushes++;
+    w->pushes_early += x->early;
     out->bytes_sent += b;
     out->payload_sent += pl[0].len + (npl > 1 ? pl[1].len : 0);
     out->nnz_sent += m.nnz;
@@ -278,14 +282,15 @@ static gv_status_t step_advance(struct gv_worker *w, uint64_t lo, bool final)
         if (w->fail_status != GV_OK)
             return w->fail_status;
     }
-    if (x->levels == 0) { /* no compression: any element is a boundary */
-        gv_status_t status = step_push_ready(w, lo, final);
-        if (status != GV_OK)
-            return status;
-        if (gv_tp_progress(w->tp, 0) < 0)
-            return GV_ERR_IO;
-    }
-    return GV_OK;
+    /* what is final: from lo without compression (any element is a boundary), else from the
+     * last unit compressed (server 0's last push with `final`, however early the rest left) */
+    uint64_t below = x->levels == 0              ? lo
+                     : x->next_unit < w->n_units ? w->unit_off[x->next_unit]
+                                                 : w->m.numel;
+    gv_status_t status = step_push_ready(w, below, final);
+    if (status == GV_OK && gv_tp_progress(w->tp, 0) < 0)
+        status = GV_ERR_IO;
+    return status;
 }
 
 /* ---------------------------------------------------------------- what arrives
@@ -674,13 +679,16 @@ static gv_status_t step_push_all(struct gv_worker *w, const struct gv_worker_ste
         gv_log(GV_LOG_ERROR, "worker %u: a push before the last iteration was finished", w->rank);
         return GV_ERR_INVAL;
     }
+    uint64_t t = gv_now_ns();
     step_open(w);
     struct wk_step *x = &w->st;
     x->in = *in;
+    x->t_call = t;
     gv_status_t status = step_advance(w, 0, true);
     x->t_pushed = gv_now_ns();
-    x->out.compress_s = (double)(x->t_pushed - x->t0) * 1e-9;
-    gv_trace_span(w->cfg.trace, GV_PS_SPAN_COMPRESS, x->t0, x->t_pushed, w->iter, w->dec.cf_send,
+    x->work_ns += x->t_pushed - t;
+    x->out.compress_s = (double)x->work_ns * 1e-9;
+    gv_trace_span(w->cfg.trace, GV_PS_SPAN_COMPRESS, t, x->t_pushed, w->iter, w->dec.cf_send,
                   x->out.payload_sent, -1);
     if (status == GV_OK && x->next_push > 0) { /* cannot happen: every unit was compressed */
         wk_fail(w, GV_ERR_INVAL, "iteration %" PRIu64 ": %u servers' pushes did not leave", w->iter,
@@ -708,14 +716,16 @@ static gv_status_t step_finish(struct gv_worker *w, struct gv_worker_step_out *o
         return GV_ERR_INVAL;
     }
     bool stop = false;
+    uint64_t t = gv_now_ns();
     gv_status_t status = step_wait(w, &stop);
     w->in_step = false;
     x->phase = WK_IDLE;
     uint64_t t2 = gv_now_ns();
+    x->wait_ns += t2 - t;
     *out = x->out;
-    out->comm_s = (double)(t2 - x->t_pushed) * 1e-9;
-    gv_trace_span(w->cfg.trace, GV_PS_SPAN_WAIT, x->t_pushed, t2, w->iter, w->dec.cf_send,
-                  w->it_payload_recv, -1);
+    out->comm_s = (double)x->wait_ns * 1e-9; /* not the caller's compute in between */
+    gv_trace_span(w->cfg.trace, GV_PS_SPAN_WAIT, t, t2, w->iter, w->dec.cf_send, w->it_payload_recv,
+                  -1);
     if (status != GV_OK)
         return w->fail_status != GV_OK ? w->fail_status : status;
     if (stop) {
@@ -800,8 +810,13 @@ gv_status_t gv_worker_grads_ready(struct gv_worker *w, size_t lo)
                w->rank);
         status = GV_ERR_INVAL;
     } else if (status == GV_OK) {
+        uint64_t t = gv_now_ns();
         step_open(w);
+        w->st.early = true;
+        w->st.t_call = t;
         status = step_advance(w, GV_MIN(lo, w->m.numel), false);
+        w->st.early = false;
+        w->st.work_ns += gv_now_ns() - t;
         if (status != GV_OK) {
             w->st.phase = WK_IDLE;
             w->in_step = false;
@@ -844,6 +859,9 @@ gv_status_t gv_worker_params_wait(struct gv_worker *w, size_t lo, size_t hi)
     step_lock(w);
     gv_status_t status = w->fail_status;
     hi = GV_MIN(hi, w->m.numel);
+    uint64_t t = gv_now_ns();
+    if (status == GV_OK && w->st.phase == WK_FLIGHT && lo < hi && !step_params_final(w, lo, hi))
+        w->params_waits++;
     while (status == GV_OK && w->st.phase == WK_FLIGHT && lo < hi &&
            !step_params_final(w, lo, hi)) {
         bool bye = false;
@@ -862,6 +880,7 @@ gv_status_t gv_worker_params_wait(struct gv_worker *w, size_t lo, size_t hi)
             wk_fail(w, GV_ERR_IO, "transport failure");
         status = w->fail_status;
     }
+    w->st.wait_ns += gv_now_ns() - t;
     step_unlock(w);
     return status;
 }

@@ -83,8 +83,11 @@ struct wk_step {
     bool dense; /* the level sent is dense */
     struct gv_norms norms;
     uint64_t t0, t_pushed;
-    uint32_t next_push; /* shards >= next_push have been pushed */
-    uint32_t next_unit; /* units >= next_unit have been compressed */
+    uint64_t t_call;           /* when the running call began */
+    uint64_t work_ns, wait_ns; /* in the calls that compress and push; that wait for updates */
+    uint32_t next_push;        /* shards >= next_push have been pushed */
+    uint32_t next_unit;        /* units >= next_unit have been compressed */
+    bool early; /* inside gv_worker_grads_ready: the caller's backward pass goes on */
     uint64_t wire_s0, wire_r0;
 };
 
@@ -138,6 +141,7 @@ struct gv_worker {
     /* accounting */
     struct gv_ps_bytes bytes;
     uint64_t steps, checks, mismatches, resyncs;
+    uint64_t pushes, pushes_early, params_waits; /* overlap's (gv_worker_summary) */
     uint64_t buffer_bytes, device_bytes;
     uint64_t it_recv, it_payload_recv; /* bytes of the current iteration received */
     struct wk_step st;

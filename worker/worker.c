@@ -680,6 +680,9 @@ void gv_worker_get_summary(const struct gv_worker *w, struct gv_worker_summary *
     sum->checksum_checks = w->checks;
     sum->checksum_mismatches = w->mismatches;
     sum->resyncs = w->resyncs;
+    sum->pushes = w->pushes;
+    sum->pushes_early = w->pushes_early;
+    sum->params_waits = w->params_waits;
     sum->peak_rss = gv_ps_peak_rss();
     sum->param_bytes = 4 * (uint64_t)w->m.numel;
     sum->buffer_bytes = w->buffer_bytes;
