@@ -413,7 +413,8 @@ static int dense_block_lo(int hi, int rows)
 }
 
 /* y = x W^T + b in blocks of output columns, the last rows of W first (the order in which a
- * worker's updates come back: ps.md section 7), each block once its rows of W are final. */
+ * worker's updates come back: docs/ps-bench.md section 6), each block once its rows of W are final.
+ */
 static gv_status_t dense_fwd(struct gv_nn_model *m, const struct gv_nn_hooks *h,
                              const struct nn_layer *l, const float *x, int n)
 {

@@ -435,7 +435,8 @@ struct gv_train_opts {
     const char *metrics_file; /* --metrics-file: JSON lines; %r is the rank */
     uint64_t verify_every;    /* --verify-every: checksum check period (0: never) */
     int compress_threads;     /* --compress-threads */
-    bool overlap;             /* --overlap: compute beside communication (ps.md section 7) */
+    bool overlap;             /* --overlap: compute beside communication (ps-bench.md section 6) */
+    bool comm_only;           /* --comm-only: no compute (bench-overlap.sh's communication) */
 };
 extern const struct gv_opt gv_train_options[];
 extern const size_t gv_train_options_n;

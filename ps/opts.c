@@ -111,6 +111,13 @@ const struct gv_opt gv_train_options[] = {
      .flags = GV_OPT_RANGE,
      .min = 1,
      .max = 256},
+    {.name = "comm-only",
+     .type = GV_OPT_BOOL,
+     .offset = T(comm_only),
+     .def = "false",
+     .help = "benchmarks: push a constant gradient of the model's size each iteration without "
+             "computing it (communication alone; the model learns nothing)",
+     .group = "worker"},
     {.name = "overlap",
      .type = GV_OPT_BOOL,
      .offset = T(overlap),

@@ -23,6 +23,8 @@
 #                                        # dense-fp16, static 10/100/1000, gravac-exp,
 #                                        # accordion, auto (one invocation per job)
 #   scripts/bench-train.sh matrix-JOB    # one job of the matrix: mlp, cnn, lstm, mlp-wide
+#   scripts/bench-train.sh overlap       # issue 17: --overlap vs --no-overlap vs compute and
+#                                        # communication alone, dense, 1 Gbit/s, 1+1 process
 #   options: --out DIR (default build/bench-results/<name>), --bin DIR (default build/bin);
 #   after "--", more gravac-bench options (they override the ones below)
 # Network namespaces need root; without it `train` runs on loopback and says so.
@@ -30,7 +32,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/bin
 name=${1:-}
-[ -n "$name" ] || { sed -n '2,28p' "$0" >&2; exit 2; }
+[ -n "$name" ] || { sed -n '2,30p' "$0" >&2; exit 2; }
 shift
 out=
 while [ $# -gt 0 ]; do
@@ -159,6 +161,38 @@ downlink-scaling)
     done
     exec /usr/bin/python3 "$root/scripts/downlink-scaling.py" "$out"/w2 "$out"/w4 "$out"/w8 \
         "$out"/w16 ;;
+overlap)
+    # issue 17 (3): at 1 Gbit/s, 1 server, 1 worker, dense: the iteration with --overlap and
+    # with --no-overlap against compute alone (gravac-worker --standalone, same job) and
+    # communication alone (--comm-only: the same pushes and updates, no compute); one
+    # invocation per job, then one table (docs/ps-bench.md section 6)
+    mkdir -p "$out"
+    for jb in mlp-wide:2048:64 mlp-wide:2048:256 mlp-wide:2048:1024 mlp:256,128:64 \
+        mlp:256,128:1024; do
+        IFS=: read -r jn widths batch <<<"$jb"
+        d=$out/$jn-b$batch
+        rm -rf "$d/runs"
+        mkdir -p "$d"
+        j=(--model mlp --widths "$widths" --batch "$batch" --lr 0.1 --momentum 0.815
+           --dataset fashion-mnist)
+        "$bin/gravac-worker" --standalone "${j[@]}" --steps 100 --eval-every 100000 \
+            --quiet >"$d/standalone.log" 2>&1 || { cat "$d/standalone.log" >&2; exit 1; }
+        # ms per iteration of compute alone, from "... of B ... N samples/s training"
+        sed -n 's/.* \([0-9.]*\) samples\/s training.*/\1/p' "$d/standalone.log" |
+            awk -v b="$batch" '{ printf "%.3f\n", 1000 * b / $1 }' >"$d/standalone.txt"
+        a=(train --rates 1gbit --servers 1 --workers 1 --repeats 2 --steps 150
+           --eval-every 100000 --target 0.99 --also-targets 0.5 --no-plots --methods ""
+           --add-method "overlap=--method dense --overlap"
+           --add-method "sequential=--method dense --no-overlap"
+           --add-method "comm-only=--method dense --comm-only")
+        printf '+ %q' "$bin/gravac-bench" "${a[@]}" --out "$d" "$@" -- "${j[@]}"
+        echo
+        "$bin/gravac-bench" "${a[@]}" --out "$d" "$@" -- "${j[@]}" || exit 1
+        grep -h "summary: overlap:" "$d"/runs/*/overlap/r0/worker0.log 2>/dev/null |
+            sed 's/.*overlap: \([0-9]* of [0-9]*\) pushes.*/\1/' >"$d/early.txt" || true
+    done
+    exec /usr/bin/python3 "$root/scripts/overlap-table.py" "$out"/mlp-wide-b64 \
+        "$out"/mlp-wide-b256 "$out"/mlp-wide-b1024 "$out"/mlp-b64 "$out"/mlp-b1024 ;;
 *) echo "bench-train: unknown configuration '$name'" >&2; exit 2 ;;
 esac
 mkdir -p "$out"

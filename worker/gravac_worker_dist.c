@@ -390,6 +390,27 @@ static gv_status_t dist_ready(void *user, size_t lo)
     return status;
 }
 
+/* --comm-only: the last iteration finished, a constant gradient (dense: every element is sent)
+ * in place of the batch's, a zero loss. */
+static gv_status_t dist_comm_only(struct dist *d, struct loop *lp, struct gv_nn_stats *st)
+{
+    uint64_t t = gv_now_ns();
+    gv_status_t status = dist_finish(lp);
+    lp->hook_s += (double)(gv_now_ns() - t) * 1e-9;
+    if (status != GV_OK || lp->stop)
+        return status == GV_OK ? GV_ERR_AGAIN : status;
+    float *g = gv_nn_model_grads(d->model);
+    size_t n = gv_nn_model_numel(d->model);
+    if (gv_nn_backend_mem(d->be) == GV_MEM_DEVICE) {
+        gv_log(GV_LOG_ERROR, "worker %u: --comm-only runs on CPU workers only", d->rank);
+        return GV_ERR_UNSUPPORTED;
+    }
+    for (size_t i = 0; i < n; i++)
+        g[i] = 1e-7f;
+    *st = (struct gv_nn_stats){.loss_sum = 0.0, .correct = 0, .count = 1};
+    return GV_OK;
+}
+
 static gv_status_t dist_loop(struct dist *d, int64_t *done_p)
 {
     const struct gv_job *job = &d->o->job;
@@ -425,8 +446,12 @@ static gv_status_t dist_loop(struct dist *d, int64_t *done_p)
         if ((status = gv_nn_sampler_next(&smp, job->batch, idx, &epoch)) != GV_OK ||
             (status = gv_nn_batch_gather(d->train, idx, job->batch, &buf, &b)) != GV_OK)
             break;
-        status = overlap ? gv_nn_model_train_step_hooked(d->model, &b, &hooks, &st)
-                         : gv_nn_model_train_step(d->model, &b, &st);
+        if (to->comm_only)
+            status = dist_comm_only(d, &lp, &st);
+        else if (overlap)
+            status = gv_nn_model_train_step_hooked(d->model, &b, &hooks, &st);
+        else
+            status = gv_nn_model_train_step(d->model, &b, &st);
         if (status == GV_ERR_AGAIN && lp.stop) { /* the job ended during the backward pass */
             status = GV_OK;
             break;

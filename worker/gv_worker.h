@@ -130,7 +130,7 @@ struct gv_worker_step_out {
 gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *in,
                            struct gv_worker_step_out *out);
 
-/* Overlap (docs/ps.md section 7): gv_worker_step is gv_worker_step_push then
+/* Overlap (docs/ps-bench.md section 6): gv_worker_step is gv_worker_step_push then
  * gv_worker_step_finish; a caller may instead run its next forward pass between the two and,
  * during its backward pass, hand over gradients as they are produced:
  * - gv_worker_grads_ready(w, lo): the gradients of [lo, numel) are final (lo decreasing over
