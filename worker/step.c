@@ -679,8 +679,8 @@ static gv_status_t step_push_all(struct gv_worker *w, const struct gv_worker_ste
         gv_log(GV_LOG_ERROR, "worker %u: a push before the last iteration was finished", w->rank);
         return GV_ERR_INVAL;
     }
+    step_open(w); /* the compute span ends where it opens: before this call's first span */
     uint64_t t = gv_now_ns();
-    step_open(w);
     struct wk_step *x = &w->st;
     x->in = *in;
     x->t_call = t;
@@ -810,8 +810,8 @@ gv_status_t gv_worker_grads_ready(struct gv_worker *w, size_t lo)
                w->rank);
         status = GV_ERR_INVAL;
     } else if (status == GV_OK) {
-        uint64_t t = gv_now_ns();
         step_open(w);
+        uint64_t t = gv_now_ns();
         w->st.early = true;
         w->st.t_call = t;
         status = step_advance(w, GV_MIN(lo, w->m.numel), false);
