@@ -37,6 +37,7 @@ GRAVAC = {
     "gravac-static-100": ["--method", "static", "--cf", "100"],
     "gravac-graVAC": ["--method", "gravac-exp", "--epsilon", "0.3", "--window", "50"],
     "gravac-default": [],
+    "gravac-auto": ["--method", "auto"],
 }
 DDP = {"ddp-dense": ["--hook", "dense"], "ddp-fp16": ["--hook", "fp16"],
        "ddp-powersgd": ["--hook", "powersgd", "--rank-r", "2"]}
