@@ -151,6 +151,8 @@ static void test_job(void)
     GV_CHECK_EQ(job.n_train, 8192);
     GV_CHECK_EQ(job.steps_per_epoch, 8192 / 4 / 64);
     GV_CHECK_EQ(job.total_steps, 32);
+    /* no --method: AUTO, the controller without per-job settings (docs/adapt.md section 4.4) */
+    GV_CHECK_EQ(job.method, GV_JOB_AUTO);
     char names[32][24];
     size_t numel[32];
     uint32_t n = 0;
