@@ -124,15 +124,20 @@ static gv_status_t step_push(struct gv_worker *w, uint32_t s, uint64_t below, bo
     struct wk_step *x = &w->st;
     struct gv_worker_step_out *out = &x->out;
     struct wk_server *ws = &w->srv[s];
-    uint64_t t = gv_trace_now(w->cfg.trace);
     *whole = false;
+    bool pieced =
+        x->dense && gv_ps_dense_vt(w->job, &w->dec) == GV_VAL_F32 && gv_job_pieced(w->job);
+    /* a shard in one message leaves whole, once complete; server 0's with the statistics */
+    if (!pieced && (ws->lo < below || (s == 0 && !final)))
+        return GV_OK;
+    uint64_t t = gv_trace_now(w->cfg.trace);
     struct gv_proto_msg m;
     step_push_msg(w, ws, &m);
-    if (s == 0)
+    if (s == 0 && !pieced)
         step_stats(w, &m.u.push.stats);
-    /* --optimizer caller: the servers compare every worker's parameters (as the caller's
-     * optimizer left them) by their checksum */
-    if (w->caller_optim && w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0)
+    /* --optimizer caller (never in pieces): the servers compare every worker's parameters (as
+     * the caller's optimizer left them) by their checksum */
+    if (!pieced && w->caller_optim && w->cfg.verify_every > 0 && w->iter % w->cfg.verify_every == 0)
         m.u.push.replica_checksum = gv_ps_checksum(w->hp + ws->lo, ws->n);
     struct gv_iov pl[2];
     int npl;
@@ -148,7 +153,7 @@ static gv_status_t step_push(struct gv_worker *w, uint32_t s, uint64_t below, bo
             src = w->hg;
         }
         enum gv_val_type vt = gv_ps_dense_vt(w->job, &w->dec);
-        if (vt == GV_VAL_F32 && gv_job_pieced(w->job)) {
+        if (pieced) {
             uint64_t before = out->payload_sent;
             gv_status_t status = step_push_pieces(w, ws, src + ws->lo, below, final);
             if (status != GV_OK)
@@ -158,8 +163,6 @@ static gv_status_t step_push(struct gv_worker *w, uint32_t s, uint64_t below, bo
             ws->pushed = *whole = ws->pc_left == 0;
             return GV_OK;
         }
-        if (ws->lo < below || (s == 0 && !final))
-            return GV_OK;
         size_t len = gv_sparse_val_len(ws->n, vt);
         gv_proto_seg_add(&m, GV_PROTO_SEG_DENSE, gv_ps_val_type_to_proto(vt), ws->n, len);
         m.nnz = ws->n;
@@ -171,8 +174,6 @@ static gv_status_t step_push(struct gv_worker *w, uint32_t s, uint64_t below, bo
         }
         npl = 1;
     } else {
-        if (ws->lo < below || (s == 0 && !final))
-            return GV_OK;
         struct gv_sparse sp = {.idx = ws->sidx + ws->tail,
                                .val = ws->sval + ws->tail,
                                .cap = ws->cap - ws->tail,
