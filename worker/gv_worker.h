@@ -108,9 +108,10 @@ struct gv_worker_step_out {
     enum gv_adapt_level level;
     double cf; /* compression factor sent (1: dense) */
     double theta_min, cf_candidate;
-    float lr;                            /* learning rate applied */
-    double compress_s;                   /* compression + encoding */
-    double comm_s;                       /* from the last push to the last update */
+    float lr;          /* learning rate applied */
+    double compress_s; /* compression + encoding */
+    double comm_s;     /* waiting for the updates: from the last push to the last update, less
+                          what the caller computed in between (overlap) */
     uint64_t bytes_sent, bytes_recv;     /* prefix + header + payload of this iteration */
     uint64_t payload_sent, payload_recv; /* payload only */
     uint64_t wire_sent, wire_recv;       /* the transport's own counters over the iteration */
@@ -143,7 +144,7 @@ gv_status_t gv_worker_step(struct gv_worker *w, const struct gv_worker_step_in *
  *   [lo, hi) are applied (at once when none is in flight): the caller reads parameters only
  *   after this. Each update is applied as it arrives, by whichever call is running.
  * - gv_worker_step_finish(w, out): waits for every update, adopts the next decision, fills out
- *   as gv_worker_step does; comm_s then also holds whatever the caller did in between.
+ *   as gv_worker_step does (comm_s and compress_s count the time inside these calls only).
  * The replica's bits are those of gv_worker_step. Errors as gv_worker_step's. */
 bool gv_worker_overlaps(const struct gv_worker *w);
 gv_status_t gv_worker_grads_ready(struct gv_worker *w, size_t lo);
