@@ -341,7 +341,7 @@ static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
     enum gv_val_type dense_vt = gv_ps_dense_vt(w->job, &w->dec); /* this iteration's decision */
     bool dense, final = m->u.update.decision.level != GV_PROTO_LEVEL_NONE;
     uint32_t pk = 0;
-    if (!ws->synced || !w->in_step || step_piece_check(w, ws, m, &pk) != GV_OK ||
+    if (!ws->synced || w->st.phase == WK_IDLE || step_piece_check(w, ws, m, &pk) != GV_OK ||
         gv_ps_update_check(m, w->iter, ws->s, m->numel, dense_vt, ws->ucap, accordion && final,
                            w->m.n_tensors, &dense) != GV_OK) {
         gv_log(GV_LOG_ERROR,
@@ -349,7 +349,7 @@ static gv_status_t wk_update_header(struct gv_worker *w, struct wk_server *ws,
                ", shard %u, offset %" PRIu64 ", numel %" PRIu64 ", %u segments) during "
                "iteration %" PRIu64 "%s",
                w->rank, ws->name, m->iteration, m->shard, m->offset, m->numel, m->n_segs, w->iter,
-               w->in_step ? "" : " (between iterations)");
+               w->st.phase != WK_IDLE ? "" : " (between iterations)");
         return GV_ERR_PROTO;
     }
     if (ws->link.n_done < ws->piece_seq[pk]) {
@@ -508,7 +508,8 @@ static void wk_on_msg(struct gv_conn *c, const void *msg, size_t msg_len, void *
     ws->link.bytes_recv += bytes;
     wk_seen(w, ws);
     bool joined = ws->hs.state == GV_PS_CLIENT_WELCOMED;
-    if (joined && w->in_step && (m->type == GV_PROTO_MSG_UPDATE || m->type == GV_PROTO_MSG_MODEL)) {
+    if (joined && w->st.phase != WK_IDLE &&
+        (m->type == GV_PROTO_MSG_UPDATE || m->type == GV_PROTO_MSG_MODEL)) {
         w->it_recv += bytes;
         w->it_payload_recv += m->payload_len;
     }
@@ -668,7 +669,6 @@ static void step_open(struct gv_worker *w)
         memset(ws->piece_seq, 0, sizeof(ws->piece_seq));
     }
     w->it_recv = w->it_payload_recv = 0;
-    w->in_step = true;
 }
 
 /* Compresses what is left and pushes every server's rest; the iteration is then in flight. */
@@ -698,7 +698,6 @@ static gv_status_t step_push_all(struct gv_worker *w, const struct gv_worker_ste
     }
     if (status != GV_OK) { /* the iteration is over: the helper runs the transport again */
         x->phase = WK_IDLE;
-        w->in_step = false;
         return w->fail_status != GV_OK ? w->fail_status : status;
     }
     x->phase = WK_FLIGHT;
@@ -719,7 +718,6 @@ static gv_status_t step_finish(struct gv_worker *w, struct gv_worker_step_out *o
     bool stop = false;
     uint64_t t = gv_now_ns();
     gv_status_t status = step_wait(w, &stop);
-    w->in_step = false;
     x->phase = WK_IDLE;
     uint64_t t2 = gv_now_ns();
     x->wait_ns += t2 - t;
@@ -820,7 +818,6 @@ gv_status_t gv_worker_grads_ready(struct gv_worker *w, size_t lo)
         w->st.work_ns += gv_now_ns() - t;
         if (status != GV_OK) {
             w->st.phase = WK_IDLE;
-            w->in_step = false;
         }
     }
     step_unlock(w);

@@ -145,7 +145,6 @@ struct gv_worker {
     uint64_t buffer_bytes, device_bytes;
     uint64_t it_recv, it_payload_recv; /* bytes of the current iteration received */
     struct wk_step st;
-    bool in_step;
     bool busy; /* the caller's thread is inside create or step: updates and
                   models may arrive (any other time they are a protocol error) */
 
