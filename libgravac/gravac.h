@@ -101,7 +101,9 @@ gravac_status gravac_start(struct gravac *g, float *params, float *grads, size_t
 
 /* One iteration: grads holds this worker's gradient; on return it holds the average over the
  * workers (what every worker's optimizer must apply; with --optimizer job params are stepped
- * too). loss: the batch's mean loss (NAN when unknown); compute_s: forward and backward time;
+ * too). loss: the batch's mean loss (NAN when unknown: the servers then count it as 0, and the
+ * default controller, AUTO, which compares arms by how fast the loss falls, has only their
+ * times to go on); compute_s: forward and backward time;
  * samples: the batch size (the controller's throughput). info may be NULL. When the job has
  * ended (worker 0 finished earlier) info->stopped is 1 and nothing changed. */
 gravac_status gravac_step(struct gravac *g, double loss, double compute_s, uint64_t samples,

@@ -175,11 +175,13 @@ def _compression_argv(compression):
 class _DistributedOptimizer(torch.optim.Optimizer):
     """The methods DistributedOptimizer adds to a subclass of the wrapped optimizer's class."""
 
-    def __init__(self, params, named_parameters, batch_size):
+    def __init__(self, params, named_parameters, batch_size, capture_loss):
         super(self.__class__, self).__init__(params)
         self._gv_batch = int(batch_size) if batch_size else 1
         self._gv_synced = False
-        self._gv_loss = float("nan")
+        self._gv_loss = float("nan")  # set_loss's, for the next step only
+        self._gv_capture = bool(capture_loss)
+        self._gv_loss_sum, self._gv_loss_n = 0.0, 0  # backward() on scalars since the last step
         in_groups = [p for g in self.param_groups for p in g["params"]]
         if named_parameters is None:
             named = [("param.%d" % i, p) for i, p in enumerate(in_groups)]
@@ -237,8 +239,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.grad = g
 
     def set_loss(self, loss):
-        """The batch's loss, reported to the servers' statistics (optional)."""
+        """The batch's training loss for the next step, reported to the servers (their
+        controller, AUTO, compares arms by how fast it falls). Optional: by default the loss is
+        the mean of the scalars backward() was called on since the last step (capture_loss)."""
         self._gv_loss = float(loss)
+
+    def _gv_step_loss(self):
+        """This step's loss (NaN when unknown), and the capture restarted."""
+        loss = self._gv_loss
+        if loss != loss and self._gv_loss_n > 0:
+            loss = self._gv_loss_sum / self._gv_loss_n
+        self._gv_loss = float("nan")
+        self._gv_loss_sum, self._gv_loss_n = 0.0, 0
+        return loss
 
     def synchronize(self):
         """Pushes the gradients and writes the average over the workers into .grad. step()
@@ -248,7 +261,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             return
         t = time.perf_counter()
         self._gv_gather()
-        info = _worker().step(self._gv_loss, t - self._gv_t_last, self._gv_batch)
+        info = _worker().step(self._gv_step_loss(), t - self._gv_t_last, self._gv_batch)
         _S.binding["steps"] += 1
         _S.binding["sync_s"] += time.perf_counter() - t
         _S.binding["lib_s"] += info.step_s
@@ -264,7 +277,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-            if torch.is_tensor(loss) and loss.numel() == 1:
+            if torch.is_tensor(loss) and loss.numel() == 1 and not self._gv_synced:
                 self._gv_loss = float(loss.detach())
         self.synchronize()
         self._gv_synced = False
@@ -290,7 +303,30 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return self._gv_flat_g
 
 
-def DistributedOptimizer(optimizer, named_parameters=None, compression=None, batch_size=None):
+def _install_loss_capture():
+    """Wraps torch.Tensor.backward once: a backward() on a scalar with no explicit gradient (the
+    loss) records its value for the DistributedOptimizer's next step. What the wrapper adds is a
+    comparison and, for such a scalar, one float() of it."""
+    if getattr(torch.Tensor.backward, "_gravac_capture", False):
+        return
+    backward = torch.Tensor.backward
+
+    def capture(self, gradient=None, *args, **kwargs):
+        o = _S.optimizer
+        if o is not None and o._gv_capture and gradient is None and self.numel() == 1:
+            v = float(self.detach())
+            o._gv_loss_sum += v
+            o._gv_loss_n += 1
+        return backward(self, gradient, *args, **kwargs)
+
+    capture.__doc__ = backward.__doc__
+    capture.__wrapped__ = backward
+    capture._gravac_capture = True
+    torch.Tensor.backward = capture
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=None, batch_size=None,
+                         capture_loss=True):
     """Wraps any torch.optim optimizer (SGD, Adam, AdamW, ...): step() pushes the gradients to
     gravac's servers and writes the average over the workers into .grad before the optimizer's
     own step. named_parameters: model.named_parameters() (the names the servers see and report;
@@ -298,8 +334,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None, bat
     GV_*, a config file), a method name ('gravac-exp', 'gravac-geo', 'static', 'dense'), or a
     dict of gravac options ({'method': 'static', 'cf': 100}); the servers must run the same
     (a mismatch is refused when connecting). batch_size: samples per step and worker (the
-    controller's throughput and the summary's samples/s). Connects to the servers: every worker
-    must construct it."""
+    controller's throughput and the summary's samples/s). capture_loss: report each step's
+    training loss to the servers, taken from backward() on a scalar (the mean when there are
+    several, as with gradient accumulation); the default controller, AUTO, compares its arms by
+    how fast that loss falls, and without it only by time. set_loss() gives the loss instead.
+    Connects to the servers: every worker must construct it."""
     w = _worker()
     if w.started:
         raise RuntimeError("gravac.torch: one DistributedOptimizer per process")
@@ -309,7 +348,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None, bat
         _S.worker = gravac.Worker(_S.argv + extra)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
-    dist = cls(optimizer.param_groups, named_parameters, batch_size)
+    dist = cls(optimizer.param_groups, named_parameters, batch_size, capture_loss)
+    if capture_loss:
+        _install_loss_capture()
     if optimizer.state:
         dist.load_state_dict(optimizer.state_dict())
     return dist

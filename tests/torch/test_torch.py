@@ -7,6 +7,9 @@ torch_job.py on loopback, and the case checks what came out.
   replicas   static CF 4 and GraVAC, SGD, Adam, AdamW: both workers' parameters bitwise equal
   dense      --method dense equals one process on the global batch (SGD and Adam) within
              float tolerance after 20 steps, the replicas bitwise equal
+  loss       each step's training loss reaches gravac's statistics: captured from backward()
+             (the mean of the calls of a step with gradient accumulation), set_loss()'s value
+             when given, none with capture_loss=False
   mismatch   worker 1's model is wider: refused naming the first differing tensor; the job
              stops
   error      worker 1's script raises: the job stops, its traceback in the output, every
@@ -63,10 +66,10 @@ def launch(build, args, script_args, timeout=120):
     return p.returncode, out, time.time() - t0
 
 
-def job(build, out, mode, optimizer, method_args, steps=20):
+def job(build, out, mode, optimizer, method_args, steps=20, script_args=()):
     return launch(build, method_args,
                   [os.path.join(HERE, "torch_job.py"), "--mode", mode, "--optimizer", optimizer,
-                   "--steps", str(steps), "--out", out])
+                   "--steps", str(steps), "--out", out] + list(script_args))
 
 
 def params(out, name):
@@ -117,6 +120,40 @@ def case_dense(build, tmp):
               "dense %s: equals one process on the global batch: max |diff| %.3g (parameters "
               "up to %.3g, moved up to %.3g in 20 steps)" % (opt, err, scale, moved))
         check(moved > 100 * max(err, 1e-9), "dense %s: the comparison is not trivial" % opt)
+
+
+def case_loss(build, tmp):
+    """The loss in each worker's metrics file is the value its step handed to the servers
+    (libgravac writes the loss it was given; null when it was not given)."""
+    import json
+    runs = [("capture", [], 1.0), ("capture", ["--accumulate"], 1.0), ("set", [], 2.0),
+            ("none", [], None)]
+    for mode, extra, factor in runs:
+        what = "loss %s%s" % (mode, " with gradient accumulation" if extra else "")
+        metrics = os.path.join(tmp, "m-%s%d-%%r.jsonl" % (mode, len(extra)))
+        rc, text, secs = job(build, tmp, "train", "sgd",
+                             ["--method", "auto", "--metrics-file", metrics], steps=10,
+                             script_args=["--loss", mode] + extra)
+        check(rc == 0, "%s: the job succeeds (%.1f s)" % (what, secs))
+        if rc != 0:
+            show(text)
+            continue
+        for rank in (0, 1):
+            with open(os.path.join(tmp, "losses-%d.txt" % rank)) as f:
+                mine = [float(v) for v in f.read().split()]
+            with open(metrics.replace("%r", str(rank))) as f:
+                rows = [json.loads(line) for line in f]
+            got = [r["loss"] for r in rows if r.get("type") == "iter"]
+            want = [None if factor is None else factor * v for v in mine]
+            ok = len(got) == len(want) == 10 and all(
+                (g is None and w is None) or (g is not None and w is not None
+                                              and abs(g - w) <= 1e-12 * max(1.0, abs(w)))
+                for g, w in zip(got, want))
+            check(ok, "%s: worker %d's steps carried %s" % (
+                what, rank, "no loss" if factor is None else
+                "its training loss%s" % (" x 2" if factor == 2.0 else "")))
+            if not ok:
+                print("  metrics: %s\n  script:  %s" % (got, want))
 
 
 def params0(tmp):

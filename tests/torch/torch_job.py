@@ -5,7 +5,9 @@ global batch g of 2b rows per step, worker w trains on rows [w*b, (w+1)*b) of it
 average of the workers' gradients is the global batch's gradient. Each worker starts from its
 own random model (seed 100 + rank): gravac must start them all from worker 0's.
 
-Modes: train (the parameters go to OUT/params-RANK.bin), mismatch (worker 1's model is wider),
+Modes: train (the parameters go to OUT/params-RANK.bin, each step's training loss to
+OUT/losses-RANK.txt; --loss says how gravac learns it: captured from backward(), set_loss() with
+twice the loss, or not at all; --accumulate runs backward() on two halves of the batch), mismatch (worker 1's model is wider),
 error (worker 1 divides by zero at step 3), diverge (worker 1 changes a parameter behind the
 optimizer's back after step 2), reference (no gravac: one process, the global batches).
 """
@@ -55,6 +57,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=16, help="per worker")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--loss", default="capture", choices=["capture", "set", "none"])
+    ap.add_argument("--accumulate", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
     world, rank = 2, 0
@@ -66,7 +70,8 @@ def main():
     model = Net(33 if args.mode == "mismatch" and rank == 1 else 32)
     opt = optimizer(args.optimizer, model.parameters())
     if args.mode != "reference":
-        opt = gv.DistributedOptimizer(opt, model.named_parameters(), batch_size=args.batch)
+        opt = gv.DistributedOptimizer(opt, model.named_parameters(), batch_size=args.batch,
+                                      capture_loss=args.loss != "none")
         gv.broadcast_parameters(model.state_dict(), root_rank=0)
     if args.mode == "reference":
         torch.manual_seed(100)  # worker 0's model
@@ -75,10 +80,23 @@ def main():
     x, y = data(args.steps, world * args.batch)
     lo, hi = (0, world * args.batch) if args.mode == "reference" else \
         (rank * args.batch, (rank + 1) * args.batch)
+    losses = []
     for step in range(args.steps):
         opt.zero_grad()
-        loss = F.cross_entropy(model(x[step, lo:hi]), y[step, lo:hi])
-        loss.backward()
+        if args.accumulate:  # two halves, each loss halved: the same gradient as one batch
+            mid = (lo + hi) // 2
+            parts = [0.5 * F.cross_entropy(model(x[step, a:b]), y[step, a:b])
+                     for a, b in ((lo, mid), (mid, hi))]
+            for part in parts:
+                part.backward()
+            losses.append(sum(float(part) for part in parts) / 2)
+            loss = parts[1]
+        else:
+            loss = F.cross_entropy(model(x[step, lo:hi]), y[step, lo:hi])
+            loss.backward()
+            losses.append(float(loss))
+        if args.mode != "reference" and args.loss == "set":
+            opt.set_loss(2 * losses[-1])
         if args.mode == "error" and rank == 1 and step == 3:
             divide(loss.item(), 0)
         opt.step()
@@ -89,6 +107,9 @@ def main():
     name = "reference" if args.mode == "reference" else "params-%d" % rank
     with open(os.path.join(args.out, name + ".bin"), "wb") as f:
         f.write(flat.numpy().tobytes())
+    if args.mode == "train":
+        with open(os.path.join(args.out, "losses-%d.txt" % rank), "w") as f:
+            f.write("".join("%r\n" % v for v in losses))
     if args.mode != "reference" and rank == 0:
         last = gv.last_step()
         print("torch_job: worker 0 done: %d steps, last CF %g, sent %d bytes"
