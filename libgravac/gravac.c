@@ -253,6 +253,13 @@ gravac_status gravac_step(struct gravac *g, double loss, double compute_s, uint6
         gv_log(GV_LOG_ERROR, "gravac_step: gravac_start has not succeeded");
         return GRAVAC_ERR_INVAL;
     }
+    if (!isfinite(loss) && g->o.job.method == GV_JOB_AUTO && !g->told_no_loss) {
+        g->told_no_loss = true;
+        gv_log(GV_LOG_WARN,
+               "gravac_step: no training loss given (NaN): the AUTO controller, which compares "
+               "its CFs by how fast the loss falls, has only their times to go on; pass the "
+               "batch's loss (gravac.torch takes it from backward() unless capture_loss=False)");
+    }
     double t0 = gv_now_s();
     struct gv_worker_step_in in = {.loss = isfinite(loss) ? loss : 0.0,
                                    .compute_s = compute_s > 0 ? compute_s : 0.0,

@@ -19,6 +19,7 @@ struct gravac {
     double t_create, t_start;
     uint64_t steps, samples;
     bool stopped;
+    bool told_no_loss; /* the warning that AUTO gets no training loss, once */
     /* output (gravac_out.c) */
     FILE *mf;      /* --metrics-file */
     double t_last; /* the end of the last step or evaluation */

@@ -138,6 +138,10 @@ def case_loss(build, tmp):
         if rc != 0:
             show(text)
             continue
+        told = text.count("gravac_step: no training loss given (NaN)")
+        check(told == (2 if factor is None else 0),
+              "%s: %s" % (what, "each worker warned once that AUTO gets no loss"
+                          if factor is None else "no warning about a missing loss"))
         for rank in (0, 1):
             with open(os.path.join(tmp, "losses-%d.txt" % rank)) as f:
                 mine = [float(v) for v in f.read().split()]
