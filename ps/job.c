@@ -640,7 +640,10 @@ void gv_job_adapt_config(const struct gv_job *job, uint32_t num_layers, struct g
         gv_adapt_config_default(cfg, GV_ADAPT_AUTO);
         cfg->autoc.n_arms = job->n_arms;
         memcpy(cfg->autoc.cf, job->arm_cf, sizeof(cfg->autoc.cf));
-        cfg->autoc.total_iters = job->total_steps > 0 ? (uint64_t)job->total_steps : 0;
+        /* the budget; 0 (unknown) for --model external without --steps, whose scripts set the
+         * length (total_steps is then unbounded): the quality guard waits for the first lr drop */
+        cfg->autoc.total_iters =
+            job->total_steps > 0 && job->total_steps != INT64_MAX ? (uint64_t)job->total_steps : 0;
         break;
     case GV_JOB_ACCORDION:
         gv_adapt_config_default(cfg, GV_ADAPT_ACCORDION);

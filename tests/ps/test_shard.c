@@ -354,6 +354,16 @@ static void test_job(void)
     GV_CHECK(gv_job_min_cf(&job) == 4 && gv_job_min_cand_cf(&job) == 0);
     GV_CHECK_OK(gv_adapt_config_validate(&ac));
     gv_cfg_destroy(cfg);
+    /* --model external without --steps: the scripts set the length, the budget is unknown (0:
+     * AUTO's quality guard then waits for the first lr drop), not the end condition's bound */
+    char *u4[] = {"t", "--model", "external", "--optimizer", "caller", "--method", "auto"};
+    cfg = job_defaults(&job, 7, u4);
+    GV_CHECK_OK(gv_job_resolve(&job, 4));
+    gv_job_adapt_config(&job, 6, &ac);
+    GV_CHECK_EQ(ac.kind, GV_ADAPT_AUTO);
+    GV_CHECK_EQ(ac.autoc.total_iters, 0);
+    GV_CHECK_OK(gv_adapt_config_validate(&ac));
+    gv_cfg_destroy(cfg);
     char *u2[] = {"t", "--dataset", "synthetic", "--method", "auto", "--arms", "fp16,20,1000"};
     cfg = job_defaults(&job, 7, u2);
     GV_CHECK_OK(gv_job_resolve(&job, 4));
