@@ -87,8 +87,16 @@ static void pb_fill(struct gv_proto_msg *m, enum gv_proto_msg_type type, uint64_
         m->cf = cf;
         m->u.push.level = GV_PROTO_LEVEL_CANDIDATE;
         m->u.push.index_enc = GV_PROTO_ENC_U32;
-        m->u.push.stats =
-            (struct gv_proto_iter_stats){1.5, 0.5, 1.0, 0.1, 0.01, 0.02, 256, 2.3, 16, norms, 0, 0};
+        m->u.push.stats = (struct gv_proto_iter_stats){.g_ef_sq = 1.5,
+                                                       .g_min_sq = 0.5,
+                                                       .g_c_sq = 1.0,
+                                                       .compute_s = 0.1,
+                                                       .compress_s = 0.01,
+                                                       .comm_s = 0.02,
+                                                       .samples = 256,
+                                                       .loss = 2.3,
+                                                       .n_layer_norms = 16,
+                                                       .layer_norms = norms};
         gv_proto_seg_add(m, GV_PROTO_SEG_INDICES, GV_PROTO_ENC_U32, nnz, 4 * nnz);
         gv_proto_seg_add(m, GV_PROTO_SEG_VALUES, GV_PROTO_ENC_F32, nnz, 4 * nnz);
         break;

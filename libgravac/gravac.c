@@ -262,6 +262,7 @@ gravac_status gravac_step(struct gravac *g, double loss, double compute_s, uint6
     }
     double t0 = gv_now_s();
     struct gv_worker_step_in in = {.loss = isfinite(loss) ? loss : 0.0,
+                                   .lr = g->lr,
                                    .compute_s = compute_s > 0 ? compute_s : 0.0,
                                    .samples = samples > 0 ? samples : 1};
     struct gv_worker_step_out out;
@@ -293,6 +294,16 @@ gravac_status gravac_step(struct gravac *g, double loss, double compute_s, uint6
                                           .checks = s.checksum_checks,
                                           .dense_bytes = 4 * (uint64_t)g->numel};
     }
+    return GRAVAC_OK;
+}
+
+gravac_status gravac_set_lr(struct gravac *g, double lr)
+{
+    if (!isfinite(lr) || lr < 0) {
+        gv_log(GV_LOG_ERROR, "gravac_set_lr: learning rate %g (must be finite and >= 0)", lr);
+        return GRAVAC_ERR_INVAL;
+    }
+    g->lr = lr;
     return GRAVAC_OK;
 }
 

@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define GRAVAC_API_VERSION 1
+#define GRAVAC_API_VERSION 2 /* 2: gravac_set_lr */
 
 /* The values are gravac's own status codes. */
 typedef enum {
@@ -108,6 +108,12 @@ gravac_status gravac_start(struct gravac *g, float *params, float *grads, size_t
  * ended (worker 0 finished earlier) info->stopped is 1 and nothing changed. */
 gravac_status gravac_step(struct gravac *g, double loss, double compute_s, uint64_t samples,
                           struct gravac_step_info *info);
+
+/* The learning rate the caller's optimizer uses from the next step on (a PyTorch LR
+ * scheduler's): it goes with each step's statistics, and the servers' controller sees it instead
+ * of their own --lr (AUTO starts a new phase when it drops; Accordion's lr-decay rule). 0 (the
+ * default): none given. GRAVAC_ERR_INVAL unless finite and >= 0. */
+gravac_status gravac_set_lr(struct gravac *g, double lr);
 
 /* A test-set evaluation for the metrics file and the summary (accuracy in 0..1; NAN when not
  * applicable). */

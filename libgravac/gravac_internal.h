@@ -20,6 +20,7 @@ struct gravac {
     uint64_t steps, samples;
     bool stopped;
     bool told_no_loss; /* the warning that AUTO gets no training loss, once */
+    double lr;         /* gravac_set_lr's (0: none given) */
     /* output (gravac_out.c) */
     FILE *mf;      /* --metrics-file */
     double t_last; /* the end of the last step or evaluation */

@@ -261,7 +261,7 @@ static ProtobufCBinaryData pb_bytes(const struct gv_proto_bytes *b)
 static bool stats_is_zero(const struct gv_proto_iter_stats *s)
 {
     return s->g_ef_sq == 0 && s->g_min_sq == 0 && s->g_c_sq == 0 && s->compute_s == 0 &&
-           s->compress_s == 0 && s->comm_s == 0 && s->samples == 0 && s->loss == 0 &&
+           s->compress_s == 0 && s->comm_s == 0 && s->samples == 0 && s->loss == 0 && s->lr == 0 &&
            s->n_layer_norms == 0 && s->ckpt_iter == 0 && s->ckpt_status == 0;
 }
 
@@ -286,6 +286,7 @@ static Gravac__IterStats *pb_iter(struct pb_out *o, const struct gv_proto_iter_s
     o->iter.comm_s = s->comm_s;
     o->iter.samples = s->samples;
     o->iter.loss = s->loss;
+    o->iter.lr = s->lr;
     o->iter.n_layer_norms = s->n_layer_norms;
     o->iter.layer_norms = (double *)(uintptr_t)s->layer_norms;
     o->iter.ckpt_iteration = s->ckpt_iter;
@@ -434,6 +435,7 @@ static void iter_from_pb(struct gv_proto_iter_stats *s, const Gravac__IterStats 
     s->comm_s = p->comm_s;
     s->samples = p->samples;
     s->loss = p->loss;
+    s->lr = p->lr;
     /* clamped so the count fits; hv_stats refuses it against max_layers afterwards */
     s->n_layer_norms = p->n_layer_norms > UINT32_MAX ? UINT32_MAX : (uint32_t)p->n_layer_norms;
     s->layer_norms = p->layer_norms;

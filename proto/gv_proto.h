@@ -24,7 +24,7 @@ extern "C" {
 /* ---------------------------------------------------------------- prefix */
 
 #define GV_PROTO_MAGIC 0x43565247u /* bytes "GRVC" on the wire (little-endian u32) */
-#define GV_PROTO_VERSION 2         /* bump on any change to the prefix or gravac.proto */
+#define GV_PROTO_VERSION 3         /* bump on any change to the prefix or gravac.proto */
 #define GV_PROTO_PREFIX_LEN 24
 #define GV_PROTO_FLAGS_KNOWN 0u /* no flag bits are defined (versions 1 and 2) */
 
@@ -205,6 +205,7 @@ struct gv_proto_iter_stats {
     double compute_s, compress_s, comm_s;
     uint64_t samples;
     double loss;
+    double lr; /* the sender's own optimizer's learning rate (0: none given) */
     uint32_t n_layer_norms;
     const double *layer_norms; /* double[n_layer_norms], borrowed (decode: in the arena) */
     uint64_t ckpt_iter;        /* checkpoint report: its iteration (0: none)... */

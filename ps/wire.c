@@ -253,6 +253,7 @@ gv_status_t gv_ps_stats_check(const struct gv_proto_iter_stats *st, char *why, s
         {"compression time", st->compress_s, false},
         {"communication time", st->comm_s, false},
         {"loss", st->loss, true},
+        {"learning rate", st->lr, false},
     };
     for (size_t i = 0; i < GV_ARRAY_LEN(f); i++)
         if (!isfinite(f[i].v) || (!f[i].signed_ok && f[i].v < 0)) {

@@ -253,7 +253,11 @@ static gv_status_t round_decide(struct gv_server *srv)
         .t_comm = GV_MAX(0.0, period - a->compute_max - a->compress_max),
         .samples = a->samples,
         .num_workers = GV_MAX(1u, r->n_stats),
-        .lr = (double)gv_optim_lr(&srv->job->optim, (int64_t)r->iter),
+        /* the caller's optimizer steps the model: its lr (a PyTorch LR scheduler's), when the
+         * workers tell it, is the one the controller's lr rules must see */
+        .lr = srv->job->optimizer == GV_JOB_OPTIM_CALLER && a->lr_max > 0
+                  ? a->lr_max
+                  : (double)gv_optim_lr(&srv->job->optim, (int64_t)r->iter),
         .loss = a->loss_sum / GV_MAX(1u, r->n_stats),
         .epoch_end = norms,
         .num_layers = norms ? a->n_layer_norms : 0,
@@ -388,6 +392,7 @@ static bool round_stats(struct gv_server *srv, uint32_t rank, const struct gv_pr
     a->compute_max = GV_MAX(a->compute_max, st->compute_s);
     a->compress_max = GV_MAX(a->compress_max, st->compress_s);
     a->loss_sum += st->loss;
+    a->lr_max = GV_MAX(a->lr_max, st->lr);
     a->samples += st->samples;
     if (st->ckpt_iter == r->iter && st->ckpt_status != GV_OK && r->ck_wk_bad == GV_OK) {
         r->ck_wk_bad = st->ckpt_status; /* its residual checkpoint failed */

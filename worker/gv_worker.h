@@ -98,6 +98,7 @@ void gv_worker_decision(const struct gv_worker *w, struct gv_worker_decision *d)
 
 struct gv_worker_step_in {
     double loss;      /* mean loss of this worker's batch (reported to the controller) */
+    double lr;        /* --optimizer caller: the caller's learning rate (0: none given) */
     double compute_s; /* forward + backward time */
     uint64_t samples; /* samples in the batch */
     bool epoch_end;   /* this iteration ends an epoch (Accordion's per-layer norms) */

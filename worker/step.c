@@ -47,6 +47,7 @@ static void step_stats(struct gv_worker *w, struct gv_proto_iter_stats *st)
     st->compress_s = (double)(x->work_ns + gv_now_ns() - x->t_call) * 1e-9;
     st->samples = x->in.samples;
     st->loss = x->in.loss;
+    st->lr = x->in.lr;
     if (w->ck_pend_iter == w->iter) { /* its part of this iteration's checkpoint */
         st->ckpt_iter = w->iter;
         st->ckpt_status = w->ck_pend_status;

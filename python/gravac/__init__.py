@@ -115,6 +115,10 @@ class Worker:
                            % self.info.iteration)
         return self.info
 
+    def set_lr(self, lr):
+        """The learning rate of the caller's optimizer from the next step on (0: none)."""
+        self._check(lib().gravac_set_lr(self._g, float(lr)), "gravac: learning rate")
+
     def report_eval(self, loss=float("nan"), accuracy=float("nan")):
         lib().gravac_report_eval(self._g, float(loss), float(accuracy))
 

@@ -10,7 +10,7 @@ no copy.
 import ctypes
 import os
 
-API_VERSION = 1
+API_VERSION = 2
 
 
 class StepInfo(ctypes.Structure):
@@ -100,6 +100,7 @@ def _declare(lib):
         "gravac_add_tensor": (c_int, [P, ctypes.c_char_p, c_int, ctypes.POINTER(ctypes.c_int64)]),
         "gravac_start": (c_int, [P, P, P, c_size]),
         "gravac_step": (c_int, [P, c_double, c_double, c_u64, ctypes.POINTER(StepInfo)]),
+        "gravac_set_lr": (c_int, [P, c_double]),
         "gravac_report_eval": (c_int, [P, c_double, c_double]),
         "gravac_finish": (c_int, [P]),
         "gravac_fail": (None, [P, ctypes.c_char_p]),

@@ -182,6 +182,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gv_loss = float("nan")  # set_loss's, for the next step only
         self._gv_capture = bool(capture_loss)
         self._gv_loss_sum, self._gv_loss_n = 0.0, 0  # backward() on scalars since the last step
+        self._gv_lr = 0.0  # the learning rate last told to libgravac
         in_groups = [p for g in self.param_groups for p in g["params"]]
         if named_parameters is None:
             named = [("param.%d" % i, p) for i, p in enumerate(in_groups)]
@@ -261,7 +262,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             return
         t = time.perf_counter()
         self._gv_gather()
-        info = _worker().step(self._gv_step_loss(), t - self._gv_t_last, self._gv_batch)
+        w = _worker()
+        lr = max((float(g["lr"]) for g in self.param_groups), default=0.0)
+        if lr != self._gv_lr:  # the servers' controller follows the optimizer's (scheduler's) lr
+            w.set_lr(lr)
+            self._gv_lr = lr
+        info = w.step(self._gv_step_loss(), t - self._gv_t_last, self._gv_batch)
         _S.binding["steps"] += 1
         _S.binding["sync_s"] += time.perf_counter() - t
         _S.binding["lib_s"] += info.step_s

@@ -23,8 +23,8 @@ for f in bin/gravac-server bin/gravac-worker bin/gravac-launch bin/gravac-bench 
 done
 check "[ -n '$libdir' ] && [ -e '$libdir/libgravac.so' ] && [ -e '$libdir/pkgconfig/gravac.pc' ]" \
       "installed libgravac.so, .so.0 and gravac.pc in ${libdir#$prefix/}"
-check "[ \$(nm -D --defined-only '$libdir/libgravac.so.0' | grep -c ' T ') -eq 15 ]" \
-      "libgravac exports exactly gravac.h's 15 functions"
+check "[ \$(nm -D --defined-only '$libdir/libgravac.so.0' | grep -c ' T ') -eq 16 ]" \
+      "libgravac exports exactly gravac.h's 16 functions"
 
 cat > "$tmp/prog.c" <<'C'
 #include <gravac.h>

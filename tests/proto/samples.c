@@ -34,6 +34,7 @@ static void sample_stats(struct gv_proto_iter_stats *s)
     s->comm_s = 0.03125;
     s->samples = 256;
     s->loss = 2.302585;
+    s->lr = 0.0125;
     s->n_layer_norms = 5;
     s->layer_norms = sample_norms;
 }

@@ -155,16 +155,20 @@ static void test_version(void)
     p.hdr_len = UINT32_MAX;
     logcap_begin(&lc);
     GV_CHECK_STATUS(parse(&p, NULL, NULL, NULL), GV_ERR_VERSION);
-    GV_CHECK(logcap_has(&lc, "peer speaks wire version 3, this build speaks 2"));
+    GV_CHECK(logcap_has(&lc, "peer speaks wire version 4, this build speaks 3"));
     logcap_end();
-    /* version 1 (before the checkpoint fields, LAYOUT and the replica checksums) is refused as well
-     */
-    valid_prefix(&p, 10, 0);
-    p.version = 1;
-    logcap_begin(&lc);
-    GV_CHECK_STATUS(parse(&p, NULL, NULL, NULL), GV_ERR_VERSION);
-    GV_CHECK(logcap_has(&lc, "peer speaks wire version 1, this build speaks 2"));
-    logcap_end();
+    /* the versions before: 1 (before the checkpoint fields, LAYOUT and the replica checksums)
+     * and 2 (before IterStats.lr) are refused as well */
+    for (uint16_t v = 1; v < GV_PROTO_VERSION; v++) {
+        char old[80];
+        snprintf(old, sizeof(old), "peer speaks wire version %u, this build speaks 3", v);
+        valid_prefix(&p, 10, 0);
+        p.version = v;
+        logcap_begin(&lc);
+        GV_CHECK_STATUS(parse(&p, NULL, NULL, NULL), GV_ERR_VERSION);
+        GV_CHECK_MSG(logcap_has(&lc, old), "%s", old);
+        logcap_end();
+    }
 }
 
 static void test_reserved_flags(void)
@@ -344,7 +348,7 @@ static void test_decode_prefix_errors(void)
     p.version = GV_PROTO_VERSION + 1;
     gv_proto_prefix_write(&p, frame);
     GV_CHECK_STATUS(gv_proto_decode(frame, len, NULL, &arena, &out), GV_ERR_VERSION);
-    GV_CHECK(logcap_has(&lc, "peer speaks wire version 3, this build speaks 2"));
+    GV_CHECK(logcap_has(&lc, "peer speaks wire version 4, this build speaks 3"));
     p.version = GV_PROTO_VERSION;
     p.magic ^= 1;
     gv_proto_prefix_write(&p, frame);

@@ -94,6 +94,7 @@ static void test_round_trip_fields(void)
              o.u.push.stats.comm_s == 0.03125);
     GV_CHECK_EQ(o.u.push.stats.samples, 256);
     GV_CHECK(o.u.push.stats.loss == 2.302585);
+    GV_CHECK(o.u.push.stats.lr == 0.0125);
     GV_CHECK_EQ(o.u.push.stats.n_layer_norms, 5);
     GV_CHECK(o.u.push.stats.layer_norms[1] == 1.25 && o.u.push.stats.layer_norms[4] == 1e10);
     GV_CHECK(in_arena(&arena, o.u.push.stats.layer_norms)); /* not the sender's array */
@@ -245,6 +246,7 @@ static void test_msg_equal(void)
     DIFFER(b.u.push.stats.comm_s = 1);
     DIFFER(b.u.push.stats.samples = 1);
     DIFFER(b.u.push.stats.loss = NAN);
+    DIFFER(b.u.push.stats.lr = 0.5);
     DIFFER(b.u.push.stats.n_layer_norms = 4);
     DIFFER(b.u.push.stats.layer_norms = other_norms);
     GV_CHECK_EQ(differ, n);

@@ -10,6 +10,8 @@ torch_job.py on loopback, and the case checks what came out.
   loss       each step's training loss reaches gravac's statistics: captured from backward()
              (the mean of the calls of a step with gradient accumulation), set_loss()'s value
              when given, none with capture_loss=False
+  lr         the wrapped optimizer's learning rate, dropped by a StepLR scheduler, is the one
+             the servers' controller observes (server 0's --obs-trace)
   mismatch   worker 1's model is wider: refused naming the first differing tensor; the job
              stops
   error      worker 1's script raises: the job stops, its traceback in the output, every
@@ -158,6 +160,29 @@ def case_loss(build, tmp):
                 "its training loss%s" % (" x 2" if factor == 2.0 else "")))
             if not ok:
                 print("  metrics: %s\n  script:  %s" % (got, want))
+
+
+def case_lr(build, tmp):
+    trace = os.path.join(tmp, "obs.csv")
+    rc, text, secs = job(build, tmp, "train", "sgd", ["--method", "auto", "--obs-trace", trace],
+                         steps=12, script_args=["--lr-drop-at", "5"])
+    check(rc == 0, "lr: the job succeeds (%.1f s)" % secs)
+    if rc != 0:
+        show(text)
+        return
+    with open(trace) as f:
+        lines = [line for line in f if not line.startswith("#")]
+    head = lines[0].strip().split(",")
+    rows = [dict(zip(head, line.strip().split(","))) for line in lines[1:]]
+    got = [(int(r["iter"]), float(r["lr"])) for r in rows]
+    # torch_job's SGD starts at 0.1; StepLR(5, 0.1): 0.01 from iteration 5, 0.001 from 10
+    want = [(i, 0.1 * 0.1 ** (i // 5)) for i in range(12)]
+    ok = len(got) == 12 and all(g[0] == w[0] and abs(g[1] - w[1]) <= 1e-12 for g, w in
+                                zip(got, want))
+    check(ok, "lr: the controller observed the scheduler's lr at every iteration "
+          "(0.1, 0.01 from iteration 5, 0.001 from 10)")
+    if not ok:
+        print("  observed: %s" % got)
 
 
 def params0(tmp):

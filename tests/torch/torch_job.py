@@ -59,6 +59,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--loss", default="capture", choices=["capture", "set", "none"])
     ap.add_argument("--accumulate", action="store_true")
+    ap.add_argument("--lr-drop-at", type=int, default=0,
+                    help="a StepLR scheduler multiplies the lr by 0.1 every this many steps")
     args = ap.parse_args()
     torch.set_num_threads(1)
     world, rank = 2, 0
@@ -80,6 +82,7 @@ def main():
     x, y = data(args.steps, world * args.batch)
     lo, hi = (0, world * args.batch) if args.mode == "reference" else \
         (rank * args.batch, (rank + 1) * args.batch)
+    sched = torch.optim.lr_scheduler.StepLR(opt, args.lr_drop_at, 0.1) if args.lr_drop_at else None
     losses = []
     for step in range(args.steps):
         opt.zero_grad()
@@ -100,6 +103,8 @@ def main():
         if args.mode == "error" and rank == 1 and step == 3:
             divide(loss.item(), 0)
         opt.step()
+        if sched is not None:
+            sched.step()
         if args.mode == "diverge" and rank == 1 and step == 2:
             with torch.no_grad():
                 model.fc2.bias[0] += 1e-3
