@@ -110,24 +110,24 @@
  *  - the learning rate (phases) and the budget total_iters (the quality guard).
  * TIMING: timing_iters iterations per arm from the largest CF down; the first incumbent
  * minimises time x CF^gamma0 (dense arms count as CF 1); timing stops below the first arm
- * scoring timing_stop times the best, or above a sparse arm whose time, predicted from the two
- * arms above it (a line in payload), already scores that. RUN: an incumbent block of block_frac of
- * the phase's training time (at least block_min iterations), then a probe block (probe_ratio of
- * that) on a neighbour, below and above in turn, then the incumbent again. Each
- * incumbent-probe-incumbent sandwich scores the probe's rate minus the mean of the incumbent's two
- * (a linear trend cancels), accumulated per pair of neighbours with inverse-variance weights,
- * discounted by `forget` per new sandwich; a pair's z-score of z_switch for the neighbour makes it
- * the incumbent. Time rules, no loss needed: an arm above is not probed unless measured `tie`
- * faster; a probe below no more than `tie` slower replaces the incumbent; between the two
- * dense arms (the same gradient) only time counts: 5 % (tie / 2) faster replaces, and is
- * probed; otherwise the arm above dense in full is the first sparse arm (that pair's evidence
- * is kept on dense in halves and that arm). A probe below waits while the phase's probes below,
- * plus block_min of its own iterations, would exceed probe_budget of the phase's time; a side that
- * lost a sandwich (z beyond -z_switch) is probed half as often each time it loses again (1 in 2, 4,
- * 8). An lr below lr_drop x the phase's starts a new phase: evidence cleared, short blocks, the
- * incumbent drop_rungs down but not onto a dense arm. The quality guard: from quality_from of
- * total_iters (unknown: from the first lr drop) no arm above quality_cf (the accuracy at the budget
- * depends on the CF through most of training).
+ * scoring timing_stop times the best, or above an arm whose time, predicted from the two
+ * arms above it (a line in payload), already scores that (a dense arm: only below a dense one).
+ * RUN: an incumbent block of block_frac of the phase's training time (at least block_min
+ * iterations), then a probe block (probe_ratio of that) on a neighbour, below and above in turn,
+ * then the incumbent again. Each incumbent-probe-incumbent sandwich scores the probe's rate minus
+ * the mean of the incumbent's two (a linear trend cancels), accumulated per pair of neighbours with
+ * inverse-variance weights, discounted by `forget` per new sandwich; a pair's z-score of z_switch
+ * for the neighbour makes it the incumbent. Time rules, no loss needed: an arm above is not probed
+ * unless measured `tie` faster; a probe below no more than `tie` slower replaces the incumbent;
+ * between the two dense arms (the same gradient) only time counts: 5 % (tie / 2) faster replaces,
+ * and is probed; otherwise the arm above dense in full is the first sparse arm (that pair's
+ * evidence is kept on dense in halves and that arm). A probe below waits while the phase's probes
+ * below, plus block_min of its own iterations, would exceed probe_budget of the phase's time; a
+ * side that lost a sandwich (z beyond -z_switch) is probed half as often each time it loses again
+ * (1 in 2, 4, 8). An lr below lr_drop x the phase's starts a new phase: evidence cleared, short
+ * blocks, the incumbent drop_rungs down but not onto a dense arm. The quality guard: from
+ * quality_from of total_iters (unknown: from the first lr drop) no arm above quality_cf (the
+ * accuracy at the budget depends on the CF through most of training).
  *
  * ---- Decision log --------------------------------------------------------------------------
  * With a sink set, one JSON object (one line, no newline) per window and per decision change:
