@@ -9,11 +9,13 @@
       (synchronize() minus the time inside libgravac).
 
   bench_torch.py ddp [--rate 100mbit] [--models resnet18,lstm] [--workers 4] [--servers 2]
+                     [--repeats 1]
       Time and steps to a target accuracy: the examples through gravac (dense, static CF,
       GraVAC, the default controller) against PyTorch DDP over gloo (dense, the fp16 hook, and
       PowerSGD with blocking allreduces in a fixed order), every process in its own network
-      namespace behind a tc-tbf link (root). See bench_torch_tta.py, bench_torch_net.py and
-      torch_ddp_train.py.
+      namespace behind a tc-tbf link (root). With --repeats N the methods take turns N times
+      and a summary gives median ratios, each taken within one repeat. See bench_torch_tta.py,
+      bench_torch_net.py and torch_ddp_train.py.
 
 Results go to --out (default build/bench-results/torch-<name>): every run's output, the
 metrics files, a JSON and a table. Run from the source tree with the build in build/.

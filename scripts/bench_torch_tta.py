@@ -5,7 +5,12 @@ example, through gravac.torch) with dense, static CFs, GraVAC and the default co
 DDP over gloo (W workers of torch_ddp_train.py) dense, with the fp16 hook and with PowerSGD.
 A run stops at the target (worker 0 evaluates every --eval-every steps on the first
 --eval-limit test samples) or at --max-steps / --max-minutes; time is worker 0's train_s at
-the first evaluation at or above the target (evaluations left out, start-up too)."""
+the first evaluation at or above the target (evaluations left out, start-up too).
+
+With --repeats N every repeat runs every model and method in turn (so a change of the shared
+machine's speed during the invocation falls on all of them alike), and the summary gives each
+method's median time and the median of its ratios to DDP dense and to PowerSGD, each ratio taken
+within one repeat."""
 
 import argparse
 import json
@@ -147,7 +152,10 @@ def main(args, rest):
     ap.add_argument("--eval-limit", type=int, default=1000)
     ap.add_argument("--target-resnet18", type=float, default=0.70)
     ap.add_argument("--target-lstm", type=float, default=0.35)
+    ap.add_argument("--repeats", type=int, default=1)
     a = ap.parse_args(rest)
+    if a.repeats < 1:
+        ap.error("--repeats must be at least 1")
     a.target = {"resnet18": a.target_resnet18, "lstm": a.target_lstm}
     out = args.out or os.path.join(ROOT, "build", "bench-results", "torch-ddp")
     os.makedirs(out, exist_ok=True)
@@ -162,46 +170,49 @@ def main(args, rest):
     cmdline = "scripts/bench_torch.py ddp " + " ".join(rest)
     try:
         net.shape(a.rate)
-        for model in a.models.split(","):
-            for name in a.methods.split(","):
-                rundir = os.path.join(out, "runs", model, name)
-                os.makedirs(rundir, exist_ok=True)
-                for f in os.listdir(rundir):
-                    os.remove(os.path.join(rundir, f))
-                load0 = os.getloadavg()[0]
-                t0 = time.time()
-                if name in GRAVAC:
-                    procs, mfile = run_gravac(net, a, model, name, GRAVAC[name], rundir, args.bin)
-                else:
-                    procs, mfile = run_ddp(net, a, model, name, DDP[name], rundir)
-                finished = wait(procs, a.max_minutes)
-                bn.stop(procs)
-                recs = records(mfile)
-                tt, st, ev = to_target(recs, a.target[model])
-                its = [r for r in recs if r.get("type") == "iter"]
-                ms = None
-                if len(its) > 12:
-                    ms = 1e3 * (its[-1]["train_s"] - its[10]["train_s"]) / (
-                        its[-1]["iter"] - its[10]["iter"])
-                row = {"model": model, "method": name, "target": a.target[model],
-                       "time_to_target_s": tt, "steps_to_target": st,
-                       "last_accuracy": ev[-1]["accuracy"] if ev else None,
-                       "last_step": ev[-1]["step"] if ev else None, "ms_per_step": ms,
-                       "finished": finished, "wall_s": time.time() - t0,
-                       "rc": [p.returncode for p in procs], "load": [load0, os.getloadavg()[0]]}
-                if name.startswith("gravac"):
-                    cfs = {}
-                    for r in its:
-                        cfs[r.get("cf")] = cfs.get(r.get("cf"), 0) + 1
-                    row["iterations_per_cf"] = cfs
-                    if its:
-                        row["bytes_sent_per_step"] = sum(r["bytes_sent"] for r in its) / len(its)
-                        row["bytes_recv_per_step"] = sum(r["bytes_recv"] for r in its) / len(its)
-                results.append(row)
-                print(json.dumps(row), flush=True)
-                with open(os.path.join(out, "tta.json"), "w") as f:
-                    json.dump({"command": cmdline, "rate": a.rate, "servers": a.servers,
-                               "workers": a.workers, "results": results}, f, indent=1)
+        for rep, model, name in ((r, m, n) for r in range(a.repeats)
+                                 for m in a.models.split(",") for n in a.methods.split(",")):
+            rundir = os.path.join(out, "runs", model, name)
+            if a.repeats > 1:
+                rundir = os.path.join(rundir, "r%d" % rep)
+            os.makedirs(rundir, exist_ok=True)
+            for f in os.listdir(rundir):
+                os.remove(os.path.join(rundir, f))
+            load0 = os.getloadavg()[0]
+            t0 = time.time()
+            if name in GRAVAC:
+                procs, mfile = run_gravac(net, a, model, name, GRAVAC[name], rundir, args.bin)
+            else:
+                procs, mfile = run_ddp(net, a, model, name, DDP[name], rundir)
+            finished = wait(procs, a.max_minutes)
+            bn.stop(procs)
+            recs = records(mfile)
+            tt, st, ev = to_target(recs, a.target[model])
+            its = [r for r in recs if r.get("type") == "iter"]
+            ms = None
+            if len(its) > 12:
+                ms = 1e3 * (its[-1]["train_s"] - its[10]["train_s"]) / (
+                    its[-1]["iter"] - its[10]["iter"])
+            row = {"model": model, "method": name, "repeat": rep, "target": a.target[model],
+                   "time_to_target_s": tt, "steps_to_target": st,
+                   "last_accuracy": ev[-1]["accuracy"] if ev else None,
+                   "last_step": ev[-1]["step"] if ev else None, "ms_per_step": ms,
+                   "finished": finished, "wall_s": time.time() - t0,
+                   "rc": [p.returncode for p in procs], "load": [load0, os.getloadavg()[0]]}
+            if name.startswith("gravac"):
+                cfs = {}
+                for r in its:
+                    cfs[r.get("cf")] = cfs.get(r.get("cf"), 0) + 1
+                row["iterations_per_cf"] = cfs
+                if its:
+                    row["bytes_sent_per_step"] = sum(r["bytes_sent"] for r in its) / len(its)
+                    row["bytes_recv_per_step"] = sum(r["bytes_recv"] for r in its) / len(its)
+            results.append(row)
+            print(json.dumps(row), flush=True)
+            with open(os.path.join(out, "tta.json"), "w") as f:
+                json.dump({"command": cmdline, "rate": a.rate, "servers": a.servers,
+                           "workers": a.workers, "repeats": a.repeats, "results": results,
+                           "summary": summary(results)}, f, indent=1)
     except KeyboardInterrupt:
         print("bench_torch.py ddp: interrupted", file=sys.stderr)
     finally:
@@ -210,23 +221,77 @@ def main(args, rest):
     return 0
 
 
+def ratio(num, den):
+    return num / den if num and den else None
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return None if n == 0 else v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def summary(results):
+    """Per model and method over the repeats: median time to target (of the repeats that reached
+    it), how many reached it, and the median, min and max of the ratios of DDP dense's and
+    PowerSGD's times to the method's, each taken within one repeat (a repeat where either side
+    missed the target gives no ratio)."""
+    out = []
+    keys = []
+    for r in results:
+        if (r["model"], r["method"]) not in keys:
+            keys.append((r["model"], r["method"]))
+    for model, method in keys:
+        rows = [r for r in results if r["model"] == model and r["method"] == method]
+        row = {"model": model, "method": method, "repeats": len(rows),
+               "reached": sum(1 for r in rows if r["time_to_target_s"]),
+               "median_time_s": median([r["time_to_target_s"] for r in rows
+                                        if r["time_to_target_s"]])}
+        for ref, key in (("ddp-dense", "vs_dense"), ("ddp-powersgd", "vs_powersgd")):
+            ratios = []
+            for r in rows:
+                base = [b for b in results if b["model"] == model and b["method"] == ref and
+                        b.get("repeat", 0) == r.get("repeat", 0)]
+                q = ratio(base[0]["time_to_target_s"], r["time_to_target_s"]) if base else None
+                if q is not None:
+                    ratios.append(q)
+            row[key] = ({"median": median(ratios), "min": min(ratios), "max": max(ratios),
+                         "n": len(ratios)} if ratios else None)
+        out.append(row)
+    return out
+
+
 def table(results, out, cmdline):
-    lines = ["# " + cmdline, "%-9s %-18s %10s %7s %9s %9s %8s %9s %9s" % (
-        "model", "method", "time[s]", "steps", "ms/step", "last acc", "at step", "vs dense",
-        "vs psgd")]
+    lines = ["# " + cmdline, "%-9s %-18s %3s %10s %7s %9s %9s %8s %9s %9s" % (
+        "model", "method", "rep", "time[s]", "steps", "ms/step", "last acc", "at step",
+        "vs dense", "vs psgd")]
     for model in sorted(set(r["model"] for r in results)):
         rows = [r for r in results if r["model"] == model]
-        ref = {r["method"]: r["time_to_target_s"] for r in rows}
         for r in rows:
             t = r["time_to_target_s"]
-            vd = ref.get("ddp-dense")
-            vp = ref.get("ddp-powersgd")
-            lines.append("%-9s %-18s %10s %7s %9s %9s %8s %9s %9s" % (
-                model, r["method"], "%.1f" % t if t else "-", r["steps_to_target"] or "-",
+            ref = {b["method"]: b["time_to_target_s"] for b in rows
+                   if b.get("repeat", 0) == r.get("repeat", 0)}
+            vd = ratio(ref.get("ddp-dense"), t)
+            vp = ratio(ref.get("ddp-powersgd"), t)
+            lines.append("%-9s %-18s %3d %10s %7s %9s %9s %8s %9s %9s" % (
+                model, r["method"], r.get("repeat", 0), "%.1f" % t if t else "-",
+                r["steps_to_target"] or "-",
                 "%.0f" % r["ms_per_step"] if r["ms_per_step"] else "-",
                 "%.2f%%" % (100 * r["last_accuracy"]) if r["last_accuracy"] else "-",
-                r["last_step"] or "-", "%.2fx" % (vd / t) if t and vd else "-",
-                "%.2fx" % (vp / t) if t and vp else "-"))
+                r["last_step"] or "-", "%.2fx" % vd if vd else "-", "%.2fx" % vp if vp else "-"))
+    if len(set(r.get("repeat", 0) for r in results)) > 1:
+        def span(q):
+            return "-" if q is None else "%.2fx (%.2f-%.2f, %d)" % (
+                q["median"], q["min"], q["max"], q["n"])
+        lines += ["", "over the repeats: median time of those that reached the target; median "
+                  "ratio (min-max, repeats), each within one repeat",
+                  "%-9s %-18s %7s %10s %-24s %-24s" % ("model", "method", "reached", "time[s]",
+                                                       "vs dense", "vs psgd")]
+        for s in summary(results):
+            lines.append("%-9s %-18s %7s %10s %-24s %-24s" % (
+                s["model"], s["method"], "%d/%d" % (s["reached"], s["repeats"]),
+                "%.1f" % s["median_time_s"] if s["median_time_s"] else "-",
+                span(s["vs_dense"]), span(s["vs_powersgd"])))
     text = "\n".join(lines)
     print(text)
     with open(os.path.join(out, "tta.txt"), "w") as f:
