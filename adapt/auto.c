@@ -420,13 +420,12 @@ static void timing_step(struct gv_adapt *ctl, uint64_t iter, const struct adapt_
         if (sc > 0.0 && (best_score == 0.0 || sc < best_score))
             best_score = sc;
     }
-    /* the next arm down, predicted from two measured arms (the line through them in payload),
-     * already scoring timing_stop times the best: timing it would cost its iterations and then
-     * stop the stage anyway. A dense arm is predicted so only from a dense arm just timed: it
-     * skips the compression that a line through two sparse arms includes (through a dense and
-     * a sparse arm the slope is, if anything, too small) */
-    bool next_ok = au->cur > 0 && (!arm_dense(ctl, au->cur - 1) || arm_dense(ctl, au->cur));
-    bool skip_next = next_ok && au->cur + 1 < c->n_arms &&
+    /* the next arm down, sparse and predicted from two measured arms (the line through them in
+     * payload), already scoring timing_stop times the best: timing it would cost its iterations
+     * and then stop the stage anyway. Dense arms are always timed: a line through sparse arms
+     * includes their compression, and one through dense in halves its conversions, which dense
+     * in full skips (on a fast link it can be the fastest arm of all) */
+    bool skip_next = au->cur > 0 && au->cur + 1 < c->n_arms && !arm_dense(ctl, au->cur - 1) &&
                      arm_score(ctl, au->cur - 1) > c->timing_stop * best_score;
     if (au->cur > 0 && !skip_next && !(arm_score(ctl, au->cur) > c->timing_stop * best_score)) {
         au->inc = --au->cur; /* timing: the arm timed is the incumbent */

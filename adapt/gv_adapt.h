@@ -110,8 +110,8 @@
  *  - the learning rate (phases) and the budget total_iters (the quality guard).
  * TIMING: timing_iters iterations per arm from the largest CF down; the first incumbent
  * minimises time x CF^gamma0 (dense arms count as CF 1); timing stops below the first arm
- * scoring timing_stop times the best, or above an arm whose time, predicted from the two
- * arms above it (a line in payload), already scores that (a dense arm: only below a dense one).
+ * scoring timing_stop times the best, or above a sparse arm whose time, predicted from the two
+ * arms above it (a line in payload), already scores that (dense arms are always timed).
  * RUN: an incumbent block of block_frac of the phase's training time (at least block_min
  * iterations), then a probe block (probe_ratio of that) on a neighbour, below and above in turn,
  * then the incumbent again. Each incumbent-probe-incumbent sandwich scores the probe's rate minus

@@ -1,8 +1,8 @@
 /* auto_expected.h: the decision runs and the reasons (of the changes) of the recorded AUTO
  * traces: {first iteration, level, CF sent, floor, candidate}; printed by ADAPT_DUMP=1
  * test_adapt_auto_trace and checked against each run's decision log (its obs.csv's next_cf).
- * Recorded with the probe budget counted over the phase (docs/adapt.md section 4.1), and again
- * with the predicted timing stop. */
+ * Recorded with the probe budget counted over the phase (docs/adapt.md section 4.1); the MLP's
+ * re-recorded with the predicted timing stop. */
 /* MLP at 100 Mbit/s, 1000 iterations: timing 1000 -> 30 (CF 10, predicted from CF 30 and
  * CF 100, already scores 1.5x the best: not timed), start at 100 (prior), a probe of 30, the
  * guard at 200 (10), two probes of 4 in 550 iterations (the phase's probe budget: CF 4 costs 3x
@@ -17,19 +17,19 @@ static const struct run mlp_runs[] = {
     {991, F, 4, 4, 4},
 };
 static const char *const mlp_reasons[] = {"start", "quality-guard", "lr-drop", NULL};
-/* the char-LSTM at 100 Mbit/s, 600 iterations: timed down to dense in halves (dense in full,
- * predicted from it and CF 4 at 138 ms, 3.5x CF 100's time, is not timed), start at 10 (prior:
- * CF 30 was no faster here), probes of 4 within the phase's budget, the lr drop at 450 (4),
- * probes of 10 and of dense in halves */
+/* the char-LSTM at 100 Mbit/s, 600 iterations: the whole ladder timed down to dense, start at
+ * 30 (prior), probes of 100 and 10, the guard at 120 (10), probes of 4 within the budget, the
+ * lr drop at 450 (4), probes of 10 and of dense in halves */
 static const struct run lstm_runs[] = {
-    {0, F, 1000, 1000, 1000}, {3, F, 300, 300, 300}, {6, F, 100, 100, 100}, {9, F, 30, 30, 30},
-    {12, F, 10, 10, 10},      {15, F, 4, 4, 4},      {18, D, 2, 4, 4},      {21, F, 10, 10, 10},
-    {101, F, 4, 4, 4},        {121, F, 10, 10, 10},  {201, F, 4, 4, 4},     {221, F, 10, 10, 10},
-    {301, F, 4, 4, 4},        {321, F, 10, 10, 10},  {395, F, 4, 4, 4},     {415, F, 10, 10, 10},
-    {451, F, 4, 4, 4},        {471, F, 10, 10, 10},  {491, F, 4, 4, 4},     {511, F, 10, 10, 10},
-    {531, F, 4, 4, 4},        {551, F, 10, 10, 10},  {571, F, 4, 4, 4},     {591, D, 2, 4, 4},
+    {0, F, 1000, 1000, 1000}, {3, F, 300, 300, 300},  {6, F, 100, 100, 100}, {9, F, 30, 30, 30},
+    {12, F, 10, 10, 10},      {15, F, 4, 4, 4},       {18, D, 2, 4, 4},      {21, D, 1, 4, 4},
+    {24, F, 30, 30, 30},      {44, F, 100, 100, 100}, {64, F, 30, 30, 30},   {84, F, 10, 10, 10},
+    {104, F, 30, 30, 30},     {120, F, 10, 10, 10},   {200, F, 4, 4, 4},     {220, F, 10, 10, 10},
+    {297, F, 4, 4, 4},        {317, F, 10, 10, 10},   {431, F, 4, 4, 4},     {471, F, 10, 10, 10},
+    {491, F, 4, 4, 4},        {511, F, 10, 10, 10},   {531, F, 4, 4, 4},     {551, F, 10, 10, 10},
+    {571, F, 4, 4, 4},        {591, D, 2, 4, 4},
 };
-static const char *const lstm_reasons[] = {"start", "lr-drop", NULL};
+static const char *const lstm_reasons[] = {"start", "quality-guard", "lr-drop", NULL};
 static const struct expect expected[] = {
     {"mlp-100mbit", mlp_runs, GV_ARRAY_LEN(mlp_runs), mlp_reasons},
     {"lstm-100mbit", lstm_runs, GV_ARRAY_LEN(lstm_runs), lstm_reasons},
