@@ -225,6 +225,14 @@ def ratio(num, den):
     return num / den if num and den else None
 
 
+def repeat_time(results, model, rep, method):
+    """method's time to target in repeat rep of model (None: not run or not reached)."""
+    for b in results:
+        if b["model"] == model and b["method"] == method and b.get("repeat", 0) == rep:
+            return b["time_to_target_s"]
+    return None
+
+
 def median(v):
     v = sorted(v)
     n = len(v)
@@ -248,13 +256,9 @@ def summary(results):
                "median_time_s": median([r["time_to_target_s"] for r in rows
                                         if r["time_to_target_s"]])}
         for ref, key in (("ddp-dense", "vs_dense"), ("ddp-powersgd", "vs_powersgd")):
-            ratios = []
-            for r in rows:
-                base = [b for b in results if b["model"] == model and b["method"] == ref and
-                        b.get("repeat", 0) == r.get("repeat", 0)]
-                q = ratio(base[0]["time_to_target_s"], r["time_to_target_s"]) if base else None
-                if q is not None:
-                    ratios.append(q)
+            ratios = [ratio(repeat_time(results, model, r.get("repeat", 0), ref),
+                            r["time_to_target_s"]) for r in rows]
+            ratios = [q for q in ratios if q is not None]
             row[key] = ({"median": median(ratios), "min": min(ratios), "max": max(ratios),
                          "n": len(ratios)} if ratios else None)
         out.append(row)
@@ -268,11 +272,9 @@ def table(results, out, cmdline):
     for model in sorted(set(r["model"] for r in results)):
         rows = [r for r in results if r["model"] == model]
         for r in rows:
-            t = r["time_to_target_s"]
-            ref = {b["method"]: b["time_to_target_s"] for b in rows
-                   if b.get("repeat", 0) == r.get("repeat", 0)}
-            vd = ratio(ref.get("ddp-dense"), t)
-            vp = ratio(ref.get("ddp-powersgd"), t)
+            t, rep = r["time_to_target_s"], r.get("repeat", 0)
+            vd = ratio(repeat_time(results, model, rep, "ddp-dense"), t)
+            vp = ratio(repeat_time(results, model, rep, "ddp-powersgd"), t)
             lines.append("%-9s %-18s %3d %10s %7s %9s %9s %8s %9s %9s" % (
                 model, r["method"], r.get("repeat", 0), "%.1f" % t if t else "-",
                 r["steps_to_target"] or "-",
