@@ -48,8 +48,10 @@ void srv_abort_now(struct gv_server *srv, gv_status_t status, bool consistent, c
 static void end_request(struct gv_server *srv, gv_status_t status, const char *text)
 {
     struct srv_end *e = &srv->end;
-    if (e->abort_requested)
+    if (e->abort_requested) { /* server 0 decides where the job ends: this is for the record */
+        gv_log(GV_LOG_INFO, "server %u: while asking server 0 to end the job: %s", srv->rank, text);
         return;
+    }
     e->abort_requested = true;
     e->abort_status = status;
     e->abort_deadline =

@@ -256,6 +256,10 @@ gv_status_t srv_update_send(struct gv_server *srv, struct gv_proto_msg *m, const
         struct srv_peer *p = srv->net.workers[w];
         if (p == NULL || !srv_round_member(srv, w))
             continue; /* out of the job (expected now holds the next round's workers) */
+        if (p->link.c == NULL)
+            continue; /* gone: its close went through the dead-worker policy already; on
+                         servers 1..S-1 a request to end the job may be pending, and the round
+                         must still complete, so that this server stops where server 0 does */
         next.resync = final && (resync_all || r->resync_req[w]);
         if (final)
             gv_ps_decision_to_proto(&next, &m->u.update.decision);
