@@ -71,4 +71,18 @@ static inline void ps_test_cluster_init(struct gv_cluster *cl, const char *dir, 
     GV_CHECK_OK(gv_cluster_resolve(cl, role, NULL));
 }
 
+/* A worker's model over caller-owned buffers of P floats each, in T tensors. */
+static inline struct gv_worker_model ps_test_model(float *params, float *grads, float *momentum,
+                                                   size_t P, uint32_t T, const size_t *numel,
+                                                   char (*names)[24])
+{
+    return (struct gv_worker_model){.params = params,
+                                    .grads = grads,
+                                    .momentum = momentum,
+                                    .numel = P,
+                                    .n_tensors = T,
+                                    .tensor_numel = numel,
+                                    .names = (const char(*)[24])names};
+}
+
 #endif

@@ -77,13 +77,8 @@ static void *worker0_main(void *p)
     struct world *x = p;
     struct gv_worker_config wc = {
         .job = &x->job, .cluster = &x->wcl, .secret = &x->none, .verify_every = 1};
-    struct gv_worker_model m = {.params = x->params,
-                                .grads = x->grads,
-                                .momentum = x->mom,
-                                .numel = x->P,
-                                .n_tensors = (uint32_t)x->n_t,
-                                .tensor_numel = x->numel,
-                                .names = (const char(*)[24])x->names};
+    struct gv_worker_model m =
+        ps_test_model(x->params, x->grads, x->mom, x->P, (uint32_t)x->n_t, x->numel, x->names);
     struct gv_worker *w = NULL;
     x->wstatus = gv_worker_create(&wc, &m, &w);
     for (int i = 0; w != NULL && i < STEPS; i++) {

@@ -142,13 +142,7 @@ static void *wt_main(void *p)
     for (uint32_t i = 0; i < T; i++)
         P += numel[i];
     float *pa = calloc(P, 4), *g = calloc(P, 4), *m = calloc(P, 4);
-    struct gv_worker_model wm = {.params = pa,
-                                 .grads = g,
-                                 .momentum = m,
-                                 .numel = P,
-                                 .n_tensors = T,
-                                 .tensor_numel = numel,
-                                 .names = (const char(*)[24])names};
+    struct gv_worker_model wm = ps_test_model(pa, g, m, P, T, numel, names);
     struct gv_worker_config wc = {.job = &job, .cluster = &cl, .secret = &sec, .verify_every = 1};
     struct gv_worker *w = NULL;
     t->create_status = gv_worker_create(&wc, &wm, &w);

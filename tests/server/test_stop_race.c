@@ -73,13 +73,7 @@ static void *worker_main(void *p)
         P += numel[i];
     float *params = calloc(P, 4), *grads = calloc(P, 4), *mom = calloc(P, 4);
     struct gv_worker_config wc = {.job = &job, .cluster = &wcl, .secret = &none};
-    struct gv_worker_model m = {.params = params,
-                                .grads = grads,
-                                .momentum = mom,
-                                .numel = P,
-                                .n_tensors = T,
-                                .tensor_numel = numel,
-                                .names = (const char(*)[24])names};
+    struct gv_worker_model m = ps_test_model(params, grads, mom, P, T, numel, names);
     struct gv_worker *w = NULL;
     gv_status_t st = gv_worker_create(&wc, &m, &w);
     for (int i = 0; st == GV_OK && i < 100000; i++) {
