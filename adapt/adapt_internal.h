@@ -6,7 +6,7 @@
 #include "gv_adapt.h"
 
 #define ADAPT_STATE_MAGIC 0x44415647u /* "GVAD" little-endian */
-#define ADAPT_STATE_VERSION 1u
+#define ADAPT_STATE_VERSION 2u        /* 2: AUTO's `prior` */
 #define ADAPT_HDR_LEN 20u /* magic u32, version u16, kind u16, body_len u32, checksum u64 */
 #define ADAPT_HDR_CSUM_OFF 12u
 
@@ -54,6 +54,7 @@ struct auto_state {
     uint32_t role;        /* enum auto_role: the block in force */
     uint32_t dir;         /* next probe: 0 below, 1 above */
     bool mixed;           /* the next time sample mixes two arms (first after a change) */
+    bool prior;           /* the incumbent rests on the prior's score, not on loss evidence */
     /* the block in force */
     uint64_t b_iters;
     double b_time, b_target; /* estimated seconds so far, and how long it is to last */

@@ -320,6 +320,26 @@ static void switch_to(struct gv_adapt *ctl, uint32_t arm)
     memset(au->lost, 0, sizeof(au->lost));
 }
 
+/* The start's choice checked again, in the first phase while no loss evidence has moved the
+ * incumbent, after a sandwich with `other` whose loss evidence is inconclusive (z_inc, the pair's
+ * z-score for the incumbent, under half of z_switch): the timing stage's prior with the times
+ * measured since (both arms over a full ring of samples). A neighbour whose score, time x
+ * CF^gamma0, is `tie` below the incumbent's replaces it: three timed iterations per arm can
+ * misjudge (the MLP at 1 Gbit/s started at CF 4, timed at 1.07x CF 10's time and then running
+ * at 1.3-1.9x it), and noisy losses may never give the evidence a z-score of z_switch either way.
+ * Once the evidence has moved the incumbent, the prior no longer decides (evidence discounted by
+ * `forget` must not be overruled by it); after an lr drop the incumbent was moved down on purpose.
+ */
+static bool rescore(const struct gv_adapt *ctl, uint32_t other, double z_inc)
+{
+    const struct auto_state *au = &ctl->au;
+    const struct gv_adapt_auto_cfg *c = &ctl->cfg.autoc;
+    if (!au->prior || au->phases > 0 || !(z_inc < 0.5 * c->z_switch) || other > arm_top(ctl) ||
+        au->arm[other].t_n < AUTO_TRING || au->arm[au->inc].t_n < AUTO_TRING)
+        return false;
+    return arm_score(ctl, other) < (1.0 - c->tie) * arm_score(ctl, au->inc);
+}
+
 /* The block in force has ended: score it, move the incumbent if the evidence says so, start
  * the next block. */
 static void block_end(struct gv_adapt *ctl, uint64_t iter, const struct adapt_core *old)
@@ -360,6 +380,7 @@ static void block_end(struct gv_adapt *ctl, uint64_t iter, const struct adapt_co
         backoff(au, inc_low ? 1 : 0, z, c->z_switch);
         if (lo + 1 == au->inc && z >= c->z_switch) {
             switch_to(ctl, lo);
+            au->prior = false;
             l.reason = "evidence-below";
             block_start(ctl, AUTO_INC, au->inc);
             adapt_log_auto(ctl, iter, &l);
@@ -367,7 +388,16 @@ static void block_end(struct gv_adapt *ctl, uint64_t iter, const struct adapt_co
         }
         if (inc_low && z <= -c->z_switch && lo + 1 <= arm_top(ctl)) {
             switch_to(ctl, lo + 1);
+            au->prior = false;
             l.reason = "evidence-above";
+            block_start(ctl, AUTO_INC, au->inc);
+            adapt_log_auto(ctl, iter, &l);
+            return;
+        }
+        uint32_t other = au->probe.arm;
+        if (rescore(ctl, other, inc_low ? z : -z)) {
+            l.reason = other > au->inc ? "score-above" : "score-below";
+            switch_to(ctl, other);
             block_start(ctl, AUTO_INC, au->inc);
             adapt_log_auto(ctl, iter, &l);
             return;
@@ -438,6 +468,7 @@ static void timing_step(struct gv_adapt *ctl, uint64_t iter, const struct adapt_
             best = a;
     au->stage = AUTO_RUN;
     au->inc = best;
+    au->prior = true;
     block_start(ctl, AUTO_INC, best);
     struct auto_log l = {.event = "timing", .reason = "start", .old_core = old, .pair = -1};
     adapt_log_auto(ctl, iter, &l);

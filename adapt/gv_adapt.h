@@ -124,10 +124,13 @@
  * evidence is kept on dense in halves and that arm). A probe below waits while the phase's probes
  * below, plus block_min of its own iterations, would exceed probe_budget of the phase's time; a
  * side that lost a sandwich (z beyond -z_switch) is probed half as often each time it loses again
- * (1 in 2, 4, 8). An lr below lr_drop x the phase's starts a new phase: evidence cleared, short
- * blocks, the incumbent drop_rungs down but not onto a dense arm. The quality guard: from
- * quality_from of total_iters (unknown: from the first lr drop) no arm above quality_cf (the
- * accuracy at the budget depends on the CF through most of training).
+ * (1 in 2, 4, 8). The start re-scored: in the first phase, while no evidence has moved the
+ * incumbent, a sandwich whose pair's z-score for the incumbent is under z_switch / 2 lets the
+ * neighbour it probed replace it if that neighbour's score (time x CF^gamma0, both over 9
+ * samples) is `tie` below the incumbent's. An lr below lr_drop x the phase's starts a new phase:
+ * evidence cleared, short blocks, the incumbent drop_rungs down but not onto a dense arm. The
+ * quality guard: from quality_from of total_iters (unknown: from the first lr drop) no arm above
+ * quality_cf (the accuracy at the budget depends on the CF through most of training).
  *
  * ---- Decision log --------------------------------------------------------------------------
  * With a sink set, one JSON object (one line, no newline) per window and per decision change:

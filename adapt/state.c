@@ -253,6 +253,7 @@ static void put_auto(struct wr *w, const struct auto_state *au)
     for (size_t i = 0; i < GV_ARRAY_LEN(u32); i++)
         put_u32(w, u32[i]);
     put_u8(w, au->mixed);
+    put_u8(w, au->prior);
     put_u64(w, au->b_iters);
     put_u64(w, au->b_tn);
     put_f64(w, au->b_tsum);
@@ -290,6 +291,9 @@ static uint8_t get_auto(struct rd *r, struct auto_state *au)
         *u32[i] = get_u32(r);
     uint8_t f = get_u8(r);
     au->mixed = f == 1;
+    uint8_t g = get_u8(r);
+    au->prior = g == 1;
+    f |= g;
     au->b_iters = get_u64(r);
     au->b_tn = get_u64(r);
     au->b_tsum = get_f64(r);
@@ -542,7 +546,9 @@ static gv_status_t check_header(const uint8_t *b, size_t len, uint16_t *kind_p)
         return proto_err("length does not match the header");
     if (csum != adapt_state_checksum(b, len))
         return proto_err("checksum mismatch (corrupt)");
-    if (version != ADAPT_STATE_VERSION) {
+    /* version 1 differs from 2 only in AUTO's state: the other kinds' read as before */
+    bool same = version == ADAPT_STATE_VERSION || (version == 1 && kind != GV_ADAPT_AUTO);
+    if (!same) {
         gv_log(GV_LOG_ERROR, "adapt: checkpoint format version %u, this build reads %u", version,
                ADAPT_STATE_VERSION);
         return GV_ERR_VERSION;

@@ -5,6 +5,8 @@
  *    controller decided (next_level, next_cf of the line): the replay is the run, bit for bit;
  *  - the decision sequence, run by run, against the list written below for each trace;
  *  - why each change was made: the decision log's reasons, in order.
+ * A trace recorded before a rule was added replays up to the first decision the rule changes:
+ * the iteration is asserted, and the runs and reasons up to it.
  * argv: pairs of (trace path, expected-runs name). ADAPT_DUMP=1 prints the runs and reasons. */
 #include "harness.h"
 
@@ -15,6 +17,8 @@ struct expect {
     const struct run *runs;
     size_t n_runs;
     const char *const *reasons; /* the log's reasons in order (NULL-terminated) */
+    uint64_t diverge; /* 0: the replay is the run; else the iteration from which a rule added
+                       * since the recording decides otherwise (the replay ends there) */
 };
 
 #include "traces/auto_expected.h"
@@ -64,6 +68,7 @@ static void replay_trace(const char *path, const struct expect *want)
     struct gv_adapt_decision d = {0};
     struct tlog log = {0};
     size_t n = 0, cap = 0, differ = 0;
+    uint64_t first_diff = 0;
     struct step *s = NULL;
     while (fgets(line, sizeof(line), f) != NULL) {
         line[strcspn(line, "\r\n")] = '\0';
@@ -100,10 +105,27 @@ static void replay_trace(const char *path, const struct expect *want)
             GV_CHECK_FAIL_("%s: observation %llu refused", path, (unsigned long long)o.iter);
             break;
         }
-        differ += d.level != next_level || d.cf_send != next_cf;
+        if (d.level != next_level || d.cf_send != next_cf) {
+            if (differ++ == 0)
+                first_diff = d.iter;
+            if (want != NULL && want->diverge > 0) {
+                /* the new decision ends the runs; the observations after it answer decisions
+                 * the replay did not make */
+                if (n == cap)
+                    s = realloc(s, (cap += 1) * sizeof(*s));
+                s[n++] = (struct step){d.iter, d.level, d.cf_send, d.theta_min, d.cf_candidate};
+                break;
+            }
+        }
     }
     fclose(f);
-    GV_CHECK_MSG(differ == 0, "%s: %zu decisions differ from the recorded run", path, differ);
+    if (want != NULL && want->diverge > 0)
+        GV_CHECK_MSG(first_diff == want->diverge,
+                     "%s: the replay departs from the run at %llu, "
+                     "expected %llu",
+                     path, (unsigned long long)first_diff, (unsigned long long)want->diverge);
+    else
+        GV_CHECK_MSG(differ == 0, "%s: %zu decisions differ from the recorded run", path, differ);
     GV_CHECK_MSG(n >= 100, "%s: only %zu observations", path, n);
     if (getenv("ADAPT_DUMP") != NULL) {
         struct run r[256];

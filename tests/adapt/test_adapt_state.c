@@ -316,7 +316,7 @@ static void test_corrupt(void)
 
     /* another format version, well formed otherwise */
     memcpy(mut, blob, len);
-    mut[4] = 2;
+    mut[4] = (uint8_t)(ADAPT_STATE_VERSION + 1);
     adapt_state_seal(mut, len);
     GV_CHECK_STATUS(restore_into(dst, mut, len, ref, ref_len), GV_ERR_VERSION);
     /* another kind with this body: the length cannot match */
@@ -357,6 +357,11 @@ static void test_corrupt(void)
     }
     *src = saved;
     GV_CHECK_OK(restore_into(dst, blob, len, ref, ref_len)); /* the original still restores */
+    /* version 1 (before AUTO's state gained a flag) is read for the other kinds */
+    memcpy(mut, blob, len);
+    mut[4] = 1;
+    adapt_state_seal(mut, len);
+    GV_CHECK_OK(gv_adapt_restore(dst, mut, len));
 
     /* save into a short buffer */
     size_t got = 0;
