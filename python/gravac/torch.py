@@ -115,8 +115,12 @@ def binding_stats():
 
 def report(accuracy=float("nan"), loss=float("nan")):
     """Records a test-set evaluation (accuracy in 0..1) in the metrics file and the summary
-    (gravac-launch prints worker 0's)."""
+    (gravac-launch prints worker 0's). The time since the last step was the evaluation's, not
+    training: the next step's compute time, which the servers' controller compares arms by,
+    starts now (as the metrics' train_s leaves it out)."""
     _worker().report_eval(loss, accuracy)
+    if _S.optimizer is not None:
+        _S.optimizer._gv_t_last = time.perf_counter()
 
 
 def shutdown():

@@ -10,6 +10,8 @@ torch_job.py on loopback, and the case checks what came out.
   loss       each step's training loss reaches gravac's statistics: captured from backward()
              (the mean of the calls of a step with gradient accumulation), set_loss()'s value
              when given, none with capture_loss=False
+  evaltime   worker 0 evaluates between two steps and reports it: the controller's compute
+             time leaves the evaluation out
   lr         the wrapped optimizer's learning rate, dropped by a StepLR scheduler, is the one
              the servers' controller observes (server 0's --obs-trace)
   mismatch   worker 1's model is wider: refused naming the first differing tensor; the job
@@ -183,6 +185,33 @@ def case_lr(build, tmp):
           "(0.1, 0.01 from iteration 5, 0.001 from 10)")
     if not ok:
         print("  observed: %s" % got)
+
+
+def case_evaltime(build, tmp):
+    """Worker 0 evaluates (a 0.5 s pause) after step 4 and calls gravac.torch.report(): the
+    controller's compute time (server 0's --obs-trace, the slowest worker's) leaves the
+    evaluation out, as the metrics' train_s does."""
+    import json
+    trace, metrics = os.path.join(tmp, "obs.csv"), os.path.join(tmp, "m-%r.jsonl")
+    rc, text, secs = job(build, tmp, "train", "sgd", ["--method", "auto", "--obs-trace", trace,
+                                                      "--metrics-file", metrics],
+                         steps=10, script_args=["--eval-at", "4"])
+    check(rc == 0, "evaluation time: the job succeeds (%.1f s)" % secs)
+    if rc != 0:
+        show(text)
+        return
+    with open(metrics.replace("%r", "0")) as f:
+        evals = [r for r in (json.loads(line) for line in f) if r.get("type") == "eval"]
+    gap = evals[0]["time_s"] - evals[0]["train_s"] if evals else 0.0
+    check(len(evals) == 1 and gap >= 0.45,
+          "evaluation time: worker 0 paused %.2f s to evaluate, outside its train_s" % gap)
+    with open(trace) as f:
+        lines = [line for line in f if not line.startswith("#")]
+    head = lines[0].strip().split(",")
+    t = [float(dict(zip(head, line.strip().split(",")))["t_compute"]) for line in lines[1:]]
+    check(len(t) == 10 and max(t) < 0.25,
+          "evaluation time: no iteration's compute time carries it (the longest %.3f s)"
+          % max(t or [0.0]))
 
 
 def params0(tmp):

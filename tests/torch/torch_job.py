@@ -15,6 +15,7 @@ optimizer's back after step 2), reference (no gravac: one process, the global ba
 import argparse
 import os
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -59,6 +60,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--loss", default="capture", choices=["capture", "set", "none"])
     ap.add_argument("--accumulate", action="store_true")
+    ap.add_argument("--eval-at", type=int, default=-1,
+                    help="after this step, worker 0 pauses 0.5 s (an evaluation) and reports")
     ap.add_argument("--lr-drop-at", type=int, default=0,
                     help="a StepLR scheduler multiplies the lr by 0.1 every this many steps")
     args = ap.parse_args()
@@ -105,6 +108,9 @@ def main():
         opt.step()
         if sched is not None:
             sched.step()
+        if step == args.eval_at and args.mode != "reference" and rank == 0:
+            time.sleep(0.5)  # what an evaluation of the test set takes
+            gv.report(accuracy=0.5, loss=1.0)
         if args.mode == "diverge" and rank == 1 and step == 2:
             with torch.no_grad():
                 model.fc2.bias[0] += 1e-3
