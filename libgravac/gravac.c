@@ -264,11 +264,13 @@ gravac_status gravac_step(struct gravac *g, double loss, double compute_s, uint6
     struct gv_worker_step_in in = {.loss = isfinite(loss) ? loss : 0.0,
                                    .lr = g->lr,
                                    .compute_s = compute_s > 0 ? compute_s : 0.0,
+                                   .pause_s = g->pause_s,
                                    .samples = samples > 0 ? samples : 1};
     struct gv_worker_step_out out;
     gv_status_t status = gv_worker_step(g->w, &in, &out);
     if (status != GV_OK)
         return (gravac_status)status;
+    g->pause_s = 0.0;
     double step_s = gv_now_s() - t0;
     if (!out.stop) {
         g->steps++;

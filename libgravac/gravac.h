@@ -116,7 +116,9 @@ gravac_status gravac_step(struct gravac *g, double loss, double compute_s, uint6
 gravac_status gravac_set_lr(struct gravac *g, double lr);
 
 /* A test-set evaluation for the metrics file and the summary (accuracy in 0..1; NAN when not
- * applicable). */
+ * applicable). Call it right after evaluating: the time since the last step is the
+ * evaluation's, and the next step tells the servers so (their controller leaves it out of the
+ * iteration's time); pass the next step's compute_s from now. */
 gravac_status gravac_report_eval(struct gravac *g, double loss, double accuracy);
 
 /* After the last step: says BYE to the servers (waits for their answers, at most 2 s), prints

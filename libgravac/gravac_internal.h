@@ -22,9 +22,10 @@ struct gravac {
     bool told_no_loss; /* the warning that AUTO gets no training loss, once */
     double lr;         /* gravac_set_lr's (0: none given) */
     /* output (gravac_out.c) */
-    FILE *mf;      /* --metrics-file */
-    double t_last; /* the end of the last step or evaluation */
-    double eval_s; /* time from a step's end to a reported evaluation: the evaluations */
+    FILE *mf;       /* --metrics-file */
+    double t_last;  /* the end of the last step or evaluation */
+    double eval_s;  /* time from a step's end to a reported evaluation: the evaluations */
+    double pause_s; /* the part of eval_s since the last step (told with the next step) */
     double last_loss, last_acc, best_acc;
     bool have_eval;
     uint64_t tl_iter[GRAVAC_TIMELINE];

@@ -114,8 +114,10 @@ void gravac_out_eval(struct gravac *g, double loss, double accuracy)
     out_num(o, "loss", loss);
     out_num(o, "accuracy", accuracy);
     out_write(g, o);
-    if (g->t_last > 0)
-        g->eval_s += now - g->t_last; /* steps' train_s leave the evaluation out */
+    if (g->t_last > 0) {
+        g->eval_s += now - g->t_last;  /* steps' train_s leave the evaluation out */
+        g->pause_s += now - g->t_last; /* and the servers the iteration's time */
+    }
     g->t_last = now;
 }
 

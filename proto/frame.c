@@ -261,8 +261,9 @@ static ProtobufCBinaryData pb_bytes(const struct gv_proto_bytes *b)
 static bool stats_is_zero(const struct gv_proto_iter_stats *s)
 {
     return s->g_ef_sq == 0 && s->g_min_sq == 0 && s->g_c_sq == 0 && s->compute_s == 0 &&
-           s->compress_s == 0 && s->comm_s == 0 && s->samples == 0 && s->loss == 0 && s->lr == 0 &&
-           s->n_layer_norms == 0 && s->ckpt_iter == 0 && s->ckpt_status == 0;
+           s->compress_s == 0 && s->comm_s == 0 && s->pause_s == 0 && s->samples == 0 &&
+           s->loss == 0 && s->lr == 0 && s->n_layer_norms == 0 && s->ckpt_iter == 0 &&
+           s->ckpt_status == 0;
 }
 
 static bool decision_is_zero(const struct gv_proto_decision *d)
@@ -284,6 +285,7 @@ static Gravac__IterStats *pb_iter(struct pb_out *o, const struct gv_proto_iter_s
     o->iter.compute_s = s->compute_s;
     o->iter.compress_s = s->compress_s;
     o->iter.comm_s = s->comm_s;
+    o->iter.pause_s = s->pause_s;
     o->iter.samples = s->samples;
     o->iter.loss = s->loss;
     o->iter.lr = s->lr;
@@ -433,6 +435,7 @@ static void iter_from_pb(struct gv_proto_iter_stats *s, const Gravac__IterStats 
     s->compute_s = p->compute_s;
     s->compress_s = p->compress_s;
     s->comm_s = p->comm_s;
+    s->pause_s = p->pause_s;
     s->samples = p->samples;
     s->loss = p->loss;
     s->lr = p->lr;

@@ -24,7 +24,7 @@ extern "C" {
 /* ---------------------------------------------------------------- prefix */
 
 #define GV_PROTO_MAGIC 0x43565247u /* bytes "GRVC" on the wire (little-endian u32) */
-#define GV_PROTO_VERSION 3         /* bump on any change to the prefix or gravac.proto */
+#define GV_PROTO_VERSION 4         /* bump on any change to the prefix or gravac.proto */
 #define GV_PROTO_PREFIX_LEN 24
 #define GV_PROTO_FLAGS_KNOWN 0u /* no flag bits are defined (versions 1 and 2) */
 
@@ -203,6 +203,7 @@ struct gv_proto_iter_stats {
     double g_min_sq; /* ||compressed at theta_min||^2 */
     double g_c_sq;   /* ||compressed at the candidate CF||^2 */
     double compute_s, compress_s, comm_s;
+    double pause_s; /* not training since the sender's previous push (an evaluation) */
     uint64_t samples;
     double loss;
     double lr; /* the sender's own optimizer's learning rate (0: none given) */

@@ -129,9 +129,9 @@ static bool stats_eq(const struct gv_proto_iter_stats *a, const struct gv_proto_
     if (!dbl_eq(a->g_ef_sq, b->g_ef_sq) || !dbl_eq(a->g_min_sq, b->g_min_sq) ||
         !dbl_eq(a->g_c_sq, b->g_c_sq) || !dbl_eq(a->compute_s, b->compute_s) ||
         !dbl_eq(a->compress_s, b->compress_s) || !dbl_eq(a->comm_s, b->comm_s) ||
-        a->samples != b->samples || !dbl_eq(a->loss, b->loss) || !dbl_eq(a->lr, b->lr) ||
-        a->n_layer_norms != b->n_layer_norms || a->ckpt_iter != b->ckpt_iter ||
-        a->ckpt_status != b->ckpt_status)
+        !dbl_eq(a->pause_s, b->pause_s) || a->samples != b->samples || !dbl_eq(a->loss, b->loss) ||
+        !dbl_eq(a->lr, b->lr) || a->n_layer_norms != b->n_layer_norms ||
+        a->ckpt_iter != b->ckpt_iter || a->ckpt_status != b->ckpt_status)
         return false;
     for (uint32_t i = 0; i < a->n_layer_norms; i++)
         if (!dbl_eq(a->layer_norms[i], b->layer_norms[i]))

@@ -252,6 +252,7 @@ gv_status_t gv_ps_stats_check(const struct gv_proto_iter_stats *st, char *why, s
         {"compute time", st->compute_s, false},
         {"compression time", st->compress_s, false},
         {"communication time", st->comm_s, false},
+        {"pause time", st->pause_s, false},
         {"loss", st->loss, true},
         {"learning rate", st->lr, false},
     };

@@ -250,7 +250,9 @@ static gv_status_t round_decide(struct gv_server *srv)
         .norm2_cand = a->g_c,
         .t_compute = a->compute_max,
         .t_compress = a->compress_max,
-        .t_comm = GV_MAX(0.0, period - a->compute_max - a->compress_max),
+        /* the round's period less a worker's evaluation since its last push (the others
+         * waited for it): what an arm costs, not what the evaluations cost */
+        .t_comm = GV_MAX(0.0, period - a->compute_max - a->compress_max - a->pause_max),
         .samples = a->samples,
         .num_workers = GV_MAX(1u, r->n_stats),
         /* the caller's optimizer steps the model: its lr (a PyTorch LR scheduler's), when the
@@ -393,6 +395,7 @@ static bool round_stats(struct gv_server *srv, uint32_t rank, const struct gv_pr
     a->compress_max = GV_MAX(a->compress_max, st->compress_s);
     a->loss_sum += st->loss;
     a->lr_max = GV_MAX(a->lr_max, st->lr);
+    a->pause_max = GV_MAX(a->pause_max, st->pause_s);
     a->samples += st->samples;
     if (st->ckpt_iter == r->iter && st->ckpt_status != GV_OK && r->ck_wk_bad == GV_OK) {
         r->ck_wk_bad = st->ckpt_status; /* its residual checkpoint failed */

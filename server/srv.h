@@ -191,7 +191,8 @@ struct srv_agg {
     double g_ef, g_min, g_c;
     double compute_max, compress_max;
     double loss_sum;
-    double lr_max; /* the largest learning rate a worker's own optimizer reported (0: none) */
+    double lr_max;    /* the largest learning rate a worker's own optimizer reported (0: none) */
+    double pause_max; /* the longest time a worker spent outside training (an evaluation) */
     uint64_t samples;
     bool epoch_end; /* worker 0's push carried layer norms */
     uint32_t n_layer_norms;

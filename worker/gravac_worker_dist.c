@@ -301,6 +301,7 @@ struct loop {
     bool stop;        /* the job ended (worker 0 stopped it, or the target was reached) */
     int64_t ended_at; /* worker 0 stopped it: the iteration that did not run (-1: none) */
     double hook_s;    /* time spent in the hooks this iteration (not compute) */
+    double pause_s;   /* evaluations since the last push (told to the servers with the next) */
     gv_status_t fail; /* a finish's error inside a hook */
 };
 
@@ -475,10 +476,12 @@ static gv_status_t dist_loop(struct dist *d, int64_t *done_p)
         bool epoch_end = job->steps_per_epoch > 0 && (step + 1) % job->steps_per_epoch == 0;
         struct gv_worker_step_in in = {.loss = loss,
                                        .compute_s = compute_s,
+                                       .pause_s = lp.pause_s,
                                        .samples = (uint64_t)job->batch,
                                        .epoch_end = epoch_end};
         if ((status = gv_worker_step_push(d->w, &in)) != GV_OK)
             break;
+        lp.pause_s = 0.0;
         lp.p = (struct pending){.on = true,
                                 .step = step,
                                 .epoch = epoch,
@@ -499,6 +502,7 @@ static gv_status_t dist_loop(struct dist *d, int64_t *done_p)
             double spent = gv_now_s() - e0;
             d->eval_s += spent;
             lp.win.t += spent;
+            lp.pause_s += spent;
         }
     }
     if (status == GV_OK)

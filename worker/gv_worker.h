@@ -100,6 +100,8 @@ struct gv_worker_step_in {
     double loss;      /* mean loss of this worker's batch (reported to the controller) */
     double lr;        /* --optimizer caller: the caller's learning rate (0: none given) */
     double compute_s; /* forward + backward time */
+    double pause_s;   /* since the previous step, not training (an evaluation): the servers
+                       * leave it out of the iteration's time */
     uint64_t samples; /* samples in the batch */
     bool epoch_end;   /* this iteration ends an epoch (Accordion's per-layer norms) */
 };

@@ -44,6 +44,7 @@ static void step_stats(struct gv_worker *w, struct gv_proto_iter_stats *st)
     st->g_min_sq = x->norms.min;
     st->g_c_sq = x->norms.cand;
     st->compute_s = x->in.compute_s;
+    st->pause_s = x->in.pause_s;
     st->compress_s = (double)(x->work_ns + gv_now_ns() - x->t_call) * 1e-9;
     st->samples = x->in.samples;
     st->loss = x->in.loss;

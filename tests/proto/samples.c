@@ -32,6 +32,7 @@ static void sample_stats(struct gv_proto_iter_stats *s)
     s->compute_s = 0.125;
     s->compress_s = 0.0625;
     s->comm_s = 0.03125;
+    s->pause_s = 0.046875;
     s->samples = 256;
     s->loss = 2.302585;
     s->lr = 0.0125;

@@ -155,13 +155,13 @@ static void test_version(void)
     p.hdr_len = UINT32_MAX;
     logcap_begin(&lc);
     GV_CHECK_STATUS(parse(&p, NULL, NULL, NULL), GV_ERR_VERSION);
-    GV_CHECK(logcap_has(&lc, "peer speaks wire version 4, this build speaks 3"));
+    GV_CHECK(logcap_has(&lc, "peer speaks wire version 5, this build speaks 4"));
     logcap_end();
     /* the versions before: 1 (before the checkpoint fields, LAYOUT and the replica checksums)
-     * and 2 (before IterStats.lr) are refused as well */
+     * 2 (before IterStats.lr) and 3 (before IterStats.pause_s) are refused as well */
     for (uint16_t v = 1; v < GV_PROTO_VERSION; v++) {
         char old[80];
-        snprintf(old, sizeof(old), "peer speaks wire version %u, this build speaks 3", v);
+        snprintf(old, sizeof(old), "peer speaks wire version %u, this build speaks 4", v);
         valid_prefix(&p, 10, 0);
         p.version = v;
         logcap_begin(&lc);
@@ -348,7 +348,7 @@ static void test_decode_prefix_errors(void)
     p.version = GV_PROTO_VERSION + 1;
     gv_proto_prefix_write(&p, frame);
     GV_CHECK_STATUS(gv_proto_decode(frame, len, NULL, &arena, &out), GV_ERR_VERSION);
-    GV_CHECK(logcap_has(&lc, "peer speaks wire version 4, this build speaks 3"));
+    GV_CHECK(logcap_has(&lc, "peer speaks wire version 5, this build speaks 4"));
     p.version = GV_PROTO_VERSION;
     p.magic ^= 1;
     gv_proto_prefix_write(&p, frame);

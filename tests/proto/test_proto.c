@@ -91,7 +91,7 @@ static void test_round_trip_fields(void)
     GV_CHECK(o.u.push.stats.g_ef_sq == 12.5 && o.u.push.stats.g_min_sq == 3.25 &&
              o.u.push.stats.g_c_sq == 9.75);
     GV_CHECK(o.u.push.stats.compute_s == 0.125 && o.u.push.stats.compress_s == 0.0625 &&
-             o.u.push.stats.comm_s == 0.03125);
+             o.u.push.stats.comm_s == 0.03125 && o.u.push.stats.pause_s == 0.046875);
     GV_CHECK_EQ(o.u.push.stats.samples, 256);
     GV_CHECK(o.u.push.stats.loss == 2.302585);
     GV_CHECK(o.u.push.stats.lr == 0.0125);
@@ -244,6 +244,7 @@ static void test_msg_equal(void)
     DIFFER(b.u.push.stats.compute_s = 1);
     DIFFER(b.u.push.stats.compress_s = 1);
     DIFFER(b.u.push.stats.comm_s = 1);
+    DIFFER(b.u.push.stats.pause_s = 1);
     DIFFER(b.u.push.stats.samples = 1);
     DIFFER(b.u.push.stats.loss = NAN);
     DIFFER(b.u.push.stats.lr = 0.5);

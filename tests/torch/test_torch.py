@@ -189,8 +189,9 @@ def case_lr(build, tmp):
 
 def case_evaltime(build, tmp):
     """Worker 0 evaluates (a 0.5 s pause) after step 4 and calls gravac.torch.report(): the
-    controller's compute time (server 0's --obs-trace, the slowest worker's) leaves the
-    evaluation out, as the metrics' train_s does."""
+    iteration time the controller sees (server 0's --obs-trace: the slowest worker's compute
+    and compression, and the rest of the round's period) leaves the evaluation out, as the
+    metrics' train_s does."""
     import json
     trace, metrics = os.path.join(tmp, "obs.csv"), os.path.join(tmp, "m-%r.jsonl")
     rc, text, secs = job(build, tmp, "train", "sgd", ["--method", "auto", "--obs-trace", trace,
@@ -208,10 +209,15 @@ def case_evaltime(build, tmp):
     with open(trace) as f:
         lines = [line for line in f if not line.startswith("#")]
     head = lines[0].strip().split(",")
-    t = [float(dict(zip(head, line.strip().split(",")))["t_compute"]) for line in lines[1:]]
+    rows = [dict(zip(head, line.strip().split(","))) for line in lines[1:]]
+    t = [float(r["t_compute"]) for r in rows]
     check(len(t) == 10 and max(t) < 0.25,
           "evaluation time: no iteration's compute time carries it (the longest %.3f s)"
           % max(t or [0.0]))
+    t = [float(r["t_compute"]) + float(r["t_compress"]) + float(r["t_comm"]) for r in rows]
+    check(len(t) == 10 and max(t) < 0.25,
+          "evaluation time: nor its time in all (compute, compression and the rest of the "
+          "round's period: worker 1 waited for worker 0; the longest %.3f s)" % max(t or [0.0]))
 
 
 def params0(tmp):
