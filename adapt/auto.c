@@ -73,7 +73,8 @@ void auto_arm_core(const struct gv_adapt *ctl, uint32_t arm, struct adapt_core *
 {
     const struct gv_adapt_auto_cfg *c = &ctl->cfg.autoc;
     if (arm_dense(ctl, arm)) {
-        /* the workers still compress at the lowest sparse CF: its norms are logged */
+        /* theta_min names the lowest sparse CF (a compressor's floor); the workers compress
+         * there only on the first dense iteration after a sparse one, to send the residual */
         uint32_t s = 0; /* the lowest sparse arm, if any */
         while (s < c->n_arms && c->cf[s] <= 2.0)
             s++;

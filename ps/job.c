@@ -673,7 +673,7 @@ double gv_job_min_cf(const struct gv_job *job)
     case GV_JOB_DENSE:
     case GV_JOB_DENSE_FP16: return 0;
     case GV_JOB_STATIC: return job->cf;
-    case GV_JOB_AUTO: /* its lowest sparse CF (a dense arm compresses there too) */
+    case GV_JOB_AUTO: /* its lowest sparse CF (a dense arm after a sparse one compresses there) */
         for (uint32_t i = 0; i < job->n_arms; i++)
             if (job->arm_cf[i] > 2.0)
                 return job->arm_cf[i];

@@ -171,6 +171,7 @@ static gv_status_t ck_restore(struct gv_worker *w)
 {
     struct gv_ckpt_ident id;
     ck_ident(w, &id);
+    w->resid_zero = false; /* whatever happens below, r is no longer known to be zero */
     char path[PATH_MAX];
     gv_ps_ckpt_path(w->ckpt_dir, w->rank, w->iter, path, sizeof(path));
     if (access(path, F_OK) != 0) {

@@ -144,7 +144,8 @@ static gv_status_t step_push(struct gv_worker *w, uint32_t s, uint64_t below, bo
     struct gv_iov pl[2];
     int npl;
     if (x->dense) {
-        const float *src = w->resid != NULL ? w->resid : w->m.grads; /* g_ef, or g (dense) */
+        /* g_ef, or g (dense, or nothing compressed: no residual owed) */
+        const float *src = w->resid != NULL && x->levels > 0 ? w->resid : w->m.grads;
         if (w->mirrored) { /* the shard's part of it to the host, once this iteration (no
                               overlap on a GPU replica: the whole shard is ready) */
             if (ws->pc_left == ws->pc.np) {
@@ -272,6 +273,7 @@ static gv_status_t step_advance(struct gv_worker *w, uint64_t lo, bool final)
                     }
                 }
                 step_stage(w, u, w->mirrored ? &w->hsent : sent);
+                w->resid_zero = false;
                 if ((status = gv_cmp_apply(w->cmp, w->ef[u], GV_SENT_SPARSE, sent)) != GV_OK)
                     return status;
             }
@@ -733,10 +735,12 @@ static gv_status_t step_finish(struct gv_worker *w, struct gv_worker_step_out *o
         out->stop = true;
         return GV_OK;
     }
-    if (x->dense && w->cmp != NULL) /* g_ef has left (the updates came back): r = 0 */
+    if (x->dense && x->levels > 0) { /* g_ef has left (the updates came back): r = 0 */
         for (uint32_t u = 0; u < w->n_units; u++)
             if ((status = gv_cmp_apply(w->cmp, w->ef[u], GV_SENT_DENSE, NULL)) != GV_OK)
                 return status;
+        w->resid_zero = true;
+    }
     out->lr = (float)w->srv[0].dec.lr;
     for (uint32_t s = 0; s < w->S; s++)
         out->resynced |= w->srv[s].resync;

@@ -64,6 +64,11 @@ gv_status_t wk_server_status(struct gv_worker *w, struct wk_server *ws)
 
 uint32_t wk_levels(const struct gv_worker *w, const struct gv_ps_decision *d)
 {
+    /* AUTO's dense arms: no controller reads the norms of a top-k that is not sent, and with
+     * no residual owed g_ef is g; the first dense iteration after a sparse one still compresses,
+     * so that its push carries the residual (g + r) and clears it */
+    if (w->job->method == GV_JOB_AUTO && d->level == GV_ADAPT_LEVEL_DENSE && w->resid_zero)
+        return 0;
     switch (w->job->method) {
     case GV_JOB_DENSE:
     case GV_JOB_DENSE_FP16: return 0;

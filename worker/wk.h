@@ -122,10 +122,11 @@ struct gv_worker {
     /* compression, by unit: a tensor (--topk-scope tensor) or the whole model (model) */
     struct gv_cmp *cmp; /* NULL for the dense methods */
     uint32_t n_units;
-    size_t *unit_off;               /* [n_units + 1]: unit u is [unit_off[u], unit_off[u + 1]) */
-    struct gv_ef **ef;              /* [n_units], residuals are views into resid */
-    float *resid;                   /* float[numel]: r, and g_ef between compress and apply (of the
-                                       compressor's memory kind, as the outputs below) */
+    size_t *unit_off;  /* [n_units + 1]: unit u is [unit_off[u], unit_off[u + 1]) */
+    struct gv_ef **ef; /* [n_units], residuals are views into resid */
+    float *resid;      /* float[numel]: r, and g_ef between compress and apply (of the
+                          compressor's memory kind, as the outputs below) */
+    bool resid_zero;   /* r is known to be zero: a dense iteration applied it (none owed) */
     struct gv_sparse *lmin, *lcand; /* [n_units] */
 
     /* the decision in force */

@@ -13,6 +13,7 @@
 #include "srv.h"
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -361,6 +362,42 @@ static void replicas_check(const char *dir, size_t *P_p)
     free(cat);
 }
 
+/* AUTO's dense rounds in server 0's observation trace: the first after a sparse one still
+ * compresses (its push carries the residual, and the workers' norms come with it); every later
+ * one runs no top-k (no norms: before, the workers compressed at the lowest sparse arm on every
+ * dense iteration, for norms no controller reads) */
+static void auto_dense_check(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    GV_CHECK_MSG(f != NULL, "no observation trace %s", path);
+    if (f == NULL)
+        return;
+    char line[1024];
+    int flushed = 0, clean = 0, bad = 0, prev = -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        struct gv_adapt_obs o;
+        enum gv_adapt_level nl;
+        double ncf;
+        if (gv_adapt_trace_parse(line, &o, &nl, &ncf) != GV_OK)
+            continue; /* the header */
+        if (o.level == GV_ADAPT_LEVEL_DENSE && prev >= 0) {
+            bool after_dense = prev == GV_ADAPT_LEVEL_DENSE;
+            flushed += !after_dense && o.norm2_ef > 0;
+            clean += after_dense && o.norm2_ef == 0 && o.norm2_min == 0;
+            bool wrong = after_dense ? o.norm2_ef != 0 : !(o.norm2_ef > 0);
+            if (wrong && bad++ < 3)
+                fprintf(stderr, "iteration %" PRIu64 ": dense after %s, ||g_ef||^2 %g\n", o.iter,
+                        after_dense ? "dense" : "sparse", o.norm2_ef);
+        }
+        prev = (int)o.level;
+    }
+    fclose(f);
+    GV_CHECK_MSG(bad == 0 && flushed > 0 && clean > 0,
+                 "auto's dense rounds: %d after a sparse one compressed, %d later ones did "
+                 "not, %d otherwise",
+                 flushed, clean, bad);
+}
+
 static void run_case(const char *what, const char *jobargs, int steps, bool garbage,
                      bool want_cf_changes)
 {
@@ -379,8 +416,8 @@ static void run_case(const char *what, const char *jobargs, int steps, bool garb
     for (int s = 0; s < S; s++) {
         snprintf(args, sizeof(args),
                  "%s --rank %d --bind 127.0.0.1:0 --dump-params "
-                 "%s/server%%r.bin --decision-log %s/decisions.jsonl",
-                 common, s, dir, dir);
+                 "%s/server%%r.bin --decision-log %s/decisions.jsonl --obs-trace %s/obs.csv",
+                 common, s, dir, dir, dir);
         snprintf(log, sizeof(log), "%s/server%d.log", dir, s);
         char name[16];
         snprintf(name, sizeof(name), "server%d", s);
@@ -471,6 +508,10 @@ static void run_case(const char *what, const char *jobargs, int steps, bool garb
             strstr(jobargs, "auto") != NULL ? "\"event\":\"block\"" : "\"event\":\"window\"";
         GV_CHECK_MSG(s != NULL && strstr(s, ev) != NULL, "server 0 wrote no decision log");
         free(s);
+    }
+    if (strstr(jobargs, "auto") != NULL) {
+        snprintf(path, sizeof(path), "%s/obs.csv", dir);
+        auto_dense_check(path);
     }
     if (strstr(jobargs, "accordion") != NULL) {
         /* some layers went heavy (per-layer CFs reached the workers) */
