@@ -263,12 +263,12 @@ static const char *next_after_inc(struct gv_adapt *ctl)
     double t_inc = auto_arm_time(ctl, au->inc, NULL);
     bool ok[2] = {false, false};
     if (au->inc > 0) { /* below: its least probe must fit the budget */
-        bool meas;
-        double t_dn = auto_arm_time(ctl, au->inc - 1, &meas);
-        /* the phase's probes below, this one's least length included, within the budget */
+        double t_dn = auto_arm_time(ctl, au->inc - 1, NULL);
+        /* the phase's probes below, this one's least length included, within the budget. Dense
+         * in full below dense in halves is probed whatever its recorded time too: that may
+         * hold a burst of load which made halves look faster; its probes back off as it keeps
+         * losing (dense_lost) */
         ok[0] = au->probe_time + c->block_min * t_dn <= c->probe_budget * au->phase_time;
-        if (arm_dense(ctl, au->inc)) /* dense below dense: worth it only if faster */
-            ok[0] = ok[0] && (!meas || t_dn < (1.0 - 0.5 * c->tie) * t_inc);
     }
     uint32_t up = au->inc + 1;
     if (up <= arm_top(ctl)) { /* above: only if measured to save time */
@@ -299,6 +299,14 @@ static const char *next_after_inc(struct gv_adapt *ctl)
     au->dir = 1 - d;
     block_start(ctl, AUTO_PROBE, d == 0 ? au->inc - 1 : up);
     return d == 0 ? "probe-below" : "probe-above";
+}
+
+/* Dense in full probed below dense in halves lost on time: probed half as often each time it
+ * loses again (up to 1 in 8 opportunities), as a side losing on evidence is (backoff). */
+static void dense_lost(struct auto_state *au)
+{
+    au->lost[0] = GV_MIN(au->lost[0] + 1, 3u);
+    au->skip[0] = (1u << au->lost[0]) - 1;
 }
 
 /* A sandwich on side d (0 below) left the pair's evidence at z: a side whose neighbour is
@@ -366,6 +374,8 @@ static void block_end(struct gv_adapt *ctl, uint64_t iter, const struct adapt_co
             l.reason = "faster-dense";
             block_start(ctl, AUTO_INC, au->inc);
         } else {
+            if (both_dense && b.arm < au->inc)
+                dense_lost(au);
             l.reason = "back-to-incumbent";
             block_start(ctl, AUTO_INC, au->inc);
         }

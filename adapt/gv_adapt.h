@@ -119,14 +119,16 @@
  * inverse-variance weights, discounted by `forget` per new sandwich; a pair's z-score of z_switch
  * for the neighbour makes it the incumbent. Time rules, no loss needed: an arm above is not probed
  * unless measured `tie` faster; a probe below no more than `tie` slower replaces the incumbent;
- * between the two dense arms (the same gradient) only time counts: 5 % (tie / 2) faster replaces,
- * and is probed; otherwise the arm above dense in full is the first sparse arm (that pair's
- * evidence is kept on dense in halves and that arm). A probe below waits while the phase's probes
- * below, plus block_min of its own iterations, would exceed probe_budget of the phase's time; a
- * side that lost a sandwich (z beyond -z_switch) is probed half as often each time it loses again
- * (1 in 2, 4, 8). The start re-scored: in the first phase, while no evidence has moved the
- * incumbent, a sandwich whose pair's z-score for the incumbent is under z_switch / 2 lets the
- * neighbour it probed replace it if that neighbour's score (time x CF^gamma0, both over 9
+ * between the two dense arms (the same gradient) only time counts: 5 % (tie / 2) faster replaces;
+ * dense in halves is probed above dense in full only when measured that much faster, otherwise
+ * the arm above dense in full is the first sparse arm (that pair's evidence is kept on dense in
+ * halves and that arm); dense in full is probed below dense in halves whatever its recorded time
+ * (a burst of load may be in it), half as often each time it loses. A probe below waits while the
+ * phase's probes below, plus block_min of its own iterations, would exceed probe_budget of the
+ * phase's time; a side that lost a sandwich (z beyond -z_switch) is probed half as often each time
+ * it loses again (1 in 2, 4, 8). The start re-scored: in the first phase, while no evidence has
+ * moved the incumbent, a sandwich whose pair's z-score for the incumbent is under z_switch / 2 lets
+ * the neighbour it probed replace it if that neighbour's score (time x CF^gamma0, both over 9
  * samples) is `tie` below the incumbent's. An lr below lr_drop x the phase's starts a new phase:
  * evidence cleared, short blocks, the incumbent drop_rungs down but not onto a dense arm. The
  * quality guard: from quality_from of total_iters (unknown: from the first lr drop) no arm above
