@@ -509,7 +509,7 @@ static void run_case(const char *what, const char *jobargs, int steps, bool garb
         GV_CHECK_MSG(s != NULL && strstr(s, ev) != NULL, "server 0 wrote no decision log");
         free(s);
     }
-    if (strstr(jobargs, "auto") != NULL) {
+    if (strstr(jobargs, "--arms") != NULL) {
         snprintf(path, sizeof(path), "%s/obs.csv", dir);
         auto_dense_check(path);
     }
@@ -579,5 +579,10 @@ int main(int argc, char **argv)
      * and the blocks that follow switch between sparse and dense levels */
     snprintf(a, sizeof(a), "%s --method auto --lr 0.05", base);
     run_case("auto", a, 60, false, true);
+    /* auto with one sparse arm: the timing stage always reaches the dense arms (where the
+     * machine's times can stop it above them with the default ladder), a dense round after a
+     * sparse one and dense rounds after dense ones are certain */
+    snprintf(a, sizeof(a), "%s --method auto --arms dense,fp16,10 --lr 0.05", base);
+    run_case("auto, arms dense, fp16 and 10", a, 40, false, false);
     return gv_check_summary();
 }
