@@ -148,9 +148,10 @@ int main(int argc, char **argv)
     run_case("static DGC CF 20, fp16, both on the GPU", a, 60, "cuda", 0.8);
     snprintf(a, sizeof(a), "%s --method dense", base);
     run_case("dense, both on the GPU", a, 30, "cuda", 0.8);
-    /* AUTO's timing stage goes down to its dense arms: the first dense iteration pushes
-     * g + residual from the GPU, later ones the gradient alone (no top-k) */
-    snprintf(a, sizeof(a), "%s --method auto", base);
+    /* AUTO with arms dense, fp16 and 10: its timing stage always times the dense arms, and
+     * the first dense iteration pushes g + residual from the GPU, later ones the gradient alone
+     * (no top-k) */
+    snprintf(a, sizeof(a), "%s --method auto --arms dense,fp16,10", base);
     run_case("auto, worker 0 on the GPU, worker 1 on the CPU", a, 60, "cpu", 0.8);
     return gv_check_summary();
 }
