@@ -255,6 +255,7 @@ static gv_status_t step_advance(struct gv_worker *w, uint64_t lo, bool final)
             if (x->levels == 2)
                 w->lcand[u].cap = gv_cmp_bound(w->cmp, n, req.cf_cand);
             struct gv_norms nm;
+            w->resid_zero = false; /* it holds g_ef until a dense iteration's apply */
             gv_status_t status =
                 gv_cmp_compress(w->cmp, w->ef[u], w->m.grads + w->unit_off[u], &req, &w->lmin[u],
                                 x->levels == 2 ? &w->lcand[u] : NULL, &nm);
@@ -273,7 +274,6 @@ static gv_status_t step_advance(struct gv_worker *w, uint64_t lo, bool final)
                     }
                 }
                 step_stage(w, u, w->mirrored ? &w->hsent : sent);
-                w->resid_zero = false;
                 if ((status = gv_cmp_apply(w->cmp, w->ef[u], GV_SENT_SPARSE, sent)) != GV_OK)
                     return status;
             }
