@@ -267,7 +267,7 @@ static const char *next_after_inc(struct gv_adapt *ctl)
         /* the phase's probes below, this one's least length included, within the budget. Dense
          * in full below dense in halves is probed whatever its recorded time too: that may
          * hold a burst of load which made halves look faster; its probes back off as it keeps
-         * losing (dense_lost) */
+         * losing (side_result) */
         ok[0] = au->probe_time + c->block_min * t_dn <= c->probe_budget * au->phase_time;
     }
     uint32_t up = au->inc + 1;
@@ -301,21 +301,19 @@ static const char *next_after_inc(struct gv_adapt *ctl)
     return d == 0 ? "probe-below" : "probe-above";
 }
 
-/* Dense in full probed below dense in halves lost on time: probed half as often each time it
- * loses again (up to 1 in 8 opportunities), as a side losing on evidence is (backoff). */
-static void dense_lost(struct auto_state *au)
+/* A probe on side d (0 below) lost or not: a side that keeps losing is probed half as often
+ * each time it loses again (up to 1 in 8 opportunities); one that does not, at every one. */
+static void side_result(struct auto_state *au, uint32_t d, bool lost)
 {
-    au->lost[0] = GV_MIN(au->lost[0] + 1, 3u);
-    au->skip[0] = (1u << au->lost[0]) - 1;
-}
-
-/* A sandwich on side d (0 below) left the pair's evidence at z: a side whose neighbour is
- * significantly worse is probed half as often each time it loses again (up to 1 in 8). */
-static void backoff(struct auto_state *au, uint32_t d, double z, double z_switch)
-{
-    bool lost = d == 0 ? z <= -z_switch : z >= z_switch;
     au->lost[d] = lost ? GV_MIN(au->lost[d] + 1, 3u) : 0;
     au->skip[d] = lost ? (1u << au->lost[d]) - 1 : 0;
+}
+
+/* A sandwich on side d left the pair's evidence at z: lost when the neighbour is significantly
+ * worse. */
+static void backoff(struct auto_state *au, uint32_t d, double z, double z_switch)
+{
+    side_result(au, d, d == 0 ? z <= -z_switch : z >= z_switch);
 }
 
 static void switch_to(struct gv_adapt *ctl, uint32_t arm)
@@ -374,8 +372,8 @@ static void block_end(struct gv_adapt *ctl, uint64_t iter, const struct adapt_co
             l.reason = "faster-dense";
             block_start(ctl, AUTO_INC, au->inc);
         } else {
-            if (both_dense && b.arm < au->inc)
-                dense_lost(au);
+            if (both_dense && b.arm < au->inc) /* dense in full lost on time */
+                side_result(au, 0, true);
             l.reason = "back-to-incumbent";
             block_start(ctl, AUTO_INC, au->inc);
         }

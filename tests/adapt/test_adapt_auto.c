@@ -239,7 +239,7 @@ static void test_compute_bound(void)
         {21, D, 1, 4, 4},
         {24, D, 2, 4, 4},
         /* dense in full (5 % slower) is probed below now and then, losing each time: once the
-         * probe budget allows, then less and less often (dense_lost) */
+         * probe budget allows, then less and less often (side_result) */
         {104, D, 1, 4, 4},
         {124, D, 2, 4, 4},
         {204, D, 1, 4, 4},
