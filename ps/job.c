@@ -335,9 +335,9 @@ const struct gv_opt gv_job_options[] = {
     {.name = "fp16",
      .type = GV_OPT_BOOL,
      .offset = J(fp16),
-     .def = "false",
+     .def = "true",
      .help = "sparse values as fp16 both ways (the residuals keep what rounding drops; dense "
-             "pushes and updates stay f32: see method dense-fp16)",
+             "pushes and updates stay f32: see method dense-fp16); --no-fp16 sends f32",
      .group = "compression"},
     {.name = "downlink",
      .type = GV_OPT_ENUM,

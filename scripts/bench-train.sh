@@ -23,6 +23,8 @@
 #                                        # dense-fp16, static 10/100/1000, gravac-exp,
 #                                        # accordion, auto (one invocation per job)
 #   scripts/bench-train.sh matrix-JOB    # one job of the matrix: mlp, cnn, lstm, mlp-wide
+#   scripts/bench-train.sh fp16-JOB      # one matrix job: the static CFs and AUTO with f32 and
+#                                        # with fp16 sparse values
 #   scripts/bench-train.sh overlap       # issue 17: --overlap vs --no-overlap vs compute and
 #                                        # communication alone, dense, 1 Gbit/s, 1+1 process
 #   options: --out DIR (default build/bench-results/<name>), --bin DIR (default build/bin);
@@ -87,6 +89,21 @@ matrix-*)
     a=$(matrix_bench "$mjob") || { echo "bench-train: no job '$mjob'" >&2; exit 2; }
     # shellcheck disable=SC2206 # plain words
     args=($a)
+    # shellcheck disable=SC2206
+    job=($(matrix_job "$mjob")) ;;
+fp16-*)
+    # fp16 values on the sparse wire against f32, every other setting the matrix job's: the
+    # static CFs and AUTO each both ways, in one invocation (docs/results.md section 15)
+    mjob=${name#fp16-}
+    a=$(matrix_bench "$mjob") || { echo "bench-train: no job '$mjob'" >&2; exit 2; }
+    # shellcheck disable=SC2206 # plain words
+    args=($a)
+    args=("${args[@]/$matrix_methods/}")
+    for m in "static --cf 10" "static --cf 100" "static --cf 1000" auto; do
+        l=${m#static --cf }
+        [ "$m" = auto ] || l=static-$l
+        args+=(--add-method "$l-f32=--method $m --no-fp16" --add-method "$l-fp16=--method $m --fp16")
+    done
     # shellcheck disable=SC2206
     job=($(matrix_job "$mjob")) ;;
 short-train)

@@ -43,7 +43,14 @@ GRAVAC = {
     "gravac-graVAC": ["--method", "gravac-exp", "--epsilon", "0.3", "--window", "50"],
     "gravac-default": [],
     "gravac-auto": ["--method", "auto"],
+    "gravac-static-30": ["--method", "static", "--cf", "30"],
+    # sparse values as f32 (before fp16 became the default; docs/results.md section 15)
+    "gravac-auto-f32": ["--method", "auto", "--no-fp16"],
+    "gravac-static-30-f32": ["--method", "static", "--cf", "30", "--no-fp16"],
+    "gravac-static-100-f32": ["--method", "static", "--cf", "100", "--no-fp16"],
 }
+EXTRA = ("gravac-static-30", "gravac-auto-f32", "gravac-static-30-f32",
+         "gravac-static-100-f32")  # not run unless named in --methods
 DDP = {"ddp-dense": ["--hook", "dense"], "ddp-fp16": ["--hook", "fp16"],
        "ddp-powersgd": ["--hook", "powersgd", "--rank-r", "2"]}
 
@@ -84,9 +91,13 @@ def gv_env(args_list):
     env, i = {}, 0
     while i < len(args_list):
         k = args_list[i][2:]
-        v = args_list[i + 1]
+        if i + 1 < len(args_list) and not args_list[i + 1].startswith("--"):
+            v, i = args_list[i + 1], i + 2
+        elif k.startswith("no-"):  # a switch: --no-x is false, --x true
+            k, v, i = k[3:], "false", i + 1
+        else:
+            v, i = "true", i + 1
         env["GV_" + k.upper().replace("-", "_")] = v
-        i += 2
     return env
 
 
@@ -143,7 +154,8 @@ def main(args, rest):
     ap = argparse.ArgumentParser(prog="bench_torch.py ddp")
     ap.add_argument("--rate", default="100mbit")
     ap.add_argument("--models", default="resnet18,lstm")
-    ap.add_argument("--methods", default=",".join(list(GRAVAC) + list(DDP)))
+    ap.add_argument("--methods", default=",".join(
+        [m for m in GRAVAC if m not in EXTRA] + list(DDP)))
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--max-steps", type=int, default=400)

@@ -224,6 +224,20 @@ static void test_job(void)
         }
         gv_cfg_destroy(cfg);
     }
+    /* sparse values travel as fp16 unless --no-fp16 (the residuals keep the rounding: 40 % fewer
+     * bytes a sparse entry, measured in docs/results.md section 15); the value type of every
+     * sparse payload follows */
+    char *h1[] = {"t", "--dataset", "synthetic", "--method", "static"};
+    char *h2[] = {"t", "--dataset", "synthetic", "--method", "static", "--no-fp16"};
+    cfg = job_defaults(&job, 5, h1);
+    GV_CHECK(cfg != NULL && job.fp16);
+    GV_CHECK_EQ((int)gv_job_sparse_vt(&job), (int)GV_VAL_F16);
+    gv_cfg_destroy(cfg);
+    cfg = job_defaults(&job, 6, h2);
+    GV_CHECK(cfg != NULL && !job.fp16);
+    GV_CHECK_EQ((int)gv_job_sparse_vt(&job), (int)GV_VAL_F32);
+    GV_CHECK(fingerprint_of(5, h1, 2) != fingerprint_of(6, h2, 2));
+    gv_cfg_destroy(cfg);
     /* --model external resolves the scope too (left at auto, the worker's units and its push
      * buffers disagreed and a compressed libgravac job crashed); without --steps the job has
      * no bound of its own (the training script ends it) */

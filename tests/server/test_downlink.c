@@ -220,14 +220,16 @@ static void test_none(void)
 
 int main(void)
 {
-    static const char *const tensor[] = {"--method", "static",       "--cf",
-                                         "10",       "--topk-scope", "tensor"};
-    static const char *const model[] = {"--method", "static",       "--cf",
-                                        "10",       "--topk-scope", "model"};
-    static const char *const dflt[] = {"--method", "static", "--cf", "10"}; /* auto: model */
-    test_rounds(tensor, 6, false);
-    test_rounds(model, 6, true);
-    test_rounds(dflt, 4, true);
+    /* f32 values (the exact sums above); fp16, the default, in test_fp16 */
+    static const char *const tensor[] = {"--method",     "static", "--cf",     "10",
+                                         "--topk-scope", "tensor", "--no-fp16"};
+    static const char *const model[] = {"--method",     "static", "--cf",     "10",
+                                        "--topk-scope", "model",  "--no-fp16"};
+    static const char *const dflt[] = {"--method", "static", "--cf", "10",
+                                       "--no-fp16"}; /* auto: model */
+    test_rounds(tensor, 7, false);
+    test_rounds(model, 7, true);
+    test_rounds(dflt, 5, true);
     test_fp16();
     test_accordion();
     test_none();
