@@ -66,6 +66,8 @@ static void bt_usage(FILE *f)
                "  --net MODE           auto | netns | loopback (default auto: namespaces when\n"
                "                       permitted, else loopback, said so)\n"
                "  --latency T          tbf latency: the queue bound (default 100ms)\n"
+               "  --burst BYTES        tbf bucket (default 0: 4 ms at the rate, at least 64 KiB;\n"
+               "                       a message that fits passes at once after an idle gap)\n"
                "  --run-timeout S      a run taking longer is stopped and reported failed (1800)\n"
                "  --iperf S            measure each shaped link with iperf3 for S s (default 2;\n"
                "                       0: off)\n"
@@ -185,6 +187,7 @@ static int bt_parse(int argc, char **argv, struct bt_opts *o)
                                        {"bin-dir", required_argument, NULL, 'b'},
                                        {"net", required_argument, NULL, 'N'},
                                        {"latency", required_argument, NULL, 'l'},
+                                       {"burst", required_argument, NULL, 'B'},
                                        {"run-timeout", required_argument, NULL, 'T'},
                                        {"iperf", required_argument, NULL, 'i'},
                                        {"plot-format", required_argument, NULL, 'f'},
@@ -256,6 +259,16 @@ static int bt_parse(int argc, char **argv, struct bt_opts *o)
             break;
         case 'l': bad |= snprintf(o->latency, sizeof(o->latency), "%s", optarg) >= 16; break;
         case 'T': o->run_timeout_s = (int)strtol(optarg, &end, 10); break;
+        case 'B':
+            o->burst = strtoull(optarg, &end, 10);
+            if (o->burst > 0 && o->burst < 1600) { /* under a frame: nothing would pass */
+                fprintf(stderr,
+                        "gravac-bench train: --burst %s: a tbf bucket holds at least one "
+                        "frame (1600 bytes; 0: the default)\n",
+                        optarg);
+                bad = true;
+            }
+            break;
         case 'i': o->iperf_secs = (int)strtol(optarg, &end, 10); break;
         case 'f':
             bad |= strcmp(optarg, "png") != 0 && strcmp(optarg, "svg") != 0;
@@ -591,6 +604,9 @@ static void bt_header(const struct bt_opts *o, const struct bt_machine *m, bool 
            m->load_before[0],
            netns ? "every process in its own namespace, link shaped both ways with tbf"
                  : "loopback, no shaping");
+    if (netns && o->burst > 0)
+        printf("# tbf bucket %llu bytes (default: 4 ms at the rate, at least 64 KiB)\n",
+               (unsigned long long)o->burst);
     printf("# job: %s; budget %llu iterations, evaluation every %llu, target %.2f%% test "
            "accuracy, %d repeat(s), seeds %llu%s\n",
            o->job, (unsigned long long)o->steps, (unsigned long long)o->eval_every,
@@ -631,7 +647,7 @@ static gv_status_t bt_run_all(struct bt_opts *o, struct bt_ctx *x, struct bt_mac
     for (int ri = 0; ri < o->n_rates; ri++) {
         const char *rate = o->rates[ri];
         if (x->netns) {
-            gv_status_t status = bt_net_shape(&bt_the_net, rate, o->latency);
+            gv_status_t status = bt_net_shape(&bt_the_net, rate, o->latency, o->burst);
             if (status != GV_OK)
                 return status;
             if (o->iperf_secs > 0) {

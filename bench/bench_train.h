@@ -70,7 +70,7 @@ struct bt_net {
  * bridges or tbf are not permitted or not in this kernel; everything made is removed again. */
 gv_status_t bt_net_create(struct bt_net *net, int S, int W, char *why, size_t why_len);
 /* Shapes every link to rate ("100mbit", "1gbit", ...; "none" removes the shaping). */
-gv_status_t bt_net_shape(struct bt_net *net, const char *rate, const char *latency);
+gv_status_t bt_net_shape(struct bt_net *net, const char *rate, const char *latency, uint64_t burst);
 /* Removes every namespace made (and with them the veths and qdiscs). Accepts a zeroed net. */
 void bt_net_destroy(struct bt_net *net);
 /* Namespaces left by bench runs that died without cleaning up (prefix gvbt<pid>, pid gone). */
@@ -105,6 +105,7 @@ struct bt_opts {
     char bin_dir[512];
     enum bt_net_mode net;
     char latency[16];
+    uint64_t burst; /* tbf bucket in bytes, 0: the default (bt_net_shape) */
     int run_timeout_s;
     bool plots;
     char plot_fmt[8];                 /* png | svg */

@@ -124,7 +124,8 @@ static double net_rate_bytes(const char *rate)
     return v * mult / 8.0;
 }
 
-gv_status_t bt_net_shape(struct bt_net *net, const char *rate, const char *latency)
+gv_status_t bt_net_shape(struct bt_net *net, const char *rate, const char *latency,
+                         uint64_t burst_bytes)
 {
     bool none = strcmp(rate, "none") == 0;
     double bps = net_rate_bytes(rate);
@@ -133,10 +134,15 @@ gv_status_t bt_net_shape(struct bt_net *net, const char *rate, const char *laten
                rate);
         return GV_ERR_INVAL;
     }
-    /* the bucket: 4 ms at the rate, at least 64 KiB (several GSO segments), so the shaper
-     * neither starves TCP nor lets much more than the rate through */
+    /* the bucket by default: 4 ms at the rate, at least 64 KiB (several GSO segments), so the
+     * shaper neither starves TCP nor lets much more than the rate through. A message that fits
+     * in it passes at once after an idle gap, which a real link of that rate does not do: a
+     * smaller bucket (down to a frame) measures how much a result owes to it */
     char burst[32];
-    snprintf(burst, sizeof(burst), "%.0f", GV_MAX(65536.0, bps * 0.004));
+    if (burst_bytes > 0)
+        snprintf(burst, sizeof(burst), "%llu", (unsigned long long)burst_bytes);
+    else
+        snprintf(burst, sizeof(burst), "%.0f", GV_MAX(65536.0, bps * 0.004));
     char hub[48];
     net_hub(net, hub, sizeof(hub));
     for (int i = 0; i < net->S + net->W; i++) {

@@ -308,6 +308,7 @@ static void out_setup_json(cJSON *root, const struct bt_opts *o, const struct bt
     cJSON_AddNumberToObject(s, "workers", o->workers);
     cJSON_AddStringToObject(s, "network", mach->netns ? "netns" : "loopback");
     cJSON_AddStringToObject(s, "tbf_latency", o->latency);
+    cJSON_AddNumberToObject(s, "tbf_burst", (double)o->burst); /* 0: the default */
     cJSON *rates = cJSON_AddArrayToObject(s, "rates");
     for (int i = 0; i < o->n_rates; i++) {
         cJSON *x = cJSON_CreateObject();

@@ -9,7 +9,7 @@
       (synchronize() minus the time inside libgravac).
 
   bench_torch.py ddp [--rate 100mbit] [--models resnet18,lstm] [--workers 4] [--servers 2]
-                     [--repeats 1]
+                     [--repeats 1] [--burst BYTES] [--methods LIST]
       Time and steps to a target accuracy: the examples through gravac (dense, static CF,
       GraVAC, the default controller) against PyTorch DDP over gloo (dense, the fp16 hook, and
       PowerSGD with blocking allreduces in a fixed order), every process in its own network

@@ -72,9 +72,9 @@ class Net:
     def ip(i):
         return "10.202.0.%d" % (1 + i)
 
-    def shape(self, rate, latency="100ms"):
-        # the bucket: 4 ms at the rate, at least 64 KiB (as gravac-bench train)
-        burst = "%d" % max(65536, int(rate_bytes(rate) * 0.004))
+    def shape(self, rate, latency="100ms", burst=0):
+        # the bucket: 4 ms at the rate, at least 64 KiB (as gravac-bench train), unless given
+        burst = "%d" % (burst or max(65536, int(rate_bytes(rate) * 0.004)))
         for i in range(self.n):
             for where, dev in ((self.ns(i), "eth0"), (self.hub, "p%d" % i)):
                 sh("tc", "-n", where, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate,

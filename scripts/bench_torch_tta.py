@@ -153,6 +153,8 @@ def wait(procs, minutes):
 def main(args, rest):
     ap = argparse.ArgumentParser(prog="bench_torch.py ddp")
     ap.add_argument("--rate", default="100mbit")
+    ap.add_argument("--burst", type=int, default=0,
+                    help="tbf bucket in bytes (0: 4 ms at the rate, at least 64 KiB)")
     ap.add_argument("--models", default="resnet18,lstm")
     ap.add_argument("--methods", default=",".join(
         [m for m in GRAVAC if m not in EXTRA] + list(DDP)))
@@ -181,7 +183,7 @@ def main(args, rest):
     results = []
     cmdline = "scripts/bench_torch.py ddp " + " ".join(rest)
     try:
-        net.shape(a.rate)
+        net.shape(a.rate, burst=a.burst)
         for rep, model, name in ((r, m, n) for r in range(a.repeats)
                                  for m in a.models.split(",") for n in a.methods.split(",")):
             rundir = os.path.join(out, "runs", model, name)
@@ -222,9 +224,9 @@ def main(args, rest):
             results.append(row)
             print(json.dumps(row), flush=True)
             with open(os.path.join(out, "tta.json"), "w") as f:
-                json.dump({"command": cmdline, "rate": a.rate, "servers": a.servers,
-                           "workers": a.workers, "repeats": a.repeats, "results": results,
-                           "summary": summary(results)}, f, indent=1)
+                json.dump({"command": cmdline, "rate": a.rate, "burst": a.burst,
+                           "servers": a.servers, "workers": a.workers, "repeats": a.repeats,
+                           "results": results, "summary": summary(results)}, f, indent=1)
     except KeyboardInterrupt:
         print("bench_torch.py ddp: interrupted", file=sys.stderr)
     finally:

@@ -44,6 +44,10 @@ static int build_argv(char **argv, const char *bin, const char *net, const char 
     argv[n++] = "0.2,50";
     argv[n++] = "--iperf";
     argv[n++] = iperf ? "1" : "0";
+    if (strcmp(net, "netns") == 0) { /* a bucket of its own (the default: 4 ms, >= 64 KiB) */
+        argv[n++] = "--burst";
+        argv[n++] = "32768";
+    }
     argv[n++] = "--out";
     argv[n++] = (char *)out;
     for (size_t i = 0; i < sizeof(job) / sizeof(job[0]); i++)
@@ -152,6 +156,7 @@ static void check_outputs(const char *out, bool netns)
     GV_CHECK_EQ(bt_num(setup, "workers"), 2);
     GV_CHECK_STREQ(cJSON_GetStringValue(cJSON_GetObjectItem(setup, "network")),
                    netns ? "netns" : "loopback");
+    GV_CHECK_EQ(bt_num(setup, "tbf_burst"), netns ? 32768 : 0);
     const cJSON *runs = cJSON_GetObjectItem(j, "runs");
     GV_CHECK_EQ(cJSON_GetArraySize(runs), 2);
     const cJSON *dense = find_run(runs, "dense"), *grv = find_run(runs, "gravac-exp");
@@ -289,10 +294,21 @@ int main(int argc, char **argv)
     if (rc != 0)
         bt_test_dump(log);
     check_outputs(out, netns);
+    /* a bucket under a frame is refused, saying why, before anything starts */
+    char log2[160];
+    snprintf(log2, sizeof(log2), "%s/burst.log", out);
+    char *b2[] = {bargv[0], "train", "--burst", "100", NULL};
+    GV_CHECK_EQ(bt_test_run(b2, log2, 10), 2);
+    char *s2 = bt_test_slurp(log2);
+    GV_CHECK_MSG(s2 != NULL && strstr(s2, "--burst 100: a tbf bucket holds at least one frame"),
+                 "no reason given for --burst 100");
+    free(s2);
     if (netns) {
         char *s = bt_test_slurp(log);
         GV_CHECK_MSG(s != NULL && strstr(s, "in its own namespace") != NULL,
                      "the header does not say the processes ran in namespaces");
+        GV_CHECK_MSG(s != NULL && strstr(s, "tbf bucket 32768 bytes") != NULL,
+                     "the header does not give the bucket");
         if (bt_test_have("iperf3"))
             GV_CHECK_MSG(s != NULL && strstr(s, "iperf3 worker0 -> server0") != NULL,
                          "the shaped link was not measured");
