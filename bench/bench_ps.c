@@ -33,6 +33,7 @@ static void bp_usage(FILE *f)
             "                       gravac-geo (CF = the controller's floor, theta-min)\n"
             "  --gravac-window N    the controller's window for gravac-* (default 50)\n"
             "  --compressor C       topk (default), randomk, dgc, redsync\n"
+            "  --no-fp16            sparse values as f32 (the job's default: fp16)\n"
             "  --compress-threads N worker compression threads (default 1)\n"
             "  --verify-every N     workers compare shard checksums every N rounds (default 1,\n"
             "                       as gravac-worker; 0: never)\n"
@@ -154,6 +155,7 @@ static int bp_parse_args(struct bp_opts *o, int argc, char **argv)
         {"repeats", required_argument, 0, 'r'},
         {"window", required_argument, 0, 'n'},
         {"no-baseline", no_argument, 0, 'N'},
+        {"no-fp16", no_argument, 0, 'F'},
         {"breakdown", no_argument, 0, 'b'},
         {"trace", required_argument, 0, 't'},
         {"json", no_argument, 0, 'j'},
@@ -246,6 +248,7 @@ static int bp_parse_args(struct bp_opts *o, int argc, char **argv)
             o->window = (int)v;
             break;
         case 'N': o->no_baseline = true; break;
+        case 'F': o->f32 = true; break;
         case 'b': o->breakdown = true; break;
         case 't': o->trace_dir = optarg; break;
         case 'j': o->json = 1; break;
@@ -287,10 +290,11 @@ static void bp_banner(const struct bp_opts *o)
     else
         snprintf(warm, sizeof(warm), "auto");
     if (strncmp(o->method, "gravac", 6) == 0)
-        snprintf(method, sizeof(method), "%s (window %llu), %s", o->method,
-                 (unsigned long long)o->gravac_window, o->compressor);
+        snprintf(method, sizeof(method), "%s (window %llu), %s, %s", o->method,
+                 (unsigned long long)o->gravac_window, o->compressor, o->f32 ? "f32" : "fp16");
     else
-        snprintf(method, sizeof(method), "%s, %s", o->method, o->compressor);
+        snprintf(method, sizeof(method), "%s, %s, %s", o->method, o->compressor,
+                 o->f32 ? "f32" : "fp16");
     printf("%s\n", BP_RULE);
     printf("                    gravac parameter-server benchmark: push/pull rounds\n");
     printf(" Transport      : %-24s Role         : loopback (%u server + %u worker threads)\n",

@@ -35,6 +35,7 @@ struct bp_opts {
     int cmp_threads;
     uint32_t verify_every;
     bool no_baseline;
+    bool f32;              /* --no-fp16: sparse values as f32 (the job's default is fp16) */
     bool breakdown;        /* per-phase time from the servers' and workers' tracers */
     const char *trace_dir; /* per-process timelines of every configuration ("" none) */
     int json, csv;

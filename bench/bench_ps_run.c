@@ -183,6 +183,8 @@ static gv_status_t bp_job(struct bp_cluster *c, uint64_t bytes, double cf, uint6
         argv[argc++] = "--cf";
         argv[argc++] = cfs;
     }
+    if (c->o->f32)
+        argv[argc++] = "--no-fp16";
     static struct gv_opt_table tab;
     static struct gv_cfg_spec spec;
     tab = (struct gv_opt_table){gv_job_options, gv_job_options_n, &c->job};

@@ -36,6 +36,20 @@ awk -F, 'NR > 1 {
     if (bad) { print "bad row: " $0; exit 1 }
 }' "$tmp/p.csv" || fail "rows"
 
+# sparse values as fp16 (the default) against f32 (--no-fp16): the mean payload per worker,
+# round and direction (column 20) of a CF 10 round falls to between 0.5 and 0.7 of f32's
+# (2-byte values against 4, the same delta-coded indices)
+"$bench" ps --workers 2 --servers 2 --sizes 64K --cf 10 --iters 10 --warmup 1 --csv \
+    > "$tmp/h.csv"
+"$bench" ps --workers 2 --servers 2 --sizes 64K --cf 10 --iters 10 --warmup 1 --csv \
+    --no-fp16 > "$tmp/f.csv"
+h=$(awk -F, 'NR == 2 { print $20 }' "$tmp/h.csv")
+f=$(awk -F, 'NR == 2 { print $20 }' "$tmp/f.csv")
+awk -v h="$h" -v f="$f" 'BEGIN { exit !(h > 0 && f > 0 && h > 0.5 * f && h < 0.7 * f) }' ||
+    fail "fp16 payload $h bytes against f32's $f"
+"$bench" ps --sizes 64K --cf 10 --iters 5 --warmup 1 --no-fp16 --no-baseline \
+    | grep -q 'static, topk, f32' || fail "banner: values f32"
+
 # JSON: valid, one result, the baseline and its ratio present
 "$bench" ps --sizes 16K --iters 10 --warmup 1 --repeats 2 --json > "$tmp/p.json"
 python3 - "$tmp/p.json" <<'EOF' || fail "json: $(cat "$tmp/p.json")"
