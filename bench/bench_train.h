@@ -69,7 +69,8 @@ struct bt_net {
 /* Creates the namespaces. GV_ERR_UNSUPPORTED (with the reason in why) when namespaces, veth,
  * bridges or tbf are not permitted or not in this kernel; everything made is removed again. */
 gv_status_t bt_net_create(struct bt_net *net, int S, int W, char *why, size_t why_len);
-/* Shapes every link to rate ("100mbit", "1gbit", ...; "none" removes the shaping). */
+/* Shapes every link to rate ("100mbit", "1gbit", ...; "none" removes the shaping) with a tbf
+ * of the given latency and bucket (burst bytes; 0: 4 ms at the rate, at least 64 KiB). */
 gv_status_t bt_net_shape(struct bt_net *net, const char *rate, const char *latency, uint64_t burst);
 /* Removes every namespace made (and with them the veths and qdiscs). Accepts a zeroed net. */
 void bt_net_destroy(struct bt_net *net);
