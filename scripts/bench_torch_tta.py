@@ -43,14 +43,15 @@ GRAVAC = {
     "gravac-graVAC": ["--method", "gravac-exp", "--epsilon", "0.3", "--window", "50"],
     "gravac-default": [],
     "gravac-auto": ["--method", "auto"],
+}
+DEFAULT_METHODS = list(GRAVAC)  # the methods above run by default; these only when named
+GRAVAC.update({
     "gravac-static-30": ["--method", "static", "--cf", "30"],
     # sparse values as f32 (before fp16 became the default; docs/results.md section 15)
     "gravac-auto-f32": ["--method", "auto", "--no-fp16"],
     "gravac-static-30-f32": ["--method", "static", "--cf", "30", "--no-fp16"],
     "gravac-static-100-f32": ["--method", "static", "--cf", "100", "--no-fp16"],
-}
-EXTRA = ("gravac-static-30", "gravac-auto-f32", "gravac-static-30-f32",
-         "gravac-static-100-f32")  # not run unless named in --methods
+})
 DDP = {"ddp-dense": ["--hook", "dense"], "ddp-fp16": ["--hook", "fp16"],
        "ddp-powersgd": ["--hook", "powersgd", "--rank-r", "2"]}
 
@@ -156,8 +157,7 @@ def main(args, rest):
     ap.add_argument("--burst", type=int, default=0,
                     help="tbf bucket in bytes (0: 4 ms at the rate, at least 64 KiB)")
     ap.add_argument("--models", default="resnet18,lstm")
-    ap.add_argument("--methods", default=",".join(
-        [m for m in GRAVAC if m not in EXTRA] + list(DDP)))
+    ap.add_argument("--methods", default=",".join(DEFAULT_METHODS + list(DDP)))
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--max-steps", type=int, default=400)

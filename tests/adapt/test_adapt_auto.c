@@ -178,6 +178,16 @@ static struct aenv env_comm(const struct gv_adapt_auto_cfg *c)
     return e;
 }
 
+/* The same loss level (0.3) and progress per iteration (kappa) under every arm: only the
+ * arms' times can tell them apart. */
+static void env_same_progress(struct aenv *e, double kappa)
+{
+    for (uint32_t a = 0; a < e->cfg->n_arms; a++) {
+        e->level[a] = 0.3;
+        e->kappa[a] = kappa;
+    }
+}
+
 static void test_comm_bound(void)
 {
     struct gv_adapt_config cfg = auto_cfg();
@@ -304,10 +314,7 @@ static void test_evidence_up(void)
     struct gv_adapt_config cfg = auto_cfg();
     cfg.autoc.gamma0 = 1.0; /* a pessimistic prior: the start is too low */
     struct aenv e = env_comm(&cfg.autoc);
-    for (uint32_t a = 0; a < cfg.autoc.n_arms; a++) {
-        e.level[a] = 0.3;
-        e.kappa[a] = 0.005;
-    }
+    env_same_progress(&e, 0.005);
     enum { N = 1200 };
     static struct step s[N];
     struct logcap cap = {0};
@@ -438,10 +445,7 @@ static void test_dense_rung(void)
     e.t_fix = 0.040;
     e.t_dense = 0.008;
     e.t_half = 0.005;
-    for (uint32_t a = 0; a < cfg.autoc.n_arms; a++) {
-        e.level[a] = 0.3;
-        e.kappa[a] = 0.01;
-    }
+    env_same_progress(&e, 0.01);
     enum { N = 1500 };
     static struct step s[N];
     struct logcap cap = {0};
@@ -475,11 +479,9 @@ static void test_dense_burst(void)
     e.t_fix = 0.040;
     e.t_dense = 0.004;
     e.t_half = 0.008;
-    for (uint32_t a = 0; a < cfg.autoc.n_arms; a++) {
-        e.level[a] = 0.3;
-        e.kappa[a] = 0.01;
+    env_same_progress(&e, 0.01);
+    for (uint32_t a = 0; a < cfg.autoc.n_arms; a++)
         e.t_extra[a] = cfg.autoc.cf[a] > 2.0 ? 0.012 : 0.0;
-    }
     e.burst_from = 50;
     e.burst_to = 64;
     e.t_burst = 0.020;
