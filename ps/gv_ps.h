@@ -158,6 +158,7 @@ struct gv_job {
     uint64_t piece_size;   /* bytes of a dense round's pieces per shard (0: whole shards) */
     enum gv_job_optimizer optimizer; /* --optimizer */
     const char *arms;                /* auto: the ladder, "dense,fp16,4,10,30,100,300,1000" */
+    double quality_from;             /* auto: the quality guard from this fraction of the budget */
 
     /* ---- resolved by gv_job_resolve ---- */
     struct gv_nn_model_cfg model_cfg; /* shape from the data headers; max_batch from batch */

@@ -364,6 +364,17 @@ const struct gv_opt gv_job_options[] = {
      .help = "auto: the arms it chooses from, ascending: dense (f32) and fp16 (dense in "
              "halves) first if at all, then sparse CFs above 2",
      .group = "compression"},
+    {.name = "quality-from",
+     .type = GV_OPT_DOUBLE,
+     .offset = J(quality_from),
+     .def = "0.2",
+     .help = "auto: from this fraction of the budget no arm above CF 10 (the quality guard, for "
+             "the accuracy at the budget; 1: never, for the fastest way to a middle target at "
+             "a lower final accuracy; docs/adapt.md 4.1)",
+     .group = "compression",
+     .flags = GV_OPT_RANGE,
+     .min = 0,
+     .max = 1},
     {.name = "resync-every",
      .type = GV_OPT_UINT64,
      .offset = J(resync_every),
@@ -644,6 +655,7 @@ void gv_job_adapt_config(const struct gv_job *job, uint32_t num_layers, struct g
          * length (total_steps is then unbounded): the quality guard waits for the first lr drop */
         cfg->autoc.total_iters =
             job->total_steps > 0 && job->total_steps != INT64_MAX ? (uint64_t)job->total_steps : 0;
+        cfg->autoc.quality_from = job->quality_from;
         break;
     case GV_JOB_ACCORDION:
         gv_adapt_config_default(cfg, GV_ADAPT_ACCORDION);
@@ -824,6 +836,12 @@ static uint64_t job_fingerprint(const struct gv_job *job, const char (*names)[24
            job->omega, job->window, job->gravac_warmup, job->eta, job->switch_epochs,
            gv_cmp_kind_str(gv_job_cmp_kind(job)), (int)job->fp16, (int)job->downlink,
            (int)job->topk_scope, job->method == GV_JOB_AUTO ? job->arms : "-", job->piece_size);
+    if (job->method == GV_JOB_AUTO) { /* the guard's default adds nothing: fingerprints as before */
+        struct gv_adapt_config dflt;
+        gv_adapt_config_default(&dflt, GV_ADAPT_AUTO);
+        if (job->quality_from != dflt.autoc.quality_from)
+            FP_ADD(";quality from %.17g", job->quality_from);
+    }
     if (job->optimizer == GV_JOB_OPTIM_CALLER)
         FP_ADD(";optimizer caller");
 #undef FP_ADD

@@ -385,6 +385,20 @@ static void test_guard(void)
     GV_CHECK_EQ(count_above(s, 201, N, 10), 0); /* from 20 % of the budget */
     gv_adapt_destroy(ctl);
     logcap_free(&cap);
+    /* --quality-from moves it: from half the budget, or (1) never within it */
+    for (int later = 0; later < 2; later++) {
+        cfg.autoc.quality_from = later ? 1.0 : 0.5;
+        struct logcap c2 = {0};
+        ctl = scenario(&cfg, &e, N, s, &c2, later ? "guard-never" : "guard-half");
+        GV_CHECK_EQ(count_reason(&c2, "quality-guard"), later ? 0 : 1);
+        GV_CHECK(count_above(s, 201, 500, 10) > 150);
+        if (later)
+            GV_CHECK(count_above(s, 501, N, 10) > 100); /* 146: the evidence still moves it */
+        else
+            GV_CHECK_EQ(count_above(s, 501, N, 10), 0);
+        gv_adapt_destroy(ctl);
+        logcap_free(&c2);
+    }
 }
 
 /* Seconds spent in probes below the incumbent, from the log (a probe's block is logged when it

@@ -195,6 +195,15 @@ static void test_job(void)
     /* with --steps, the batch is each worker's own */
     char *b1[] = {"t", "--dataset", "synthetic", "--steps", "100", "--batch", "32"};
     GV_CHECK_EQ(fingerprint_of(7, b1, 2), f0);
+    /* AUTO's quality guard: the coordinator's setting, so every process must agree; its default
+     * leaves the fingerprint as it was before the option existed (checkpoints stay valid) */
+    char *q0[] = {"t", "--dataset", "synthetic", "--steps", "100", "--method", "auto"};
+    char *q1[] = {"t",        "--dataset", "synthetic",      "--steps", "100",
+                  "--method", "auto",      "--quality-from", "0.2"};
+    char *q2[] = {"t",        "--dataset", "synthetic",      "--steps", "100",
+                  "--method", "auto",      "--quality-from", "1"};
+    GV_CHECK_EQ(fingerprint_of(9, q1, 2), fingerprint_of(7, q0, 2));
+    GV_CHECK(fingerprint_of(9, q2, 2) != fingerprint_of(7, q0, 2));
 
     /* the top-k scope: auto is one k over the model, but per tensor for Accordion (which
      * decides per layer); an explicit choice is kept, and model with Accordion refused */
@@ -385,6 +394,16 @@ static void test_job(void)
     GV_CHECK(ac.autoc.n_arms == 3 && ac.autoc.cf[0] == 2 && ac.autoc.cf[1] == 20 &&
              ac.autoc.cf[2] == 1000 && gv_job_min_cf(&job) == 20);
     gv_cfg_destroy(cfg);
+    /* --quality-from reaches the controller; outside [0, 1] it is refused by the parser */
+    char *uq[] = {"t", "--dataset", "synthetic", "--method", "auto", "--quality-from", "0.75"};
+    cfg = job_defaults(&job, 7, uq);
+    GV_CHECK_OK(gv_job_resolve(&job, 4));
+    gv_job_adapt_config(&job, 6, &ac);
+    GV_CHECK(ac.autoc.quality_from == 0.75);
+    GV_CHECK_OK(gv_adapt_config_validate(&ac));
+    gv_cfg_destroy(cfg);
+    char *uq2[] = {"t", "--dataset", "synthetic", "--method", "auto", "--quality-from", "1.5"};
+    GV_CHECK(job_defaults(&job, 7, uq2) == NULL);
     static const char *const bad[] = {"10,4", "dense,2", "fp16,dense,10", "1.5", "10,x", ""};
     for (size_t i = 0; i < GV_ARRAY_LEN(bad); i++) {
         char *u3[] = {"t", "--dataset", "synthetic", "--method", "auto", "--arms", (char *)bad[i]};
