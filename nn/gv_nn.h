@@ -88,6 +88,11 @@ float gv_optim_lr(const struct gv_optim_cfg *cfg, int64_t t);
 /* One step on host arrays p, v, g (float[n], host), any sub-range of a flat vector. */
 void gv_optim_apply_host(const struct gv_optim_cfg *cfg, float lr, float *p, float *v,
                          const float *g, size_t n);
+/* The momentum half of the step, kept apart (a worker's --local-momentum): u = momentum * u +
+ * (g + weight_decay * p), and g = u, on host arrays of n elements; the step that follows runs
+ * without momentum and weight decay. Nesterov is not done here. */
+void gv_optim_velocity_host(const struct gv_optim_cfg *cfg, const float *p, float *u, float *g,
+                            size_t n);
 /* Same step on [a, b) of host vectors (p, v, g point at element 0). */
 void gv_optim_step_range_host(const struct gv_optim_cfg *cfg, int64_t t, float *p, float *v,
                               const float *g, size_t a, size_t b);

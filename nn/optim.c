@@ -175,6 +175,18 @@ void gv_optim_apply_host(const struct gv_optim_cfg *cfg, float lr, float *p, flo
     }
 }
 
+void gv_optim_velocity_host(const struct gv_optim_cfg *cfg, const float *p, float *u, float *g,
+                            size_t n)
+{
+    const float mu = cfg->momentum, wd = cfg->weight_decay;
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] + wd * p[i];
+        float ui = mu * u[i] + gi;
+        u[i] = ui;
+        g[i] = ui;
+    }
+}
+
 void gv_optim_step_range_host(const struct gv_optim_cfg *cfg, int64_t t, float *p, float *v,
                               const float *g, size_t a, size_t b)
 {

@@ -159,10 +159,15 @@ struct gv_job {
     enum gv_job_optimizer optimizer; /* --optimizer */
     const char *arms;                /* auto: the ladder, "dense,fp16,4,10,30,100,300,1000" */
     double quality_from;             /* auto: the quality guard from this fraction of the budget */
+    bool local_momentum; /* workers keep the momentum and push their velocity (DGC's momentum
+                            correction); the replicas step without momentum (step_optim) */
 
     /* ---- resolved by gv_job_resolve ---- */
     struct gv_nn_model_cfg model_cfg; /* shape from the data headers; max_batch from batch */
     struct gv_optim_cfg optim;        /* lr schedule with the run's total steps */
+    struct gv_optim_cfg step_optim;   /* what servers and workers step the replicas with: optim,
+                                         or (local_momentum) optim without momentum and weight
+                                         decay, which the workers' velocity already holds */
     size_t n_train;                   /* training samples */
     uint32_t num_workers;
     int64_t steps_per_epoch; /* per worker shard */

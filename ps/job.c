@@ -217,6 +217,15 @@ const struct gv_opt gv_job_options[] = {
      .def = "false",
      .help = "Nesterov momentum",
      .group = "optimizer"},
+    {.name = "local-momentum",
+     .type = GV_OPT_BOOL,
+     .offset = J(local_momentum),
+     .def = "false",
+     .help = "the workers keep the momentum (and weight decay) of their own gradients and push "
+             "the velocity through error feedback (DGC's momentum correction); the servers "
+             "step without momentum. Dense methods: the same steps; compressed ones: the "
+             "selection sees the velocity",
+     .group = "optimizer"},
     {.name = "lr-schedule",
      .type = GV_OPT_STRING,
      .offset = J(lr_schedule),
@@ -555,6 +564,11 @@ static gv_status_t job_optim_total(struct gv_job *job)
     struct gv_optim_cfg *o = &job->optim;
     if (o->sched == GV_LR_COSINE && o->total == 0)
         o->total = job->total_steps;
+    job->step_optim = *o;
+    if (job->local_momentum) { /* the velocity the workers push already holds both */
+        job->step_optim.momentum = 0.0f;
+        job->step_optim.weight_decay = 0.0f;
+    }
     return gv_optim_cfg_check(o);
 }
 
@@ -586,6 +600,16 @@ gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
     if (job->optimizer == GV_JOB_OPTIM_CALLER && job->resync_every > 0) {
         gv_log(GV_LOG_ERROR,
                "--resync-every needs the servers to step the model (--optimizer job)");
+        return GV_ERR_INVAL;
+    }
+    if (job->local_momentum && job->optimizer == GV_JOB_OPTIM_CALLER) {
+        gv_log(GV_LOG_ERROR, "--local-momentum is the job's SGD (--optimizer job): with "
+                             "--optimizer caller the caller's optimizer keeps the momentum");
+        return GV_ERR_INVAL;
+    }
+    if (job->local_momentum && job->nesterov) {
+        gv_log(GV_LOG_ERROR, "--local-momentum keeps plain momentum on the workers: it does "
+                             "not do --nesterov");
         return GV_ERR_INVAL;
     }
     if (job->method == GV_JOB_GRAVAC_EXP || job->method == GV_JOB_GRAVAC_GEO ||
@@ -844,6 +868,8 @@ static uint64_t job_fingerprint(const struct gv_job *job, const char (*names)[24
     }
     if (job->optimizer == GV_JOB_OPTIM_CALLER)
         FP_ADD(";optimizer caller");
+    if (job->local_momentum) /* the replicas step differently: a worker must agree */
+        FP_ADD(";local momentum");
 #undef FP_ADD
     if (desc != NULL && desc_len > 0)
         snprintf(desc, desc_len, "%s", buf);

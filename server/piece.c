@@ -196,7 +196,7 @@ static gv_status_t piece_finish(struct gv_server *srv, uint32_t k, uint32_t divi
         if (srv->down != NULL)
             srv_down_dense_add(srv->down, r->acc, u, v);
         c += piece_nonzero(r->acc, u, v);
-        pc->ck_sum += gv_ps_step_range(&srv->job->optim, pc->lr, srv->shard.params,
+        pc->ck_sum += gv_ps_step_range(&srv->job->step_optim, pc->lr, srv->shard.params,
                                        srv->shard.momentum, r->acc, u, v, true);
     }
     pk->finished = true;

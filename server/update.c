@@ -216,9 +216,9 @@ enum srv_round_event srv_update_apply(struct gv_server *srv)
          * gradient, which every worker must hold bit for bit once it decoded the update */
         checksum = gv_ps_checksum(r->acc, sh->n);
     } else {
-        checksum = gv_ps_cksum_final(
-            gv_ps_step_range(&job->optim, lr, sh->params, sh->momentum, r->acc, 0, sh->n, true),
-            sh->n);
+        checksum = gv_ps_cksum_final(gv_ps_step_range(&job->step_optim, lr, sh->params,
+                                                      sh->momentum, r->acc, 0, sh->n, true),
+                                     sh->n);
     }
 
     struct gv_proto_msg m;

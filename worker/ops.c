@@ -125,7 +125,7 @@ static void ck_ident(const struct gv_worker *w, struct gv_ckpt_ident *id)
 
 static bool ck_has_state(const struct gv_worker *w)
 {
-    return w->resid != NULL || w->epoch_acc != NULL;
+    return w->resid != NULL || w->epoch_acc != NULL || w->lmom != NULL;
 }
 
 /* The residual's memory is the compressor's: for a GPU replica (w->mirrored) it may be device
@@ -144,6 +144,8 @@ static size_t ck_sections(struct gv_worker *w, struct gv_ckpt_section *sec, uint
     if (w->resid != NULL)
         sec[n++] = (struct gv_ckpt_section){"residual", ck_resid_staged(w) ? host : w->resid,
                                             w->m.numel * sizeof(float)};
+    if (w->lmom != NULL) /* --local-momentum: host memory */
+        sec[n++] = (struct gv_ckpt_section){"velocity", w->lmom, w->m.numel * sizeof(float)};
     if (w->epoch_acc != NULL) {
         *pending = w->norms_pending;
         sec[n++] = (struct gv_ckpt_section){"epoch_acc", w->epoch_acc, w->m.numel * sizeof(float)};
@@ -188,7 +190,7 @@ static gv_status_t ck_restore(struct gv_worker *w)
     struct gv_ckpt *ck;
     gv_status_t status = gv_ps_ckpt_open_iter(w->ckpt_dir, &id, w->iter, &ck);
     if (status == GV_OK) {
-        struct gv_ckpt_section sec[4];
+        struct gv_ckpt_section sec[5];
         uint8_t pending = 0;
         size_t n = ck_sections(w, sec, &pending, host);
         for (size_t i = 0; i < n && status == GV_OK; i++)
@@ -244,7 +246,7 @@ static void ck_write(struct gv_worker *w, bool committed)
                      : gv_cmp_copy_to_host(w->cmp, host, w->resid, w->m.numel * sizeof(float));
     }
     if (status == GV_OK) {
-        struct gv_ckpt_section sec[4];
+        struct gv_ckpt_section sec[5];
         uint8_t pending = 0;
         size_t n = ck_sections(w, sec, &pending, host);
         int keep = w->cfg.checkpoint_keep > 0 ? w->cfg.checkpoint_keep : 3;

@@ -230,6 +230,21 @@ static gv_status_t step_push_ready(struct gv_worker *w, uint64_t below, bool fin
     return GV_OK;
 }
 
+/* --local-momentum: the gradient of elements [lo, x->mom_lo), final now, becomes this worker's
+ * velocity, u = momentum * u + (g + weight_decay * p), and what is compressed and pushed is u
+ * (the replicas step with job->step_optim, without momentum). Dense rounds average the
+ * workers' velocities, which is the velocity of the averaged gradient: the same steps as
+ * momentum on the servers. */
+static void step_velocity(struct gv_worker *w, uint64_t lo)
+{
+    struct wk_step *x = &w->st;
+    if (w->lmom == NULL || lo >= x->mom_lo)
+        return;
+    gv_optim_velocity_host(&w->job->optim, w->m.params + lo, w->lmom + lo, w->m.grads + lo,
+                           x->mom_lo - lo);
+    x->mom_lo = lo;
+}
+
 /* Compresses the units whose gradients are final (those starting at or above `lo`), from the
  * last, pushing what is complete as it goes. */
 static gv_status_t step_advance(struct gv_worker *w, uint64_t lo, bool final)
@@ -237,6 +252,7 @@ static gv_status_t step_advance(struct gv_worker *w, uint64_t lo, bool final)
     struct wk_step *x = &w->st;
     const struct gv_ps_decision *d = &w->dec;
     bool accordion = w->job->method == GV_JOB_ACCORDION;
+    step_velocity(w, lo);
     for (; x->next_unit > 0 && w->unit_off[x->next_unit - 1] >= lo; x->next_unit--) {
         uint32_t u = x->next_unit - 1;
         if (x->levels > 0) {
@@ -397,7 +413,7 @@ static gv_status_t wk_on_header(struct gv_conn *c, const void *msg, size_t msg_l
 static gv_status_t step_optim(struct gv_worker *w, struct wk_server *ws, float lr, const float *g,
                               uint64_t a, uint64_t b, bool verify)
 {
-    const struct gv_optim_cfg *oc = &w->job->optim;
+    const struct gv_optim_cfg *oc = &w->job->step_optim;
     if (!w->mirrored) {
         ws->ck_sum += gv_ps_step_range(oc, lr, w->hp + ws->lo, w->hv + ws->lo, g, a, b, verify);
         return GV_OK;
@@ -652,6 +668,7 @@ static void step_open(struct gv_worker *w)
                           .dense = w->dec.level == GV_ADAPT_LEVEL_DENSE,
                           .t0 = gv_now_ns(),
                           .next_push = w->S,
+                          .mom_lo = w->m.numel,
                           .next_unit = w->cmp != NULL ? w->n_units : 0};
     if (w->t_step_end_ns != 0) /* the caller's time since the last step */
         gv_trace_span(w->cfg.trace, GV_PS_SPAN_COMPUTE, w->t_step_end_ns, x->t0, w->iter, 0, 0, -1);

@@ -87,7 +87,8 @@ struct wk_step {
     uint64_t work_ns, wait_ns; /* in the calls that compress and push; that wait for updates */
     uint32_t next_push;        /* shards >= next_push have been pushed */
     uint32_t next_unit;        /* units >= next_unit have been compressed */
-    bool early; /* inside gv_worker_grads_ready: the caller's backward pass goes on */
+    bool early;      /* inside gv_worker_grads_ready: the caller's backward pass goes on */
+    uint64_t mom_lo; /* --local-momentum: elements >= mom_lo hold the velocity, not g */
     uint64_t wire_s0, wire_r0;
 };
 
@@ -127,6 +128,7 @@ struct gv_worker {
     float *resid;      /* float[numel]: r, and g_ef between compress and apply (of the
                           compressor's memory kind, as the outputs below) */
     bool resid_zero;   /* r is known to be zero: a dense iteration applied it (none owed) */
+    float *lmom;       /* --local-momentum: float[numel], this worker's velocity (host) */
     struct gv_sparse *lmin, *lcand; /* [n_units] */
 
     /* the decision in force */

@@ -215,6 +215,11 @@ static gv_status_t wk_model_check(struct gv_worker *w)
         gv_log(GV_LOG_ERROR, "worker: --optimizer caller takes a host replica (no GPU backend)");
         return GV_ERR_UNSUPPORTED;
     }
+    if (w->job->local_momentum && device) {
+        gv_log(GV_LOG_ERROR, "worker: --local-momentum runs on host replicas only (no GPU "
+                             "backend, no host mirrors) for now");
+        return GV_ERR_UNSUPPORTED;
+    }
     if (!w->caller_optim && m->momentum == NULL) {
         gv_log(GV_LOG_ERROR, "worker: --optimizer job needs the momentum vector");
         return GV_ERR_INVAL;
@@ -431,6 +436,9 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
         status = wk_host_views(w);
     if (status == GV_OK)
         status = wk_compressor(w);
+    if (status == GV_OK && w->job->local_momentum &&
+        (w->lmom = wk_alloc(w, w->m.numel, sizeof(float))) == NULL)
+        status = GV_ERR_NOMEM;
     if (status == GV_OK && w->job->method == GV_JOB_ACCORDION && w->rank == 0) {
         w->epoch_acc = wk_alloc(w, w->m.numel, sizeof(float));
         w->layer_norms = wk_alloc(w, w->m.n_tensors, sizeof(double));
@@ -568,6 +576,7 @@ void gv_worker_destroy(struct gv_worker *w)
     gv_buf_free(&w->hsent_buf);
     gv_buf_free(&w->mirror);
     gv_free(w->epoch_acc);
+    gv_free(w->lmom);
     gv_free(w->layer_norms);
     gv_shard_map_cleanup(&w->map);
     if (w->unit_off != w->off)

@@ -208,22 +208,25 @@ static double *losses(struct run *r, int w, long n)
 /* Restart from a checkpoint: an uninterrupted run (a) against one whose server 1 is killed
  * (b), then restarted (c) from the newest checkpoint every server holds. From there on the
  * losses of every iteration and the final parameters equal a's bit for bit: servers restore
- * shard, momentum, iteration and controller; workers the error-feedback residual and, from the
- * iteration, the data position. */
-static void scenario_restart(void)
+ * shard, momentum, iteration and controller; workers the error-feedback residual (with
+ * --local-momentum also their velocity) and, from the iteration, the data position. method:
+ * the job's method options (NULL: static CF 10). */
+static void scenario_restart(const char *method, const char *tag)
 {
     const uint64_t steps = 2400, every = 300;
-    char *dir = mkdir_tmp("restart");
+    char *dir = mkdir_tmp(tag);
     GV_CHECK(dir != NULL);
     char extra_a[900], extra_b[900];
     snprintf(extra_a, sizeof(extra_a), "--checkpoint-dir %s/ck-a --checkpoint-every %llu", dir,
              (unsigned long long)every);
     snprintf(extra_b, sizeof(extra_b), "--checkpoint-dir %s/ck-b --checkpoint-every %llu", dir,
              (unsigned long long)every);
-    struct run a = {.dir = dir, .tag = "a", .S = 2, .W = 2, .steps = steps, .extra = extra_a};
+    struct run a = {
+        .dir = dir, .tag = "a", .S = 2, .W = 2, .steps = steps, .extra = extra_a, .method = method};
     run_start(&a);
     GV_CHECK_EQ(e2e_wait(&a.j, 25), a.j.n);
-    struct run b = {.dir = dir, .tag = "b", .S = 2, .W = 2, .steps = steps, .extra = extra_b};
+    struct run b = {
+        .dir = dir, .tag = "b", .S = 2, .W = 2, .steps = steps, .extra = extra_b, .method = method};
     run_start(&b);
     GV_CHECK(wait_iter(&b, 0, 1000, 20));
     kill(proc(&b, true, 1)->pid, SIGKILL);
@@ -231,7 +234,8 @@ static void scenario_restart(void)
     run_kill(&b);
     long killed_at = last_iter(&b, 0);
     GV_CHECK_MSG(killed_at < (long)steps - 1, "the job ended before the kill (%ld)", killed_at);
-    struct run c = {.dir = dir, .tag = "c", .S = 2, .W = 2, .steps = steps, .extra = extra_b};
+    struct run c = {
+        .dir = dir, .tag = "c", .S = 2, .W = 2, .steps = steps, .extra = extra_b, .method = method};
     run_start(&c);
     GV_CHECK_EQ(e2e_wait(&c.j, 25), c.j.n);
     /* where it resumed: the first iteration the restarted workers recorded */
@@ -898,7 +902,9 @@ int main(int argc, char **argv)
     else if (strcmp(s, "stop_server0") == 0)
         scenario_server(true, 0);
     else if (strcmp(s, "restart") == 0)
-        scenario_restart();
+        scenario_restart(NULL, "restart");
+    else if (strcmp(s, "restart_local_momentum") == 0)
+        scenario_restart("--method static --cf 10 --local-momentum", "restartm");
     else if (strcmp(s, "restart_gravac") == 0)
         scenario_restart_ctl("--method gravac-exp --window 25 --epsilon 0.3", "restartg");
     else if (strcmp(s, "restart_auto") == 0)

@@ -204,6 +204,9 @@ static void test_job(void)
                   "--method", "auto",      "--quality-from", "1"};
     GV_CHECK_EQ(fingerprint_of(9, q1, 2), fingerprint_of(7, q0, 2));
     GV_CHECK(fingerprint_of(9, q2, 2) != fingerprint_of(7, q0, 2));
+    /* --local-momentum: the replicas step otherwise, so every process must agree */
+    char *lm1[] = {"t", "--dataset", "synthetic", "--steps", "100", "--local-momentum"};
+    GV_CHECK(fingerprint_of(6, lm1, 2) != f0);
 
     /* the top-k scope: auto is one k over the model, but per tensor for Accordion (which
      * decides per layer); an explicit choice is kept, and model with Accordion refused */
@@ -404,6 +407,30 @@ static void test_job(void)
     gv_cfg_destroy(cfg);
     char *uq2[] = {"t", "--dataset", "synthetic", "--method", "auto", "--quality-from", "1.5"};
     GV_CHECK(job_defaults(&job, 7, uq2) == NULL);
+    /* --local-momentum: the replicas step without momentum and weight decay (the workers'
+     * velocity holds both), the schedule unchanged; off, they step the job's SGD */
+    char *lm[] = {"t",    "--dataset", "synthetic", "--momentum", "0.8", "--weight-decay",
+                  "0.01", "--method",  "static",    "--cf",       "10",  "--local-momentum"};
+    cfg = job_defaults(&job, 12, lm);
+    GV_CHECK_OK(gv_job_resolve(&job, 4));
+    GV_CHECK(job.local_momentum && job.optim.momentum == 0.8f && job.optim.weight_decay == 0.01f);
+    GV_CHECK(job.step_optim.momentum == 0.0f && job.step_optim.weight_decay == 0.0f &&
+             job.step_optim.lr == job.optim.lr && job.step_optim.sched == job.optim.sched);
+    gv_cfg_destroy(cfg);
+    cfg = job_defaults(&job, 11, lm);
+    GV_CHECK_OK(gv_job_resolve(&job, 4));
+    GV_CHECK(!job.local_momentum && job.step_optim.momentum == 0.8f &&
+             job.step_optim.weight_decay == 0.01f);
+    gv_cfg_destroy(cfg);
+    /* refused with Nesterov (not kept on the workers) and with the caller's optimizer */
+    char *lmn[] = {"t", "--dataset", "synthetic", "--local-momentum", "--nesterov"};
+    char *lmc[] = {"t", "--dataset", "synthetic", "--local-momentum", "--optimizer", "caller"};
+    cfg = job_defaults(&job, 5, lmn);
+    GV_CHECK(cfg != NULL && gv_job_resolve(&job, 4) == GV_ERR_INVAL);
+    gv_cfg_destroy(cfg);
+    cfg = job_defaults(&job, 6, lmc);
+    GV_CHECK(cfg != NULL && gv_job_resolve(&job, 4) == GV_ERR_INVAL);
+    gv_cfg_destroy(cfg);
     static const char *const bad[] = {"10,4", "dense,2", "fp16,dense,10", "1.5", "10,x", ""};
     for (size_t i = 0; i < GV_ARRAY_LEN(bad); i++) {
         char *u3[] = {"t", "--dataset", "synthetic", "--method", "auto", "--arms", (char *)bad[i]};

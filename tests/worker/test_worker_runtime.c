@@ -289,8 +289,10 @@ static size_t plan_bytes(const uint32_t *idx, const float *val, uint32_t count, 
     return info.idx_len + info.val_len;
 }
 
-/* Worker w's residual checkpoint of iteration it holds exactly the reference residual. */
-static void check_resid_ckpt(struct harness *h, int w, uint64_t it, const float *want)
+/* Worker w's residual checkpoint of iteration it holds exactly the reference residual (and,
+ * with --local-momentum, the reference velocity: vel, else NULL). */
+static void check_resid_ckpt(struct harness *h, int w, uint64_t it, const float *want,
+                             const float *vel)
 {
     char dir[160], path[256];
     snprintf(dir, sizeof(dir), "%s/worker%04d", h->ckdir, w);
@@ -304,6 +306,11 @@ static void check_resid_ckpt(struct harness *h, int w, uint64_t it, const float 
                      "worker %d: the residual in "
                      "%s differs from the reference's of iteration %llu",
                      w, path, (unsigned long long)it);
+        if (vel != NULL) {
+            GV_CHECK_OK(gv_ckpt_read_section(ck, "velocity", got, h->P * sizeof(float)));
+            GV_CHECK_MSG(memcmp(got, vel, h->P * sizeof(float)) == 0,
+                         "worker %d: the velocity in %s differs from the reference's", w, path);
+        }
         gv_ckpt_close(ck);
     }
     free(got);
@@ -325,7 +332,9 @@ static void reference(struct harness *h)
     struct gv_shard_map map;
     GV_CHECK_OK(gv_shard_map_init(&map, h->numel, h->T, S));
     float *p = malloc(P * 4), *v = calloc(P, 4), *acc = malloc(P * 4), *g = malloc(P * 4);
-    float *resid[W];
+    float *resid[W], *vel[W] = {0};
+    for (int w = 0; w < W && job->local_momentum; w++)
+        vel[w] = calloc(P, 4); /* each worker's velocity: its gradients' momentum */
     uint32_t *sidx = malloc(P * 4);
     float *sval = malloc(P * 4);
     memcpy(p, h->init0, P * 4);
@@ -370,6 +379,8 @@ static void reference(struct harness *h)
             bad_dec += ow->level != o0->level || ow->cf != o0->cf ||
                        ow->theta_min != o0->theta_min || ow->cf_candidate != o0->cf_candidate;
             gen_grad(g, P, w, i);
+            if (vel[w] != NULL) /* what the worker compresses and pushes: its velocity */
+                gv_optim_velocity_host(&job->optim, p, vel[w], g, P);
             uint64_t push_payload = 0;
             size_t nsel = 0;
             for (uint32_t t = 0; t < U && levels > 0; t++) {
@@ -484,10 +495,11 @@ static void reference(struct harness *h)
         }
         float lr = gv_optim_lr(&job->optim, i);
         GV_CHECK(lr == h->out[0][i].lr);
-        gv_optim_apply_host(&job->optim, lr, p, v, acc, P);
+        /* with --local-momentum without momentum here: the velocity was pushed */
+        gv_optim_apply_host(&job->step_optim, lr, p, v, acc, P);
         if ((i + 1) % CKPT_EVERY == 0 && !dense_method)
             for (int w = 0; w < W; w++)
-                check_resid_ckpt(h, w, (uint64_t)i + 1, resid[w]);
+                check_resid_ckpt(h, w, (uint64_t)i + 1, resid[w], vel[w]);
     }
     for (uint32_t s = 0; s < S; s++)
         srv_down_destroy(down[s]);
@@ -518,6 +530,8 @@ static void reference(struct harness *h)
         gv_cmp_destroy(rw[w].cmp);
         free(resid[w]);
     }
+    for (int w = 0; w < W; w++)
+        free(vel[w]);
     gv_shard_map_cleanup(&map);
     free(p), free(v), free(acc), free(g), free(sidx), free(sval);
 }
@@ -639,5 +653,32 @@ int main(int argc, char **argv)
         "gravac-exp", "--window",    "3",         "--epsilon",    "0.2",   "--theta-min",
         "4",          "--theta-max", "64",        "--piece-size", "4K"};
     run_case_delayed("gravac with dense rounds in pieces", 17, pgrv, 1, 0, 0, 3);
+    if (mode == MODE_HOST) { /* --local-momentum: host replicas only (the others refuse it) */
+        char *lmd[] = {"t",     "--dataset",        "synthetic", "--widths",
+                       "48,24", "--method",         "dense",     "--weight-decay",
+                       "0.001", "--local-momentum", "--lr",      "0.1"};
+        run_case("dense, momentum on the workers", 12, lmd, 0);
+        char *lms[] = {"t",
+                       "--dataset",
+                       "synthetic",
+                       "--widths",
+                       "48,24",
+                       "--method",
+                       "static",
+                       "--cf",
+                       "10",
+                       "--fp16",
+                       "--weight-decay",
+                       "0.001",
+                       "--lr-schedule",
+                       "step:5,9@0.5",
+                       "--local-momentum"};
+        run_case("static CF 10, fp16, momentum on the workers", 15, lms, 0);
+        char *lmg[] = {"t",     "--dataset",   "synthetic",  "--widths",
+                       "48,24", "--method",    "gravac-exp", "--window",
+                       "3",     "--epsilon",   "0.2",        "--theta-min",
+                       "4",     "--theta-max", "64",         "--local-momentum"};
+        run_case("gravac levels, momentum on the workers", 16, lmg, 1);
+    }
     return gv_check_summary();
 }
