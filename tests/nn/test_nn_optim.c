@@ -1,7 +1,8 @@
 /* test_nn_optim.c: the SGD step applied to any split of the flat vector into ranges gives the
  * same bits as one pass over the whole vector (the parameter-server / replica contract); the
  * step matches a written-out reference; learning-rate schedules are pure functions of (cfg, t);
- * schedule strings parse and bad ones are rejected; the backend dispatch is the host step. */
+ * schedule strings parse and bad ones are rejected; the backend dispatch is the host step; the
+ * momentum half kept apart (a worker's --local-momentum) composes to the whole step. */
 #include "check.h"
 #include "nn_internal.h"
 
@@ -97,6 +98,36 @@ static void test_step_semantics(void)
     float p = 1.0f, v = 0.0f, g = 0.5f;
     gv_optim_apply_host(&cfg, 0.25f, &p, &v, &g, 1);
     GV_CHECK(p == 0.875f);
+}
+
+/* The momentum half kept apart (--local-momentum): velocity, then a step without momentum and
+ * weight decay, gives the parameters of the whole step bit for bit, and the velocity is the
+ * whole step's momentum; g comes out as the velocity. */
+static void test_velocity_split(void)
+{
+#define NV 257
+    struct gv_optim_cfg cfg, plain;
+    gv_optim_cfg_default(&cfg);
+    cfg.momentum = 0.815f;
+    cfg.weight_decay = 0.003f;
+    plain = cfg;
+    plain.momentum = plain.weight_decay = 0.0f;
+    float p1[NV], v1[NV], g1[NV], p2[NV], u2[NV], g2[NV], v2[NV] = {0};
+    for (int i = 0; i < NV; i++) {
+        p1[i] = p2[i] = 0.01f * (float)(i - 128);
+        v1[i] = u2[i] = 0.003f * (float)((i * 37) % 19 - 9);
+    }
+    for (int t = 0; t < 5; t++) {
+        for (int i = 0; i < NV; i++)
+            g1[i] = g2[i] = 0.02f * (float)(((i + 11 * t) * 53) % 29 - 14);
+        gv_optim_apply_host(&cfg, 0.1f, p1, v1, g1, NV);
+        gv_optim_velocity_host(&cfg, p2, u2, g2, NV);
+        GV_CHECK(same_bits(g2, u2, NV));
+        gv_optim_apply_host(&plain, 0.1f, p2, v2, g2, NV);
+        GV_CHECK_MSG(same_bits(p1, p2, NV), "iteration %d: the split step differs", t);
+        GV_CHECK(same_bits(v1, u2, NV));
+    }
+#undef NV
 }
 
 static void test_schedules(void)
@@ -206,6 +237,7 @@ int main(void)
 {
     test_range_split();
     test_step_semantics();
+    test_velocity_split();
     test_schedules();
     test_bad_config();
     test_backend_dispatch();
