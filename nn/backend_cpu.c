@@ -313,6 +313,14 @@ static gv_status_t cpu_optim(struct gv_nn_backend *be, const struct gv_optim_cfg
     return GV_OK;
 }
 
+static gv_status_t cpu_velocity(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg,
+                                const float *p, float *u, float *g, size_t n)
+{
+    (void)be;
+    gv_optim_velocity_host(cfg, p, u, g, n);
+    return GV_OK;
+}
+
 static const struct gv_nn_ops cpu_ops = {
     .name = "cpu",
     .mem = GV_MEM_HOST,
@@ -337,6 +345,7 @@ static const struct gv_nn_ops cpu_ops = {
     .lstm_fwd = cpu_lstm_fwd,
     .lstm_bwd = cpu_lstm_bwd,
     .optim = cpu_optim,
+    .velocity = cpu_velocity,
 };
 
 gv_status_t gv_nn_cpu_create(int threads, struct gv_nn_backend **be_p)

@@ -461,11 +461,32 @@ static gv_status_t cuda_optim(struct gv_nn_backend *be, const struct gv_optim_cf
     return cuda_launched("optim");
 }
 
+/* gv_optim_velocity_host, rounded as the CPU rounds it (no FMA). */
+__global__ void k_velocity(float mu, float wd, const float *p, float *u, float *g, long long n)
+{
+    CUDA_LOOP(i, n)
+    {
+        float gi = __fadd_rn(g[i], __fmul_rn(wd, p[i]));
+        float ui = __fadd_rn(__fmul_rn(mu, u[i]), gi);
+        u[i] = ui;
+        g[i] = ui;
+    }
+}
+
+static gv_status_t cuda_velocity(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg,
+                                 const float *p, float *u, float *g, size_t n)
+{
+    (void)be;
+    k_velocity<<<cuda_blocks((long long)n), CUDA_THREADS>>>(cfg->momentum, cfg->weight_decay, p, u,
+                                                            g, (long long)n);
+    return cuda_launched("velocity");
+}
+
 static const struct gv_nn_ops cuda_ops = {
     "cuda",         GV_MEM_DEVICE,  cuda_alloc,    cuda_free,      cuda_upload,   cuda_download,
     cuda_zero,      cuda_gemm,      cuda_bias_add, cuda_bias_grad, cuda_relu_fwd, cuda_relu_bwd,
     cuda_add,       cuda_xent,      cuda_im2col,   cuda_col2im,    cuda_pool_fwd, cuda_pool_bwd,
-    cuda_embed_fwd, cuda_embed_bwd, cuda_lstm_fwd, cuda_lstm_bwd,  cuda_optim,
+    cuda_embed_fwd, cuda_embed_bwd, cuda_lstm_fwd, cuda_lstm_bwd,  cuda_optim,    cuda_velocity,
 };
 
 extern "C" gv_status_t gv_nn_cuda_plugin_create(struct gv_nn_backend **be_p)

@@ -104,6 +104,9 @@ gv_status_t gv_optim_step(struct gv_nn_backend *be, const struct gv_optim_cfg *c
  * each operation as the CPU does, no FMA; test_nn_cuda checks it). */
 gv_status_t gv_optim_apply(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg, float lr,
                            float *p, float *v, const float *g, size_t n);
+/* gv_optim_velocity_host on backend memory, the same bits on every backend. */
+gv_status_t gv_optim_velocity(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg,
+                              const float *p, float *u, float *g, size_t n);
 
 /* ================================================================ models */
 

@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever the table below or a structure the plugin shares with gv_nn changes. */
-#define GV_NN_CUDA_PLUGIN_ABI 3u
+#define GV_NN_CUDA_PLUGIN_ABI 4u
 
 /* What the plugin's entry point (gv_plugin_entry, backend_cuda_entry.c) gives the host. Layout
  * checks: the sizes of the structures both sides use. */

@@ -78,6 +78,9 @@ struct gv_nn_ops {
     /* The SGD step of gv_optim_apply_host, bit for bit. */
     gv_status_t (*optim)(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg, float lr,
                          float *p, float *v, const float *g, size_t n);
+    /* The velocity of gv_optim_velocity_host (u and g updated), bit for bit. */
+    gv_status_t (*velocity)(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg,
+                            const float *p, float *u, float *g, size_t n);
 };
 
 struct gv_nn_backend {

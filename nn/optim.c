@@ -206,3 +206,9 @@ gv_status_t gv_optim_apply(struct gv_nn_backend *be, const struct gv_optim_cfg *
 {
     return n > 0 ? be->ops->optim(be, cfg, lr, p, v, g, n) : GV_OK;
 }
+
+gv_status_t gv_optim_velocity(struct gv_nn_backend *be, const struct gv_optim_cfg *cfg,
+                              const float *p, float *u, float *g, size_t n)
+{
+    return n > 0 ? be->ops->velocity(be, cfg, p, u, g, n) : GV_OK;
+}

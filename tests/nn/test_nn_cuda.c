@@ -2,8 +2,8 @@
  * same seed gives the same parameter bits; one forward+backward on the same batch gives the same
  * loss and gradients within tolerance: |g_cuda - g_cpu| <= 1e-6 + 1e-3 * max|g_cpu| per tensor
  * (cuBLAS sums in another order; everything else is element-wise); the optimizer kernel gives
- * the CPU step's bits exactly. Prints training samples/s on both. Exits 77 (SKIP) without a GPU
- * or without CUDA in the build. */
+ * the CPU step's bits exactly, and so does the velocity kernel of --local-momentum. Prints training
+ * samples/s on both. Exits 77 (SKIP) without a GPU or without CUDA in the build. */
 #include "check.h"
 #include "nn_internal.h"
 
@@ -139,6 +139,43 @@ out:
     gv_nn_model_destroy(m);
 }
 
+/* --local-momentum on a CUDA replica: the velocity kernel (u and g updated) over three
+ * iterations with weight decay gives the host's bits. */
+static void test_velocity_bits(void)
+{
+    struct gv_nn_model_cfg mcfg;
+    struct gv_nn_model *m = NULL;
+    gv_nn_model_cfg_default(GV_NN_MLP, &mcfg);
+    GV_CHECK_OK(gv_nn_model_create(gpu, &mcfg, &m));
+    if (m == NULL)
+        return;
+    float *dp = gv_nn_model_params(m), *dg = gv_nn_model_grads(m), *du = gv_nn_model_momentum(m);
+    size_t n = gv_nn_model_numel(m);
+    float *hp = malloc(n * sizeof(float)), *hu = calloc(n, sizeof(float));
+    float *hg = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        hp[i] = gv_nn_init_uniform(1, 0, i, 1.0f);
+    GV_CHECK_OK(gv_nn_model_set_params(m, hp));
+    struct gv_optim_cfg oc;
+    gv_optim_cfg_default(&oc);
+    oc.momentum = 0.9f;
+    oc.weight_decay = 5e-4f;
+    for (uint64_t t = 0; t < 3; t++) {
+        for (size_t i = 0; i < n; i++)
+            hg[i] = gv_nn_init_uniform(2 + t, 0, i, 0.1f);
+        GV_CHECK_OK(gv_nn_model_set_grads(m, hg));
+        GV_CHECK_OK(gv_optim_velocity(gpu, &oc, dp, du, dg, n));
+        gv_optim_velocity_host(&oc, hp, hu, hg, n);
+    }
+    GV_CHECK_OK(gv_nn_backend_download(gpu, back, dg, n * sizeof(float)));
+    GV_CHECK_MSG(memcmp(back, hg, n * sizeof(float)) == 0,
+                 "cuda velocity: the gradient it leaves differs from the host's");
+    GV_CHECK_OK(gv_nn_backend_download(gpu, back, du, n * sizeof(float)));
+    GV_CHECK_MSG(memcmp(back, hu, n * sizeof(float)) == 0, "cuda velocity differs from the host's");
+    free(hp), free(hu), free(hg), free(back);
+    gv_nn_model_destroy(m);
+}
+
 /* What the distributed worker does with a CUDA replica: the averaged gradient of a shard,
  * uploaded from pinned memory into a range of the device vector, stepped with the rate a server
  * sent (gv_optim_apply), downloaded: the same bits as the server's host step on that range,
@@ -236,6 +273,7 @@ int main(void)
         return gv_check_summary();
     test_models();
     test_optim_bits();
+    test_velocity_bits();
     test_worker_pieces();
     report_speed();
     gv_nn_backend_destroy(gpu);
