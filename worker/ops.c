@@ -128,24 +128,30 @@ static bool ck_has_state(const struct gv_worker *w)
     return w->resid != NULL || w->epoch_acc != NULL || w->lmom != NULL;
 }
 
-/* The residual's memory is the compressor's: for a GPU replica (w->mirrored) it may be device
- * memory, which the checkpoint code cannot read or write. Those replicas go through a host
- * copy (every mirrored one, so that the CPU backend's mirror path exercises the same code). */
-static bool ck_resid_staged(const struct gv_worker *w)
+/* The residual's memory is the compressor's, and the velocity's (--local-momentum) the
+ * backend's: for a GPU replica (w->mirrored) both may be device memory, which the checkpoint
+ * code cannot read or write. Those replicas go through host copies (every mirrored one, so
+ * that the CPU backend's mirror path exercises the same code): this many float[numel]. */
+static size_t ck_staged(const struct gv_worker *w)
 {
-    return w->resid != NULL && w->mirrored;
+    return w->mirrored ? (size_t)(w->resid != NULL) + (size_t)(w->lmom != NULL) : 0;
 }
 
-/* The sections of this worker's state; the residual's is `host` when staged (float[numel]). */
+/* The sections of this worker's state; when staged, the residual's and then the velocity's
+ * data are float[numel] each in `host`. */
 static size_t ck_sections(struct gv_worker *w, struct gv_ckpt_section *sec, uint8_t *pending,
                           float *host)
 {
-    size_t n = 0;
-    if (w->resid != NULL)
-        sec[n++] = (struct gv_ckpt_section){"residual", ck_resid_staged(w) ? host : w->resid,
-                                            w->m.numel * sizeof(float)};
-    if (w->lmom != NULL) /* --local-momentum: host memory */
-        sec[n++] = (struct gv_ckpt_section){"velocity", w->lmom, w->m.numel * sizeof(float)};
+    size_t n = 0, numel = w->m.numel;
+    float *stage = host;
+    if (w->resid != NULL) {
+        sec[n++] = (struct gv_ckpt_section){"residual", stage != NULL ? stage : w->resid,
+                                            numel * sizeof(float)};
+        stage = stage != NULL ? stage + numel : NULL;
+    }
+    if (w->lmom != NULL)
+        sec[n++] = (struct gv_ckpt_section){"velocity", stage != NULL ? stage : w->lmom,
+                                            numel * sizeof(float)};
     if (w->epoch_acc != NULL) {
         *pending = w->norms_pending;
         sec[n++] = (struct gv_ckpt_section){"epoch_acc", w->epoch_acc, w->m.numel * sizeof(float)};
@@ -156,14 +162,31 @@ static size_t ck_sections(struct gv_worker *w, struct gv_ckpt_section *sec, uint
     return n;
 }
 
-/* A host buffer for a staged residual (NULL, and logged, when none can be had). */
+/* A host buffer for the staged state (NULL, and logged, when none can be had). */
 static float *ck_stage_alloc(struct gv_worker *w)
 {
-    float *host = gv_malloc(w->m.numel * sizeof(float));
+    size_t bytes = ck_staged(w) * w->m.numel * sizeof(float);
+    float *host = gv_malloc(bytes);
     if (host == NULL)
-        gv_log(GV_LOG_ERROR, "worker %u: no memory for a host copy of the residual (%zu bytes)",
-               w->rank, w->m.numel * sizeof(float));
+        gv_log(GV_LOG_ERROR, "worker %u: no memory for a host copy of its state (%zu bytes)",
+               w->rank, bytes);
     return host;
+}
+
+/* The staged state, from the replica's memory into `host` (to_host) or back. */
+static gv_status_t ck_stage_copy(struct gv_worker *w, float *host, bool to_host)
+{
+    size_t bytes = w->m.numel * sizeof(float);
+    gv_status_t status = GV_OK;
+    if (w->resid != NULL) {
+        status = to_host ? gv_cmp_copy_to_host(w->cmp, host, w->resid, bytes)
+                         : gv_cmp_copy_from_host(w->cmp, w->resid, host, bytes);
+        host += w->m.numel;
+    }
+    if (status == GV_OK && w->lmom != NULL)
+        status = to_host ? gv_nn_backend_download(w->m.be, host, w->lmom, bytes)
+                         : gv_nn_backend_upload(w->m.be, w->lmom, host, bytes);
+    return status;
 }
 
 /* The servers resumed from iteration w->iter: this worker's residual of that iteration, if
@@ -185,7 +208,7 @@ static gv_status_t ck_restore(struct gv_worker *w)
         return gv_ps_ckpt_retire_newer(w->ckpt_dir, w->rank, w->iter);
     }
     float *host = NULL;
-    if (ck_resid_staged(w) && (host = ck_stage_alloc(w)) == NULL)
+    if (ck_staged(w) > 0 && (host = ck_stage_alloc(w)) == NULL)
         return GV_ERR_NOMEM;
     struct gv_ckpt *ck;
     gv_status_t status = gv_ps_ckpt_open_iter(w->ckpt_dir, &id, w->iter, &ck);
@@ -200,9 +223,9 @@ static gv_status_t ck_restore(struct gv_worker *w)
         gv_ckpt_close(ck);
     }
     if (status == GV_OK && host != NULL) {
-        status = gv_cmp_copy_from_host(w->cmp, w->resid, host, w->m.numel * sizeof(float));
+        status = ck_stage_copy(w, host, false);
         if (status != GV_OK) {
-            gv_log(GV_LOG_ERROR, "worker %u: cannot copy the restored residual to the GPU (%s)",
+            gv_log(GV_LOG_ERROR, "worker %u: cannot copy the restored state to the GPU (%s)",
                    w->rank, gv_status_str(status));
             gv_free(host);
             return status;
@@ -239,11 +262,9 @@ static void ck_write(struct gv_worker *w, bool committed)
     uint64_t t0 = gv_now_ns();
     float *host = NULL;
     gv_status_t status = GV_OK;
-    if (ck_resid_staged(w)) {
+    if (ck_staged(w) > 0) {
         host = ck_stage_alloc(w);
-        status = host == NULL
-                     ? GV_ERR_NOMEM
-                     : gv_cmp_copy_to_host(w->cmp, host, w->resid, w->m.numel * sizeof(float));
+        status = host == NULL ? GV_ERR_NOMEM : ck_stage_copy(w, host, true);
     }
     if (status == GV_OK) {
         struct gv_ckpt_section sec[5];

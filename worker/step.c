@@ -234,15 +234,27 @@ static gv_status_t step_push_ready(struct gv_worker *w, uint64_t below, bool fin
  * velocity, u = momentum * u + (g + weight_decay * p), and what is compressed and pushed is u
  * (the replicas step with job->step_optim, without momentum). Dense rounds average the
  * workers' velocities, which is the velocity of the averaged gradient: the same steps as
- * momentum on the servers. */
-static void step_velocity(struct gv_worker *w, uint64_t lo)
+ * momentum on the servers. A GPU replica (mirrored) keeps the velocity in its backend's memory
+ * and updates it there, with the same bits. */
+static gv_status_t step_velocity(struct gv_worker *w, uint64_t lo)
 {
     struct wk_step *x = &w->st;
     if (w->lmom == NULL || lo >= x->mom_lo)
-        return;
-    gv_optim_velocity_host(&w->job->optim, w->m.params + lo, w->lmom + lo, w->m.grads + lo,
-                           x->mom_lo - lo);
+        return GV_OK;
+    if (!w->mirrored) {
+        gv_optim_velocity_host(&w->job->optim, w->m.params + lo, w->lmom + lo, w->m.grads + lo,
+                               x->mom_lo - lo);
+    } else {
+        gv_status_t status = gv_optim_velocity(w->m.be, &w->job->optim, w->m.params + lo,
+                                               w->lmom + lo, w->m.grads + lo, x->mom_lo - lo);
+        if (status != GV_OK) {
+            gv_log(GV_LOG_ERROR, "worker %u: the velocity update on the %s backend failed (%s)",
+                   w->rank, gv_nn_backend_name(w->m.be), gv_status_str(status));
+            return status;
+        }
+    }
     x->mom_lo = lo;
+    return GV_OK;
 }
 
 /* Compresses the units whose gradients are final (those starting at or above `lo`), from the
@@ -252,7 +264,9 @@ static gv_status_t step_advance(struct gv_worker *w, uint64_t lo, bool final)
     struct wk_step *x = &w->st;
     const struct gv_ps_decision *d = &w->dec;
     bool accordion = w->job->method == GV_JOB_ACCORDION;
-    step_velocity(w, lo);
+    gv_status_t vstatus = step_velocity(w, lo);
+    if (vstatus != GV_OK)
+        return vstatus;
     for (; x->next_unit > 0 && w->unit_off[x->next_unit - 1] >= lo; x->next_unit--) {
         uint32_t u = x->next_unit - 1;
         if (x->levels > 0) {

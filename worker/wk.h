@@ -128,7 +128,9 @@ struct gv_worker {
     float *resid;      /* float[numel]: r, and g_ef between compress and apply (of the
                           compressor's memory kind, as the outputs below) */
     bool resid_zero;   /* r is known to be zero: a dense iteration applied it (none owed) */
-    float *lmom;       /* --local-momentum: float[numel], this worker's velocity (host) */
+    float *lmom;       /* --local-momentum: float[numel], this worker's velocity (host, or
+                        * for a mirrored replica the backend's memory, in lmom_buf) */
+    struct gv_buf lmom_buf;
     struct gv_sparse *lmin, *lcand; /* [n_units] */
 
     /* the decision in force */

@@ -80,6 +80,30 @@ static gv_status_t wk_host_views(struct gv_worker *w)
                         : GV_OK;
 }
 
+/* --local-momentum: the velocity, zero, where the gradients are (a GPU replica's in its
+ * backend's memory). */
+static gv_status_t wk_velocity(struct gv_worker *w)
+{
+    size_t bytes = w->m.numel * sizeof(float);
+    if (!w->mirrored) {
+        w->lmom = wk_alloc(w, w->m.numel, sizeof(float));
+        return w->lmom != NULL ? GV_OK : GV_ERR_NOMEM;
+    }
+    enum gv_mem mem = gv_nn_backend_mem(w->m.be);
+    gv_status_t status = gv_buf_alloc(&w->lmom_buf, bytes, mem);
+    if (status != GV_OK) {
+        gv_log(GV_LOG_ERROR, "worker %u: no %s memory for the velocity (%zu bytes)", w->rank,
+               gv_mem_str(mem), bytes);
+        return status;
+    }
+    if (mem == GV_MEM_DEVICE)
+        w->device_bytes += bytes;
+    else
+        w->buffer_bytes += bytes;
+    w->lmom = w->lmom_buf.ptr;
+    return GV_OK;
+}
+
 static gv_status_t wk_compressor(struct gv_worker *w)
 {
     const struct gv_job *job = w->job;
@@ -213,11 +237,6 @@ static gv_status_t wk_model_check(struct gv_worker *w)
         m->be != NULL && (gv_nn_backend_mem(m->be) == GV_MEM_DEVICE || w->cfg.host_mirrors);
     if (w->caller_optim && device) {
         gv_log(GV_LOG_ERROR, "worker: --optimizer caller takes a host replica (no GPU backend)");
-        return GV_ERR_UNSUPPORTED;
-    }
-    if (w->job->local_momentum && device) {
-        gv_log(GV_LOG_ERROR, "worker: --local-momentum runs on host replicas only (no GPU "
-                             "backend, no host mirrors) for now");
         return GV_ERR_UNSUPPORTED;
     }
     if (!w->caller_optim && m->momentum == NULL) {
@@ -436,9 +455,8 @@ gv_status_t gv_worker_create(const struct gv_worker_config *cfg,
         status = wk_host_views(w);
     if (status == GV_OK)
         status = wk_compressor(w);
-    if (status == GV_OK && w->job->local_momentum &&
-        (w->lmom = wk_alloc(w, w->m.numel, sizeof(float))) == NULL)
-        status = GV_ERR_NOMEM;
+    if (status == GV_OK && w->job->local_momentum)
+        status = wk_velocity(w);
     if (status == GV_OK && w->job->method == GV_JOB_ACCORDION && w->rank == 0) {
         w->epoch_acc = wk_alloc(w, w->m.numel, sizeof(float));
         w->layer_norms = wk_alloc(w, w->m.n_tensors, sizeof(double));
@@ -576,7 +594,10 @@ void gv_worker_destroy(struct gv_worker *w)
     gv_buf_free(&w->hsent_buf);
     gv_buf_free(&w->mirror);
     gv_free(w->epoch_acc);
-    gv_free(w->lmom);
+    if (w->lmom_buf.ptr != NULL)
+        gv_buf_free(&w->lmom_buf);
+    else
+        gv_free(w->lmom);
     gv_free(w->layer_norms);
     gv_shard_map_cleanup(&w->map);
     if (w->unit_off != w->off)

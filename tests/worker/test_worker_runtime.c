@@ -653,7 +653,7 @@ int main(int argc, char **argv)
         "gravac-exp", "--window",    "3",         "--epsilon",    "0.2",   "--theta-min",
         "4",          "--theta-max", "64",        "--piece-size", "4K"};
     run_case_delayed("gravac with dense rounds in pieces", 17, pgrv, 1, 0, 0, 3);
-    if (mode == MODE_HOST) { /* --local-momentum: host replicas only (the others refuse it) */
+    { /* --local-momentum: the velocity on the host, or in the backend's memory (mirror, cuda) */
         char *lmd[] = {"t",     "--dataset",        "synthetic", "--widths",
                        "48,24", "--method",         "dense",     "--weight-decay",
                        "0.001", "--local-momentum", "--lr",      "0.1"};
