@@ -153,6 +153,7 @@ struct gv_job {
     enum gv_cmp_kind compressor; /* topk, randomk, dgc, redsync (dense is a method) */
     bool fp16;                   /* fp16 values in sparse pushes and updates */
     enum gv_job_downlink downlink;
+    double downlink_mult; /* the bounded downlink's k, in pushes' k: it cuts at CF / this */
     enum gv_job_scope topk_scope;
     uint64_t resync_every; /* full model resync every N iterations (0: on join and mismatch) */
     uint64_t piece_size;   /* bytes of a dense round's pieces per shard (0: whole shards) */
@@ -201,6 +202,8 @@ enum gv_cmp_kind gv_job_cmp_kind(const struct gv_job *job);
 bool gv_job_dense(const struct gv_job *job);
 /* The value type of sparse payloads both ways (fp16 with --fp16). */
 enum gv_val_type gv_job_sparse_vt(const struct gv_job *job);
+/* The CF the bounded downlink cuts at when cf is in force: cf / --downlink-mult, at least 1. */
+double gv_job_down_cf(const struct gv_job *job, double cf);
 /* The value type of dense pushes and updates of the job's dense methods (fp16 for dense-fp16);
  * a compressed method's dense rounds: gv_ps_dense_vt. */
 enum gv_val_type gv_job_dense_vt(const struct gv_job *job);

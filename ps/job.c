@@ -357,6 +357,17 @@ const struct gv_opt gv_job_options[] = {
      .group = "compression",
      .choices = downlink_choices,
      .values = downlink_values},
+    {.name = "downlink-mult",
+     .type = GV_OPT_DOUBLE,
+     .offset = J(downlink_mult),
+     .def = "1",
+     .help = "the bounded downlink sends this many times one push's k (it cuts at the CF in "
+             "force divided by it): more entries to every worker, as many for any number of "
+             "workers",
+     .group = "compression",
+     .flags = GV_OPT_RANGE,
+     .min = 1,
+     .max = 1e6},
     {.name = "topk-scope",
      .type = GV_OPT_ENUM,
      .offset = J(topk_scope),
@@ -424,6 +435,11 @@ bool gv_job_dense(const struct gv_job *job)
 enum gv_val_type gv_job_sparse_vt(const struct gv_job *job)
 {
     return job->fp16 ? GV_VAL_F16 : GV_VAL_F32;
+}
+
+double gv_job_down_cf(const struct gv_job *job, double cf)
+{
+    return GV_MAX(1.0, cf / job->downlink_mult);
 }
 
 enum gv_val_type gv_job_dense_vt(const struct gv_job *job)
@@ -605,6 +621,11 @@ gv_status_t gv_job_resolve(struct gv_job *job, uint32_t num_workers)
     if (job->local_momentum && job->optimizer == GV_JOB_OPTIM_CALLER) {
         gv_log(GV_LOG_ERROR, "--local-momentum is the job's SGD (--optimizer job): with "
                              "--optimizer caller the caller's optimizer keeps the momentum");
+        return GV_ERR_INVAL;
+    }
+    if (job->downlink_mult != 1.0 && job->downlink != GV_DOWNLINK_TOPK) {
+        gv_log(GV_LOG_ERROR, "--downlink-mult sizes the bounded downlink (--downlink topk); "
+                             "--downlink union sends every entry pushed");
         return GV_ERR_INVAL;
     }
     if (job->local_momentum && job->nesterov) {
@@ -866,6 +887,8 @@ static uint64_t job_fingerprint(const struct gv_job *job, const char (*names)[24
         if (job->quality_from != dflt.autoc.quality_from)
             FP_ADD(";quality from %.17g", job->quality_from);
     }
+    if (job->downlink_mult != 1.0) /* the default adds nothing: fingerprints as before */
+        FP_ADD(";downlink mult %.17g", job->downlink_mult);
     if (job->optimizer == GV_JOB_OPTIM_CALLER)
         FP_ADD(";optimizer caller");
     if (job->local_momentum) /* the replicas step differently: a worker must agree */

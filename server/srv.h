@@ -297,7 +297,8 @@ struct srv_pieces {
  * shard, or the whole shard with --topk-scope model); what is not sent stays in the residual,
  * so every worker applies the same sparse update and nothing is lost, only delayed. */
 struct srv_down {
-    struct gv_cmp *cmp; /* top-k, the job's fp16 mode */
+    const struct gv_job *job; /* its options (--downlink-mult); outlives this */
+    struct gv_cmp *cmp;       /* top-k, the job's fp16 mode */
     uint32_t n_units;
     uint64_t *unit_off;    /* [n_units + 1] within the shard */
     uint32_t *unit_tensor; /* [n_units] the tensor of each unit (Accordion's per-layer CF) */

@@ -35,6 +35,7 @@ gv_status_t srv_down_create(const struct gv_job *job, const struct gv_shard_map 
     struct srv_down *d = gv_calloc(1, sizeof(*d));
     if (d == NULL)
         return GV_ERR_NOMEM;
+    d->job = job;
     d->n = gv_shard_numel(map, shard);
     uint32_t first = map->piece_first[shard], np = map->piece_first[shard + 1] - first;
     d->n_units = job->topk_scope == GV_SCOPE_MODEL ? 1 : np;
@@ -58,7 +59,7 @@ gv_status_t srv_down_create(const struct gv_job *job, const struct gv_shard_map 
     cc.kind = GV_CMP_TOPK; /* the downlink keeps the largest entries, whatever the uplink used */
     cc.val_type = gv_job_sparse_vt(job);
     cc.max_numel = GV_MAX(most, 1);
-    cc.min_cf = gv_job_min_cf(job);
+    cc.min_cf = gv_job_down_cf(job, gv_job_min_cf(job));
     cc.nthreads = 1;
     cc.seed = job->seed;
     if ((status = gv_cmp_create(&cc, &d->cmp)) != GV_OK)
@@ -110,8 +111,9 @@ gv_status_t srv_down_apply(struct srv_down *d, float *acc, const struct gv_ps_de
         uint32_t len = (uint32_t)(d->unit_off[u + 1] - off);
         if (len == 0)
             continue;
-        double cf = accordion ? (heavy[d->unit_tensor[u]] ? dec->cf_candidate : dec->theta_min)
-                              : dec->cf_send;
+        double cf = gv_job_down_cf(
+            d->job, accordion ? (heavy[d->unit_tensor[u]] ? dec->cf_candidate : dec->theta_min)
+                              : dec->cf_send);
         struct gv_cmp_req req = {.iter = iter, .tensor_id = u, .cf_min = cf, .cf_cand = 0};
         d->out.cap = gv_cmp_bound(d->cmp, len, cf);
         struct gv_norms nm;

@@ -207,6 +207,12 @@ static void test_job(void)
     /* --local-momentum: the replicas step otherwise, so every process must agree */
     char *lm1[] = {"t", "--dataset", "synthetic", "--steps", "100", "--local-momentum"};
     GV_CHECK(fingerprint_of(6, lm1, 2) != f0);
+    /* --downlink-mult: the servers' cut, every process must agree; 1, the default, leaves the
+     * fingerprint as before the option */
+    char *dm1[] = {"t", "--dataset", "synthetic", "--steps", "100", "--downlink-mult", "1"};
+    char *dm3[] = {"t", "--dataset", "synthetic", "--steps", "100", "--downlink-mult", "3"};
+    GV_CHECK_EQ(fingerprint_of(7, dm1, 2), f0);
+    GV_CHECK(fingerprint_of(7, dm3, 2) != f0);
 
     /* the top-k scope: auto is one k over the model, but per tensor for Accordion (which
      * decides per layer); an explicit choice is kept, and model with Accordion refused */
@@ -431,6 +437,25 @@ static void test_job(void)
     cfg = job_defaults(&job, 6, lmc);
     GV_CHECK(cfg != NULL && gv_job_resolve(&job, 4) == GV_ERR_INVAL);
     gv_cfg_destroy(cfg);
+    /* --downlink-mult: the bounded downlink cuts at CF / mult, never below CF 1; refused with
+     * the union downlink, and under 1 by the parser */
+    char *dm[] = {"t",    "--dataset", "synthetic",       "--method", "static",
+                  "--cf", "100",       "--downlink-mult", "4"};
+    cfg = job_defaults(&job, 9, dm);
+    GV_CHECK_OK(gv_job_resolve(&job, 4));
+    GV_CHECK(job.downlink_mult == 4.0 && gv_job_down_cf(&job, 100) == 25.0 &&
+             gv_job_down_cf(&job, 2) == 1.0);
+    gv_cfg_destroy(cfg);
+    cfg = job_defaults(&job, 7, dm);
+    GV_CHECK_OK(gv_job_resolve(&job, 4));
+    GV_CHECK(job.downlink_mult == 1.0 && gv_job_down_cf(&job, 100) == 100.0);
+    gv_cfg_destroy(cfg);
+    char *dmu[] = {"t", "--dataset", "synthetic", "--downlink", "union", "--downlink-mult", "2"};
+    cfg = job_defaults(&job, 7, dmu);
+    GV_CHECK(cfg != NULL && gv_job_resolve(&job, 4) == GV_ERR_INVAL);
+    gv_cfg_destroy(cfg);
+    char *dm0[] = {"t", "--dataset", "synthetic", "--downlink-mult", "0.5"};
+    GV_CHECK(job_defaults(&job, 5, dm0) == NULL);
     static const char *const bad[] = {"10,4", "dense,2", "fp16,dense,10", "1.5", "10,x", ""};
     for (size_t i = 0; i < GV_ARRAY_LEN(bad); i++) {
         char *u3[] = {"t", "--dataset", "synthetic", "--method", "auto", "--arms", (char *)bad[i]};

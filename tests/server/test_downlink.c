@@ -1,6 +1,7 @@
 /* test_downlink.c: the bounded downlink (server/update.c srv_down_*), on its own: what a server
  * sends is the aggregate plus its residual cut to the k of the CF in force per unit (a piece of
- * a tensor in the shard, or the whole shard), and the residual keeps the rest bit for bit
+ * a tensor in the shard, or the whole shard; with --downlink-mult M the k of CF / M, at least
+ * CF 1), and the residual keeps the rest bit for bit
  * (sent + residual == aggregate + old residual); a dense round sends everything and empties
  * the residual; fp16 mode sends halves and keeps the rounding; Accordion's heavy layers use the
  * candidate CF; dense methods and the union downlink have no such state. */
@@ -62,8 +63,9 @@ static void topk_mask(const float *v, uint32_t n, uint32_t k, bool *mask)
 }
 
 /* Several rounds over a 3-tensor model and 2 shards: every unit's sent + residual equals its
- * aggregate + old residual bit for bit, and sent is exactly the top k of that sum. */
-static void test_rounds(const char *const *args, int nargs, bool model_scope)
+ * aggregate + old residual bit for bit, and sent is exactly the top k of that sum, k that of
+ * the CF in force divided by --downlink-mult (mult). */
+static void test_rounds(const char *const *args, int nargs, bool model_scope, double mult)
 {
     struct gv_job job;
     struct gv_cfg *cfg = job_of(&job, args, nargs);
@@ -101,7 +103,8 @@ static void test_rounds(const char *const *args, int nargs, bool model_scope)
             for (uint32_t u = 0; u < d->n_units; u++) {
                 uint64_t off = d->unit_off[u];
                 uint32_t len = (uint32_t)(d->unit_off[u + 1] - off);
-                uint32_t k = (uint32_t)GV_MAX(1.0, floor((double)len / dec.cf_send));
+                double cf = GV_MAX(1.0, dec.cf_send / mult);
+                uint32_t k = (uint32_t)GV_MIN(len, GV_MAX(1.0, floor((double)len / cf)));
                 topk_mask(want + off, len, k, mask);
                 for (uint32_t i = 0; i < len; i++)
                     bad_sel += mask[i] ? bits(acc[off + i]) != bits(want[off + i])
@@ -227,9 +230,16 @@ int main(void)
                                         "--topk-scope", "model",  "--no-fp16"};
     static const char *const dflt[] = {"--method", "static", "--cf", "10",
                                        "--no-fp16"}; /* auto: model */
-    test_rounds(tensor, 7, false);
-    test_rounds(model, 7, true);
-    test_rounds(dflt, 5, true);
+    /* --downlink-mult: 3x the entries at CF 10 and 40, and at 50 every entry (CF 1) at CF 40 */
+    static const char *const mult3[] = {"--method",  "static",          "--cf", "10",
+                                        "--no-fp16", "--downlink-mult", "3"};
+    static const char *const mult50[] = {"--method",  "static",          "--cf", "10",
+                                         "--no-fp16", "--downlink-mult", "50"};
+    test_rounds(tensor, 7, false, 1);
+    test_rounds(model, 7, true, 1);
+    test_rounds(dflt, 5, true, 1);
+    test_rounds(mult3, 7, true, 3);
+    test_rounds(mult50, 7, true, 50);
     test_fp16();
     test_accordion();
     test_none();

@@ -8,7 +8,8 @@
  * bytes of every iteration, both ways, equal the encoder's planned sizes plus the headers, and
  * equal what the transport itself moved. Dense, static top-k (over the whole model, the default
  * scope, and per tensor), fp16 values, GraVAC with changing
- * levels, random-k, DGC and Redsync (variable counts), and periodic resyncs; and pushes without
+ * levels, random-k, DGC and Redsync (variable counts), periodic resyncs, a downlink of 3 pushes'
+ * k (--downlink-mult); and pushes without
  * entries (every kept entry in the other shard) that reach a server before their turn.
  * With the argument "cuda" (test_worker_runtime_cuda) the workers' replicas are GPU memory:
  * gradients uploaded, compression and the optimizer step on the GPU, and the same bitwise
@@ -653,6 +654,9 @@ int main(int argc, char **argv)
         "gravac-exp", "--window",    "3",         "--epsilon",    "0.2",   "--theta-min",
         "4",          "--theta-max", "64",        "--piece-size", "4K"};
     run_case_delayed("gravac with dense rounds in pieces", 17, pgrv, 1, 0, 0, 3);
+    char *dmult[] = {"t",      "--dataset", "synthetic", "--widths",        "48,24", "--method",
+                     "static", "--cf",      "20",        "--downlink-mult", "3"};
+    run_case("static CF 20, a downlink of 3 pushes' k", 11, dmult, 0);
     { /* --local-momentum: the velocity on the host, or in the backend's memory (mirror, cuda) */
         char *lmd[] = {"t",     "--dataset",        "synthetic", "--widths",
                        "48,24", "--method",         "dense",     "--weight-decay",
