@@ -808,8 +808,9 @@ static void scenario_metrics(void)
              "--metrics-addr 127.0.0.1:0 --checkpoint-dir %s/ck "
              "--checkpoint-every 200",
              dir);
-    /* GraVAC, so that the gains are exported (server 0): after its first windows the floor is
-     * used (CF 10) and the candidate has climbed to the top (1000) */
+    /* GraVAC, so that the gains are exported (server 0): after its first windows a compressed
+     * floor is used (CF 10 at first; a later search may raise it, as fast as the machine runs
+     * the iterations) and the candidate climbs towards the top (1000) */
     struct run r = {.dir = dir,
                     .tag = "a",
                     .S = 2,
@@ -843,7 +844,9 @@ static void scenario_metrics(void)
     double cf = sample(b, "gravac_compression_factor");
     double floor_cf = sample(b, "gravac_compression_factor_floor");
     double cand_cf = sample(b, "gravac_compression_factor_candidate");
-    GV_CHECK_EQ(floor_cf, 10.0);
+    /* the floor is one of the search's compressed levels, from --theta-min (10) to its top; not
+     * necessarily 10: in one run the search had raised it to 20 by iteration 525 */
+    GV_CHECK_MSG(floor_cf >= 10.0 && floor_cf <= 1000.0, "floor CF %g", floor_cf);
     /* no candidate (a window that found none to try): the candidate gauge is the floor */
     GV_CHECK_MSG(cand_cf >= floor_cf && (cf == floor_cf || cf == cand_cf),
                  "CF %g, floor %g, candidate %g", cf, floor_cf, cand_cf);
