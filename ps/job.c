@@ -362,8 +362,8 @@ const struct gv_opt gv_job_options[] = {
      .offset = J(downlink_mult),
      .def = "1",
      .help = "the bounded downlink sends this many times one push's k (it cuts at the CF in "
-             "force divided by it): more entries to every worker, as many for any number of "
-             "workers",
+             "force divided by it): more entries to every worker, at most that many whatever "
+             "the number of workers",
      .group = "compression",
      .flags = GV_OPT_RANGE,
      .min = 1,
