@@ -327,22 +327,31 @@ static void switch_to(struct gv_adapt *ctl, uint32_t arm)
     memset(au->lost, 0, sizeof(au->lost));
 }
 
-/* The start's choice checked again, in the first phase while no loss evidence has moved the
- * incumbent, after a sandwich with `other` whose loss evidence is inconclusive (z_inc, the pair's
- * z-score for the incumbent, under half of z_switch): the timing stage's prior with the times
- * measured since (both arms over a full ring of samples). A neighbour whose score, time x
- * CF^gamma0, is `tie` below the incumbent's replaces it: three timed iterations per arm can
- * misjudge (the MLP at 1 Gbit/s started at CF 4, timed at 1.07x CF 10's time and then running
- * at 1.3-1.9x it), and noisy losses may never give the evidence a z-score of z_switch either way.
- * Once the evidence has moved the incumbent, the prior no longer decides (evidence discounted by
- * `forget` must not be overruled by it); after an lr drop the incumbent was moved down on purpose.
- */
+/* The prior checked again after a sandwich with `other` whose loss evidence is inconclusive
+ * (z_inc, the pair's z-score for the incumbent, under half of z_switch): the timing stage's score,
+ * time x CF^gamma0, with the times measured since (both arms over a full ring of samples). A
+ * neighbour whose score is `tie` below the incumbent's replaces it
+ *  - in the first phase while no loss evidence has moved the incumbent, either way: three timed
+ *    iterations per arm can misjudge (the MLP at 1 Gbit/s started at CF 4, timed at 1.07x CF 10's
+ *    time and then running at 1.3-1.9x it), and noisy losses may never give the evidence a
+ *    z-score of z_switch either way;
+ *  - at any time when the neighbour is also measured faster: an incumbent that costs more time
+ *    per iteration keeps its place only while the evidence holds (one sandwich of noisy rates
+ *    can reach z_switch: the MLP at 100 Mbit/s, seed 6, went to CF 4, 3x CF 10's time, at
+ *    iteration 367 on one sandwich and stayed there for the 630 iterations left, the evidence
+ *    never reaching z_switch the other way; so does an lr drop's step down).
+ * An incumbent faster than the neighbour is not overruled by the prior once the evidence has
+ * moved it there: evidence discounted by `forget` goes inconclusive, and the prior's quality
+ * cost must not take back what the loss showed a faster arm to gain. */
 static bool rescore(const struct gv_adapt *ctl, uint32_t other, double z_inc)
 {
     const struct auto_state *au = &ctl->au;
     const struct gv_adapt_auto_cfg *c = &ctl->cfg.autoc;
-    if (!au->prior || au->phases > 0 || !(z_inc < 0.5 * c->z_switch) || other > arm_top(ctl) ||
-        au->arm[other].t_n < AUTO_TRING || au->arm[au->inc].t_n < AUTO_TRING)
+    if (!(z_inc < 0.5 * c->z_switch) || other > arm_top(ctl) || au->arm[other].t_n < AUTO_TRING ||
+        au->arm[au->inc].t_n < AUTO_TRING)
+        return false;
+    bool faster = auto_arm_time(ctl, other, NULL) < auto_arm_time(ctl, au->inc, NULL);
+    if (!(au->prior && au->phases == 0) && !faster)
         return false;
     return arm_score(ctl, other) < (1.0 - c->tie) * arm_score(ctl, au->inc);
 }

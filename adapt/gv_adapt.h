@@ -126,13 +126,16 @@
  * (a burst of load may be in it), half as often each time it loses. A probe below waits while the
  * phase's probes below, plus block_min of its own iterations, would exceed probe_budget of the
  * phase's time; a side that lost a sandwich (z beyond -z_switch) is probed half as often each time
- * it loses again (1 in 2, 4, 8). The start re-scored: in the first phase, while no evidence has
- * moved the incumbent, a sandwich whose pair's z-score for the incumbent is under z_switch / 2 lets
- * the neighbour it probed replace it if that neighbour's score (time x CF^gamma0, both over 9
- * samples) is `tie` below the incumbent's. An lr below lr_drop x the phase's starts a new phase:
- * evidence cleared, short blocks, the incumbent drop_rungs down but not onto a dense arm. The
- * quality guard: from quality_from of total_iters (unknown: from the first lr drop) no arm above
- * quality_cf (the accuracy at the budget depends on the CF through most of training).
+ * it loses again (1 in 2, 4, 8). The prior re-scored: a sandwich whose pair's z-score for the
+ * incumbent is under z_switch / 2 lets the neighbour it probed replace it if that neighbour's
+ * score (time x CF^gamma0, both over 9 samples) is `tie` below the incumbent's, either way in the
+ * first phase while no evidence has moved the incumbent, and at any time when the neighbour is
+ * also measured faster (a slower incumbent keeps its place only while its evidence holds; an
+ * incumbent faster than the neighbour is not taken back by the prior). An lr below lr_drop x the
+ * phase's starts a new phase: evidence cleared, short blocks, the incumbent drop_rungs down but not
+ * onto a dense arm. The quality guard: from quality_from of total_iters (unknown: from the first lr
+ * drop) no arm above quality_cf (the accuracy at the budget depends on the CF through most of
+ * training).
  *
  * ---- Decision log --------------------------------------------------------------------------
  * With a sink set, one JSON object (one line, no newline) per window and per decision change:
